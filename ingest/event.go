@@ -1,0 +1,319 @@
+// Package ingest holds mcpulse's event contract (DESIGN.md §2): the PostHog-style envelope,
+// the four event kinds and their validation, the identity hash shared with the MCP servers,
+// and a Kafka publisher.
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Event names, as PostHog's MCP analytics SDK and PostHog's MCP server send them (DESIGN.md §2),
+// so existing PostHog dashboards keep working.
+const (
+	EventToolCall           = "$mcp_tool_call"
+	EventInvitationSent     = "mcp interview invitation sent"
+	EventBookingLinkOpened  = "mcp interview booking link opened"
+	EventInvitationResponse = "mcp interview invitation responded"
+)
+
+// Kind is one of the four event kinds mcpulse understands.
+type Kind uint8
+
+// The event kinds. KindUnknown is any other event name.
+const (
+	KindUnknown Kind = iota
+	KindToolCall
+	KindInvitationSent
+	KindBookingLinkOpened
+	KindInvitationResponse
+)
+
+// String returns the kind's short name: "tool_call", "invitation_sent", "link_opened",
+// "response" or "unknown". These are the values of the ClickHouse `kind` columns.
+func (k Kind) String() string {
+	switch k {
+	case KindToolCall:
+		return "tool_call"
+	case KindInvitationSent:
+		return "invitation_sent"
+	case KindBookingLinkOpened:
+		return "link_opened"
+	case KindInvitationResponse:
+		return "response"
+	}
+	return "unknown"
+}
+
+// KindOf maps an `event` name to its Kind (KindUnknown for any other name).
+func KindOf(eventName string) Kind {
+	switch eventName {
+	case EventToolCall:
+		return KindToolCall
+	case EventInvitationSent:
+		return KindInvitationSent
+	case EventBookingLinkOpened:
+		return KindBookingLinkOpened
+	case EventInvitationResponse:
+		return KindInvitationResponse
+	}
+	return KindUnknown
+}
+
+// Topic returns the Kafka topic a kind is published to: TopicToolCalls for tool calls,
+// TopicRecruitment for the three recruitment kinds, "" for KindUnknown.
+func (k Kind) Topic() string {
+	switch k {
+	case KindToolCall:
+		return TopicToolCalls
+	case KindInvitationSent, KindBookingLinkOpened, KindInvitationResponse:
+		return TopicRecruitment
+	}
+	return ""
+}
+
+// Limits from DESIGN.md §2.
+const (
+	// MaxDistinctIDLength is the longest accepted distinct_id, in characters (Unicode code points).
+	MaxDistinctIDLength = 200
+	// MaxIgnoredKeys is how many $mcp_ignored_keys entries an event carries at most; the MCP
+	// server reports how many there were before the cap in $mcp_ignored_keys_total.
+	MaxIgnoredKeys = 20
+)
+
+// Responses an invitation can get, as sent in the `response` property.
+const (
+	ResponseAccept  = "accept"
+	ResponseDecline = "decline"
+	ResponseCancel  = "cancel"
+)
+
+// Envelope is the wire shape of every event: PostHog's capture format, so a PostHog SDK can
+// send it unchanged. Properties keeps every property as raw JSON; unknown ones are preserved.
+type Envelope struct {
+	UUID       string                     `json:"uuid"`
+	Event      string                     `json:"event"`
+	DistinctID string                     `json:"distinct_id"`
+	Timestamp  string                     `json:"timestamp"`
+	Properties map[string]json.RawMessage `json:"properties"`
+}
+
+// FieldError is one problem with an event, at a field path such as "distinct_id" or
+// "properties.$mcp_ignored_keys[3]".
+type FieldError struct {
+	Path    string
+	Problem string
+}
+
+func (f FieldError) String() string { return f.Path + ": " + f.Problem }
+
+// ValidationError lists every problem found in one event, in field order. It is the error
+// Parse returns for an event that decoded as JSON but breaks the contract.
+type ValidationError struct {
+	Problems []FieldError
+}
+
+// Error joins the problems on one line ("uuid: required; timestamp: not RFC 3339 ...").
+func (v *ValidationError) Error() string {
+	parts := make([]string, len(v.Problems))
+	for i, p := range v.Problems {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (v *ValidationError) add(path, format string, args ...any) {
+	v.Problems = append(v.Problems, FieldError{Path: path, Problem: fmt.Sprintf(format, args...)})
+}
+
+// ErrUnknownEvent is wrapped by the error Parse returns for a well-formed envelope whose
+// `event` is none of the four kinds; the gateway acknowledges such events, the consumer
+// dead-letters them.
+var ErrUnknownEvent = errors.New("event is not one of the four mcpulse kinds")
+
+// Event is a decoded, validated event. Timestamps are UTC.
+type Event struct {
+	UUID       uuid.UUID
+	Name       string
+	Kind       Kind
+	DistinctID string
+	Timestamp  time.Time
+	// Properties is the envelope's properties object as sent (compact JSON text), kept whole
+	// in the raw tables.
+	Properties json.RawMessage
+
+	ToolCall    *ToolCall    // set when Kind == KindToolCall
+	Recruitment *Recruitment // set for the three recruitment kinds
+}
+
+// Diagnostics are the interview-recruitment gate diagnostics a tool call (and an invitation,
+// with reason "invited") carries. Nil pointers mean the property was absent or null; for the
+// capability flags, null means "the request carried no capability metadata", not false
+// (PostHog MCP guide).
+type Diagnostics struct {
+	Reason            string // interview_recruitment_reason; "" when absent
+	URLSupported      *bool  // interview_recruitment_url_supported
+	FormSupported     *bool  // interview_recruitment_form_supported
+	CampaignID        string // interview_recruitment_campaign_id
+	CompletedCalls    *int64
+	SessionAgeSeconds *float64
+}
+
+// ToolCall holds the properties of a $mcp_tool_call event that mcpulse reads.
+type ToolCall struct {
+	ToolName       string // $mcp_tool_name
+	IsError        bool   // $mcp_is_error (bool or "true"/"false"; absent = false)
+	DurationMs     *float64
+	ClientName     string
+	ClientVersion  string
+	ExecVerb       string
+	ExecTargetTool string
+	Mode           string
+	ConversationID string
+	SessionID      string
+	Source         string
+	ErrorType      string
+	// IgnoredKeys are dotted paths of input keys the tool schema dropped (array items by
+	// index), at most MaxIgnoredKeys, control characters masked as '?'.
+	IgnoredKeys []string
+	// IgnoredKeysTotal is how many ignored keys there were before the cap (≥ len(IgnoredKeys)).
+	IgnoredKeysTotal int64
+	Diagnostics
+}
+
+// EffectiveTool is the tool the call really ran: $mcp_exec_target_tool when $mcp_exec_verb is
+// "call" and the target is not "unrecognized", else $mcp_tool_name (PostHog's own rule for
+// exec-wrapped calls; DESIGN.md §4).
+func (t *ToolCall) EffectiveTool() string {
+	if t.ExecVerb == "call" && t.ExecTargetTool != "" && t.ExecTargetTool != "unrecognized" {
+		return t.ExecTargetTool
+	}
+	return t.ToolName
+}
+
+// Recruitment holds the properties of the three recruitment kinds.
+type Recruitment struct {
+	CampaignID   string
+	InvitationID string
+	FeatureFlag  string
+	// InstanceURL is the public base URL of the PostHog instance the user authenticated
+	// against; "" when the event lacks it (the consumer then uses its configured default).
+	InstanceURL string
+	// Response is "accept", "decline" or "cancel" for KindInvitationResponse, else "".
+	Response string
+	// RespondedAt is responded_at, defaulting to the event timestamp (responses only).
+	RespondedAt time.Time
+	Diagnostics
+}
+
+// Parse decodes one JSON envelope and validates it against DESIGN.md §2. It returns a
+// *ValidationError listing every problem (with field paths) when the JSON is well formed but
+// the event breaks the contract, an error wrapping ErrUnknownEvent (and no other problem) for
+// a valid envelope of another event name, and a plain decode error for bad JSON.
+func Parse(data []byte) (*Event, error) {
+	var env Envelope
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&env); err != nil {
+		return nil, fmt.Errorf("bad JSON: %w", describeJSONError(err))
+	}
+	if dec.More() {
+		return nil, errors.New("bad JSON: more than one value")
+	}
+	return Validate(&env)
+}
+
+func describeJSONError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		return fmt.Errorf("%s: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	}
+	return err
+}
+
+// Validate checks a decoded envelope and builds the Event; see Parse for the errors.
+func Validate(env *Envelope) (*Event, error) {
+	v := &ValidationError{}
+	ev := &Event{Name: env.Event, Kind: KindOf(env.Event), DistinctID: env.DistinctID}
+
+	switch {
+	case env.UUID == "":
+		v.add("uuid", "required")
+	case len(env.UUID) != 36:
+		v.add("uuid", "not a UUID in canonical 8-4-4-4-12 form: %s", quoteForError(env.UUID))
+	default:
+		id, err := uuid.Parse(env.UUID)
+		if err != nil {
+			v.add("uuid", "not a UUID: %s", quoteForError(env.UUID))
+		}
+		ev.UUID = id
+	}
+	if env.Event == "" {
+		v.add("event", "required")
+	}
+	switch n := utf8.RuneCountInString(env.DistinctID); {
+	case n == 0:
+		v.add("distinct_id", "required")
+	case n > MaxDistinctIDLength:
+		v.add("distinct_id", "%d characters, at most %d allowed", n, MaxDistinctIDLength)
+	}
+	if env.Timestamp == "" {
+		v.add("timestamp", "required")
+	} else if ts, err := parseTimestamp(env.Timestamp); err != nil {
+		v.add("timestamp", "not RFC 3339 with an offset: %s", quoteForError(env.Timestamp))
+	} else {
+		ev.Timestamp = ts
+	}
+	if env.Properties == nil {
+		v.add("properties", "required (may be empty {})")
+	}
+
+	props := propertyReader{props: env.Properties, v: v}
+	switch ev.Kind {
+	case KindToolCall:
+		ev.ToolCall = props.toolCall()
+	case KindInvitationSent, KindBookingLinkOpened, KindInvitationResponse:
+		ev.Recruitment = props.recruitment(ev.Kind, ev.Timestamp)
+	}
+	if len(v.Problems) > 0 {
+		return nil, v
+	}
+	if ev.Kind == KindUnknown {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownEvent, quoteForError(env.Event))
+	}
+	raw, err := json.Marshal(env.Properties)
+	if err != nil {
+		return nil, fmt.Errorf("properties: %w", err)
+	}
+	ev.Properties = raw
+	return ev, nil
+}
+
+// parseTimestamp accepts RFC 3339 with a numeric offset or Z (fractional seconds optional).
+func parseTimestamp(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.UTC(), nil
+}
+
+// quoteForError renders an untrusted value for an error message: Go-quoted (control
+// characters escaped) and cut to 80 bytes.
+func quoteForError(s string) string {
+	if len(s) > 80 {
+		cut := 80
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return strconv.Quote(s[:cut]) + "…"
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,45 @@
+package devstack
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// startKafka starts a one-broker in-process kfake cluster on a free 127.0.0.1 port with the
+// configured topics. kfake listens on 127.0.0.1 itself and picks the port while holding the
+// listener, so there is no port race. Its data lives in memory only.
+//
+// No extra options are needed for kafka-go: kfake speaks the classic consumer-group protocol
+// (JoinGroup/SyncGroup/Heartbeat/OffsetCommit) that kafka-go's Reader uses, and its default
+// session-timeout bounds (6 s – 5 min) admit kafka-go's default of 30 s.
+func (s *Stack) startKafka(cfg Config) error {
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.SeedTopics(int32(cfg.Partitions), cfg.Topics...),
+		kfake.DefaultNumPartitions(cfg.Partitions),
+		kfake.ClusterID("mcpulse-devstack"),
+		kfake.WithLogger(kfakeLogger{s.log}),
+	)
+	if err != nil {
+		return fmt.Errorf("devstack: starting embedded kafka (kfake): %w", err)
+	}
+	s.kafka = c
+	s.KafkaBrokers = c.ListenAddrs()
+	s.log.Info("devstack: kafka ready", "brokers", s.KafkaBrokers, "topics", cfg.Topics, "partitions", cfg.Partitions)
+	return nil
+}
+
+// kfakeLogger forwards kfake's warnings and errors to slog; its info and debug levels log
+// every request and would drown everything else.
+type kfakeLogger struct{ l *slog.Logger }
+
+func (k kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
+	switch level {
+	case kfake.LogLevelError:
+		k.l.Error("kfake: " + fmt.Sprintf(format, args...))
+	case kfake.LogLevelWarn:
+		k.l.Warn("kfake: " + fmt.Sprintf(format, args...))
+	}
+}
