@@ -1,0 +1,124 @@
+package consumers
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+// DefaultGroupID is the Kafka consumer group of the mcpulse consumers (DESIGN.md §1).
+const DefaultGroupID = "mcpulse-consumers"
+
+// Config configures a Consumer. Zero fields take the documented defaults.
+type Config struct {
+	// Brokers are the Kafka bootstrap addresses. Required.
+	Brokers []string
+	// GroupID is the consumer group. Default: "mcpulse-consumers".
+	GroupID string
+	// Topics are read by the group: the event topics and the dead-letter topic, whose messages
+	// are recorded in ClickHouse table dead_letters. Default: mcp_tool_calls, mcp_recruitment,
+	// mcpulse_dlq.
+	Topics []string
+	// Redis holds suppression state and dedup claims. Required.
+	Redis redis.UniversalClient
+	// ClickHouse holds the raw tables and rollups (migrated). Required.
+	ClickHouse driver.Conn
+	// DeadLetters publishes malformed events to the dead-letter topic. Required.
+	DeadLetters *ingest.Publisher
+	// BatchSize is the most messages processed (and committed) together. Default: 5000.
+	BatchSize int
+	// BatchWait is how long a batch waits to fill before it is processed. Default: 250ms.
+	BatchWait time.Duration
+	// DefaultInstanceURL is used for the identity hash when an event lacks instance_url.
+	// Default: "https://us.posthog.com".
+	DefaultInstanceURL string
+	// ClientInjectedKeys are dotted-path patterns of ignored keys that MCP clients add on their
+	// own; they stay in the raw rows but not in the ignored-key rollups.
+	// Default: ingest.DefaultClientInjectedKeys.
+	ClientInjectedKeys []string
+	// DedupWindow is how long a uuid claim is kept. Default: 48h.
+	DedupWindow time.Duration
+	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
+	// while the store stays down (consumption pauses; nothing is committed). Default: 250ms.
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps RetryBackoff. Default: 10s.
+	MaxRetryBackoff time.Duration
+	// IdleToDrain is, for RunUntilDrained, how long nothing may arrive before the consumer
+	// checks that every partition is consumed to its end. Default: 2s.
+	IdleToDrain time.Duration
+	// Now returns the current time (tests pin it). Default: time.Now.
+	Now func() time.Time
+	// Logger receives structured logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.GroupID == "" {
+		c.GroupID = DefaultGroupID
+	}
+	if len(c.Topics) == 0 {
+		c.Topics = []string{ingest.TopicToolCalls, ingest.TopicRecruitment, ingest.TopicDeadLetters}
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 5000
+	}
+	if c.BatchWait == 0 {
+		c.BatchWait = 250 * time.Millisecond
+	}
+	if c.DefaultInstanceURL == "" {
+		c.DefaultInstanceURL = "https://us.posthog.com"
+	}
+	if c.ClientInjectedKeys == nil {
+		c.ClientInjectedKeys = ingest.DefaultClientInjectedKeys
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = 48 * time.Hour
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 250 * time.Millisecond
+	}
+	if c.MaxRetryBackoff == 0 {
+		c.MaxRetryBackoff = 10 * time.Second
+	}
+	if c.IdleToDrain == 0 {
+		c.IdleToDrain = 2 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate lists every problem with the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("consumer: no Kafka brokers"))
+	}
+	if c.Redis == nil {
+		errs = append(errs, errors.New("consumer: no Redis client"))
+	}
+	if c.ClickHouse == nil {
+		errs = append(errs, errors.New("consumer: no ClickHouse connection"))
+	}
+	if c.DeadLetters == nil {
+		errs = append(errs, errors.New("consumer: no dead-letter publisher"))
+	}
+	if c.BatchSize < 0 {
+		errs = append(errs, errors.New("consumer: BatchSize must be positive"))
+	}
+	if c.DedupWindow < time.Hour {
+		errs = append(errs, errors.New("consumer: DedupWindow must be at least 1h"))
+	}
+	if _, err := ingest.NewKeyFilter(c.ClientInjectedKeys); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,480 @@
+// Package consumers runs the mcpulse consumer group (DESIGN.md §1, §5): it reads the event
+// topics in batches, decodes and validates each event, drops duplicates by uuid, applies
+// invitation responses to the Redis suppression records, writes the raw tables (whose
+// materialized views fill the rollups) and dead letters to ClickHouse, and only then commits
+// the batch's offsets.
+//
+// Every store write is idempotent, so a crash at any point, a rebalance that hands a message
+// to a second member, or a redelivered batch neither loses nor double-counts an event: raw rows
+// collapse in ReplacingMergeTree and are read with FINAL, rollups hold uniqExact states, the
+// suppression script ignores a response that is not newer than the record, and dead letters
+// are keyed by their source position.
+package consumers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+// Consumer is one member of the consumer group. Create it with New, run it with Run or
+// RunUntilDrained, and Close it.
+type Consumer struct {
+	cfg    Config
+	keys   *ingest.KeyFilter
+	reader *kafka.Reader
+	client *kafka.Client
+	stats  counters
+}
+
+// Stats are a consumer's running totals since it started.
+type Stats struct {
+	Messages     int64            // messages read from Kafka
+	Stored       map[string]int64 // events stored, by kind ("tool_call", ...)
+	Duplicates   int64            // events dropped because their uuid was already claimed
+	DeadLettered int64            // malformed events sent to the dead-letter topic
+	DeadLetters  int64            // dead-letter messages recorded in table dead_letters
+	Suppression  map[string]int64 // suppression script outcomes (ApplyWritten, ...)
+	Batches      int64            // batches stored and committed
+	StoreRetries int64            // batch attempts that failed on a store and were retried
+}
+
+type counters struct {
+	messages, duplicates, deadLettered, deadLetters, batches, retries atomic.Int64
+	stored                                                            [5]atomic.Int64 // by ingest.Kind
+	suppression                                                       map[string]*atomic.Int64
+}
+
+// New checks the configuration and joins nothing yet: the group is joined on the first fetch.
+func New(cfg Config) (*Consumer, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	keys, _ := ingest.NewKeyFilter(cfg.ClientInjectedKeys) // validated above
+	c := &Consumer{cfg: cfg, keys: keys}
+	c.stats.suppression = map[string]*atomic.Int64{}
+	for _, k := range []string{ApplyWritten, ApplyOlder, ApplyKeptPermanent, ApplyExpired, ApplyBeforeReset} {
+		c.stats.suppression[k] = new(atomic.Int64)
+	}
+	c.reader = kafka.NewReader(kafka.ReaderConfig{
+		Brokers:        cfg.Brokers,
+		GroupID:        cfg.GroupID,
+		GroupTopics:    cfg.Topics,
+		MinBytes:       1,
+		MaxBytes:       16 << 20,
+		MaxWait:        100 * time.Millisecond,
+		QueueCapacity:  cfg.BatchSize,
+		StartOffset:    kafka.FirstOffset,
+		CommitInterval: 0, // synchronous commits: an offset is committed only after the stores hold the batch
+		ReadBackoffMin: 50 * time.Millisecond,
+		ReadBackoffMax: time.Second,
+		Logger:         nil,
+		ErrorLogger:    kafka.LoggerFunc(func(msg string, args ...any) { cfg.Logger.Warn("kafka reader: " + fmt.Sprintf(msg, args...)) }),
+	})
+	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
+	return c, nil
+}
+
+// Close leaves the consumer group.
+func (c *Consumer) Close() error { return c.reader.Close() }
+
+// Stats returns the running totals.
+func (c *Consumer) Stats() Stats {
+	s := Stats{
+		Messages:     c.stats.messages.Load(),
+		Duplicates:   c.stats.duplicates.Load(),
+		DeadLettered: c.stats.deadLettered.Load(),
+		DeadLetters:  c.stats.deadLetters.Load(),
+		Batches:      c.stats.batches.Load(),
+		StoreRetries: c.stats.retries.Load(),
+		Stored:       map[string]int64{},
+		Suppression:  map[string]int64{},
+	}
+	for k := ingest.KindToolCall; k <= ingest.KindInvitationResponse; k++ {
+		s.Stored[k.String()] = c.stats.stored[k].Load()
+	}
+	for k, v := range c.stats.suppression {
+		s.Suppression[k] = v.Load()
+	}
+	return s
+}
+
+// Run consumes until ctx is cancelled, then returns nil. Store outages pause consumption and
+// are retried with backoff; nothing is committed until the stores hold a batch.
+func (c *Consumer) Run(ctx context.Context) error { return c.run(ctx, false) }
+
+// RunUntilDrained consumes until every partition of the group's topics has been committed to
+// its end offset and nothing arrived for IdleToDrain, then returns nil.
+func (c *Consumer) RunUntilDrained(ctx context.Context) error { return c.run(ctx, true) }
+
+func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
+	lastMessage := time.Now()
+	for {
+		msgs, err := c.fill(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("fetch from Kafka: %w", err)
+		}
+		if len(msgs) == 0 {
+			if untilDrained && time.Since(lastMessage) >= c.cfg.IdleToDrain {
+				done, err := c.drained(ctx)
+				if err != nil {
+					c.cfg.Logger.Warn("drain check failed", "err", err)
+				} else if done {
+					return nil
+				}
+			}
+			continue
+		}
+		lastMessage = time.Now()
+		c.stats.messages.Add(int64(len(msgs)))
+		if err := c.storeWithRetry(ctx, msgs); err != nil {
+			return nil // only a cancelled context ends the retries
+		}
+		if err := c.reader.CommitMessages(ctx, msgs...); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// After a rebalance the partition may belong to another member, which will read
+			// the batch again; every write is idempotent, so this loses and doubles nothing.
+			c.cfg.Logger.Warn("commit failed; the batch will be redelivered", "messages", len(msgs), "err", err)
+			continue
+		}
+		c.stats.batches.Add(1)
+	}
+}
+
+// fill reads up to BatchSize messages, waiting at most BatchWait for the batch to fill.
+func (c *Consumer) fill(ctx context.Context) ([]kafka.Message, error) {
+	wait, cancel := context.WithTimeout(ctx, c.cfg.BatchWait)
+	defer cancel()
+	var msgs []kafka.Message
+	for len(msgs) < c.cfg.BatchSize {
+		m, err := c.reader.FetchMessage(wait)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return msgs, nil
+			}
+			return msgs, err
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+// storeWithRetry stores a batch, retrying with capped exponential backoff until it succeeds or
+// ctx is cancelled (the only error it returns).
+func (c *Consumer) storeWithRetry(ctx context.Context, msgs []kafka.Message) error {
+	backoff := c.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		res, err := c.store(ctx, msgs)
+		if err == nil {
+			c.account(res)
+			if attempt > 1 {
+				c.cfg.Logger.Info("store recovered; consumption resumes", "attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.stats.retries.Add(1)
+		c.cfg.Logger.Warn("storing a batch failed; consumption paused, retrying", "attempt", attempt, "retry_in", backoff, "messages", len(msgs), "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
+	}
+}
+
+// batchResult is what one successful store did, accounted only once it succeeded.
+type batchResult struct {
+	stored       [5]int64
+	duplicates   int64
+	deadLettered int64
+	deadLetters  int64
+	suppression  map[string]int64
+}
+
+func (c *Consumer) account(r batchResult) {
+	for k, n := range r.stored {
+		c.stats.stored[k].Add(n)
+	}
+	c.stats.duplicates.Add(r.duplicates)
+	c.stats.deadLettered.Add(r.deadLettered)
+	c.stats.deadLetters.Add(r.deadLetters)
+	for k, n := range r.suppression {
+		if ctr, ok := c.stats.suppression[k]; ok {
+			ctr.Add(n)
+		}
+	}
+}
+
+type decoded struct {
+	msg *kafka.Message
+	ev  *ingest.Event
+	pos string
+}
+
+func position(m *kafka.Message) string {
+	return m.Topic + "/" + strconv.Itoa(m.Partition) + "/" + strconv.FormatInt(m.Offset, 10)
+}
+
+// store runs decode ▸ validate ▸ dedup ▸ Redis ▸ ClickHouse for one batch. It is idempotent:
+// running it again on the same messages changes no store.
+func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult, error) {
+	res := batchResult{suppression: map[string]int64{}}
+	var (
+		events    []decoded
+		bad       []ingest.DeadLetter
+		deadRows  []row
+		firstSeen = map[[16]byte]string{}
+	)
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Topic == ingest.TopicDeadLetters {
+			deadRows = append(deadRows, deadLetterRow(m))
+			continue
+		}
+		ev, err := ingest.Parse(m.Value)
+		if err != nil {
+			bad = append(bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: err.Error(), Source: m.Topic})
+			continue
+		}
+		pos := position(m)
+		if prev, seen := firstSeen[ev.UUID]; seen {
+			if prev != pos { // the same message fetched twice (after a rebalance) is not a duplicate
+				res.duplicates++
+			}
+			continue
+		}
+		firstSeen[ev.UUID] = pos
+		events = append(events, decoded{msg: m, ev: ev, pos: pos})
+	}
+
+	// Dedup across batches and consumers: keep the events whose uuid this position owns.
+	if len(events) > 0 {
+		claims := make([]claim, len(events))
+		for i, d := range events {
+			claims[i] = claim{uuid: d.ev.UUID, pos: d.pos, hour: d.ev.Timestamp}
+		}
+		owned, err := claimAll(ctx, c.cfg.Redis, c.cfg.DedupWindow, claims)
+		if err != nil {
+			return res, err
+		}
+		kept := events[:0]
+		for i, d := range events {
+			if owned[i] {
+				kept = append(kept, d)
+			} else {
+				res.duplicates++
+			}
+		}
+		events = kept
+	}
+
+	if err := c.applySuppression(ctx, events, res.suppression); err != nil {
+		return res, err
+	}
+	toolRows, recruitRows, err := c.buildRows(ctx, events)
+	if err != nil {
+		return res, err
+	}
+	for _, dl := range bad {
+		if err := c.cfg.DeadLetters.DeadLetter(ctx, dl); err != nil {
+			return res, fmt.Errorf("dead-letter %s: %w", dl.ID, err)
+		}
+	}
+	if err := insertRows(ctx, c.cfg.ClickHouse, insertToolCalls, toolRows); err != nil {
+		return res, fmt.Errorf("insert tool_calls: %w", err)
+	}
+	if err := insertRows(ctx, c.cfg.ClickHouse, insertRecruitment, recruitRows); err != nil {
+		return res, fmt.Errorf("insert recruitment_events: %w", err)
+	}
+	if err := insertRows(ctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
+		return res, fmt.Errorf("insert dead_letters: %w", err)
+	}
+	for _, d := range events {
+		res.stored[d.ev.Kind]++
+	}
+	res.deadLettered = int64(len(bad))
+	res.deadLetters = int64(len(deadRows))
+	return res, nil
+}
+
+// applySuppression runs the suppression script for every response, pipelined. The script's
+// result does not depend on the order responses are applied in (it keeps the maximum under
+// the precedence order), so one round trip serves the whole batch.
+func (c *Consumer) applySuppression(ctx context.Context, events []decoded, outcomes map[string]int64) error {
+	var responses []decoded
+	for _, d := range events {
+		if d.ev.Kind == ingest.KindInvitationResponse {
+			responses = append(responses, d)
+		}
+	}
+	if len(responses) == 0 {
+		return nil
+	}
+	if err := suppressionScript.Load(ctx, c.cfg.Redis).Err(); err != nil {
+		return fmt.Errorf("load suppression script: %w", err)
+	}
+	now := c.cfg.Now()
+	pipe := c.cfg.Redis.Pipeline()
+	cmds := make([]*redis.Cmd, len(responses))
+	for i, d := range responses {
+		r := d.ev.Recruitment
+		rec := Record{DistinctID: d.ev.DistinctID, CampaignID: r.CampaignID, Response: StateFor(r.Response), RespondedAt: FormatTime(r.RespondedAt)}
+		cmds[i] = evalSuppression(ctx, pipe, c.identity(d.ev), rec, r.RespondedAt, now)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("suppression: %w", err)
+	}
+	for _, cmd := range cmds {
+		out, err := cmd.Text()
+		if err != nil {
+			return fmt.Errorf("suppression: %w", err)
+		}
+		outcomes[out]++
+	}
+	return nil
+}
+
+func (c *Consumer) identity(ev *ingest.Event) string {
+	url := ev.Recruitment.InstanceURL
+	if url == "" {
+		url = c.cfg.DefaultInstanceURL
+	}
+	return ingest.IdentityHash(url, ev.DistinctID)
+}
+
+func (c *Consumer) buildRows(ctx context.Context, events []decoded) (toolRows, recruitRows []row, err error) {
+	// Funnel rows are attributed to their invitation's send day: find the send times of the
+	// invitations that opens and responses refer to, in this batch or already stored.
+	sentAt := map[string]time.Time{}
+	var missing []string
+	for _, d := range events {
+		if d.ev.Kind == ingest.KindInvitationSent {
+			id := d.ev.Recruitment.InvitationID
+			if prev, ok := sentAt[id]; !ok || d.ev.Timestamp.Before(prev) {
+				sentAt[id] = d.ev.Timestamp
+			}
+		}
+	}
+	for _, d := range events {
+		if k := d.ev.Kind; k == ingest.KindBookingLinkOpened || k == ingest.KindInvitationResponse {
+			if _, ok := sentAt[d.ev.Recruitment.InvitationID]; !ok {
+				missing = append(missing, d.ev.Recruitment.InvitationID)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		stored, err := lookupInvitationSentAt(ctx, c.cfg.ClickHouse, missing)
+		if err != nil {
+			return nil, nil, err
+		}
+		for id, at := range stored {
+			if prev, ok := sentAt[id]; !ok || at.Before(prev) {
+				sentAt[id] = at
+			}
+		}
+	}
+
+	now := c.cfg.Now().UTC()
+	for _, d := range events {
+		ev, m := d.ev, d.msg
+		switch ev.Kind {
+		case ingest.KindToolCall:
+			t := ev.ToolCall
+			toolRows = append(toolRows, row{
+				ev.UUID, ev.Timestamp, ev.DistinctID, t.EffectiveTool(), t.ToolName,
+				t.ExecVerb, t.ExecTargetTool, t.ClientName, t.ClientVersion, t.Mode, t.ConversationID, t.SessionID, t.Source,
+				boolToUint8(t.IsError), t.ErrorType, t.DurationMs, nonNilStrings(t.IgnoredKeys), uint32(min(t.IgnoredKeysTotal, 1<<32-1)), nonNilStrings(c.keys.Counted(t.IgnoredKeys)),
+				t.Reason, boolFlag(t.URLSupported), boolFlag(t.FormSupported), t.CampaignID, t.CompletedCalls, t.SessionAgeSeconds,
+				string(ev.Properties), int32(m.Partition), m.Offset, now,
+			})
+		default:
+			r := ev.Recruitment
+			var respondedAt, invitationSentAt *time.Time
+			if ev.Kind == ingest.KindInvitationResponse {
+				respondedAt = &r.RespondedAt
+			}
+			if at, ok := sentAt[r.InvitationID]; ok {
+				invitationSentAt = &at
+			}
+			instanceURL := r.InstanceURL
+			if instanceURL == "" {
+				instanceURL = c.cfg.DefaultInstanceURL
+			}
+			recruitRows = append(recruitRows, row{
+				ev.UUID, ev.Timestamp, ev.Kind.String(), ev.DistinctID,
+				ingest.IdentityHash(instanceURL, ev.DistinctID), instanceURL, r.CampaignID, r.InvitationID, r.FeatureFlag, r.Response, respondedAt,
+				invitationSentAt, r.Reason, boolFlag(r.URLSupported), boolFlag(r.FormSupported), r.CompletedCalls,
+				r.SessionAgeSeconds, string(ev.Properties), int32(m.Partition), m.Offset, now,
+			})
+		}
+	}
+	return toolRows, recruitRows, nil
+}
+
+func boolToUint8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// maxPayload caps the payload kept in dead_letters; the full message stays in the topic.
+const maxPayload = 64 << 10
+
+// deadLetterRow records one message of the dead-letter topic. Its id comes from the
+// mcpulse-dead-letter-id header (the source position or publishing file and line), so a
+// dead letter published twice is stored once.
+func deadLetterRow(m *kafka.Message) row {
+	id, reason, source := "", "", ""
+	for _, h := range m.Headers {
+		switch h.Key {
+		case ingest.HeaderDeadLetterID:
+			id = string(h.Value)
+		case ingest.HeaderError:
+			reason = string(h.Value)
+		case ingest.HeaderSourceTopic:
+			source = string(h.Value)
+		}
+	}
+	if id == "" {
+		id = position(m)
+	}
+	var peek struct {
+		UUID       any `json:"uuid"`
+		Event      any `json:"event"`
+		DistinctID any `json:"distinct_id"`
+	}
+	_ = json.Unmarshal(m.Value, &peek) // best effort: the payload is malformed by definition
+	payload := m.Value
+	if len(payload) > maxPayload {
+		payload = payload[:maxPayload]
+	}
+	return row{id, m.Time.UTC(), source, reason, peekString(peek.UUID), peekString(peek.Event), peekString(peek.DistinctID),
+		string(payload), int32(m.Partition), m.Offset}
+}
+
+func peekString(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return ""
+}

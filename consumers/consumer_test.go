@@ -1,0 +1,193 @@
+package consumers_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+func TestDuplicateDeliveriesChangeNoCount(t *testing.T) {
+	h := newHarness(t)
+	// The same uuid twice in one batch and once more in a later batch.
+	h.publish(ingest.TopicToolCalls, toolCall(1, "alice", "create_issue", "titel"), toolCall(1, "alice", "create_issue", "titel"), toolCall(2, "bob", "create_issue"))
+	c := h.consumer(nil)
+	h.drain(c)
+	h.publish(ingest.TopicToolCalls, toolCall(1, "alice", "create_issue", "titel"), toolCall(3, "carol", "list_issues"))
+	h.drain(c)
+	c.Close()
+
+	// And again after a consumer restart, through a new member of the group.
+	h.publish(ingest.TopicToolCalls, toolCall(2, "bob", "create_issue"), toolCall(3, "carol", "list_issues"))
+	c2 := h.consumer(nil)
+	h.drain(c2)
+
+	if got := h.count("SELECT count() FROM mcpulse.tool_calls FINAL"); got != 3 {
+		t.Errorf("tool_calls rows = %d, want 3", got)
+	}
+	if got := h.count("SELECT sum(successful_calls) FROM mcpulse.v_ignored_key_rates_hourly"); got != 3 {
+		t.Errorf("successful calls in rollup = %d, want 3", got)
+	}
+	if got := h.count("SELECT sum(calls_with_ignored_keys) FROM mcpulse.v_ignored_key_rates_hourly"); got != 1 {
+		t.Errorf("calls with ignored keys = %d, want 1", got)
+	}
+	if got := h.count("SELECT sum(occurrences) FROM mcpulse.v_ignored_keys_hourly WHERE key_path = 'titel'"); got != 1 {
+		t.Errorf("occurrences of titel = %d, want 1", got)
+	}
+	if got := c.Stats().Duplicates + c2.Stats().Duplicates; got != 4 {
+		t.Errorf("duplicates dropped = %d, want 4", got)
+	}
+}
+
+func TestMalformedEventsGoToDeadLettersAndNeighboursAreStored(t *testing.T) {
+	h := newHarness(t)
+	h.publish(ingest.TopicToolCalls,
+		toolCall(1, "alice", "create_issue"),
+		[]byte(`{"uuid": "not json`),
+		envelope(uuidN(2), ingest.EventToolCall, "bob", base, map[string]any{"$mcp_tool_name": 42}),
+		toolCall(3, "carol", "list_issues"),
+	)
+	h.publish(ingest.TopicRecruitment,
+		envelope(uuidN(4), ingest.EventInvitationResponse, "dave", base, map[string]any{"campaign_id": "c", "invitation_id": "i", "feature_flag": "f", "response": "maybe"}),
+	)
+	c := h.consumer(nil)
+	h.drain(c)
+
+	if got := h.count("SELECT count() FROM mcpulse.tool_calls FINAL"); got != 2 {
+		t.Errorf("tool_calls rows = %d, want 2 (the valid neighbours)", got)
+	}
+	if got := h.count("SELECT count() FROM mcpulse.dead_letters FINAL"); got != 3 {
+		t.Errorf("dead_letters rows = %d, want 3", got)
+	}
+	rows, err := h.ch.Query(context.Background(), "SELECT dead_letter_id, source_topic, reason FROM mcpulse.dead_letters FINAL ORDER BY dead_letter_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for rows.Next() {
+		var id, src, reason string
+		if err := rows.Scan(&id, &src, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(id, src+"/") {
+			t.Errorf("dead letter id %q does not name its source topic %q", id, src)
+		}
+		reasons = append(reasons, reason)
+	}
+	joined := strings.Join(reasons, "\n")
+	for _, w := range []string{"bad JSON", "properties.$mcp_tool_name: must be a string", "properties.response: must be accept, decline or cancel"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("dead letter reasons %q lack %q", joined, w)
+		}
+	}
+
+	// The DLQ topic holds each bad event with its reason and source headers.
+	dlq := 0
+	for p := 0; p < 4; p++ {
+		conn, err := kafka.DialLeader(context.Background(), "tcp", h.stack.KafkaBrokers[0], ingest.TopicDeadLetters, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, last, err := conn.ReadOffsets()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dlq += int(last - first)
+	}
+	if dlq != 3 {
+		t.Errorf("DLQ topic holds %d messages, want 3", dlq)
+	}
+	if s := c.Stats(); s.DeadLettered != 3 || s.Stored["tool_call"] != 2 {
+		t.Errorf("stats = %+v, want 3 dead-lettered and 2 tool calls stored", s)
+	}
+}
+
+func TestConsumerStoppedMidStreamLosesAndDoublesNothing(t *testing.T) {
+	h := newHarness(t)
+	const n = 3000
+	var values [][]byte
+	for i := 1; i <= n; i++ {
+		values = append(values, toolCall(i, "user-"+string(rune('a'+i%7)), []string{"create_issue", "list_issues", "get_me"}[i%3], "extra"))
+	}
+	h.publish(ingest.TopicToolCalls, values...)
+
+	// Stop the first member after its first committed batches, mid-stream.
+	c := h.consumer(func(cfg *consumers.Config) { cfg.BatchSize = 500 })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Stats().Batches < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if got := h.count("SELECT count() FROM mcpulse.tool_calls FINAL"); got >= n {
+		t.Fatalf("the first member stored all %d events before it was stopped; the test proves nothing", got)
+	}
+
+	c2 := h.consumer(func(cfg *consumers.Config) { cfg.BatchSize = 700 })
+	h.drain(c2)
+	if got := h.count("SELECT count() FROM mcpulse.tool_calls FINAL"); got != n {
+		t.Errorf("tool_calls rows = %d, want %d", got, n)
+	}
+	if got := h.count("SELECT sum(successful_calls) FROM mcpulse.v_ignored_key_rates_hourly"); got != n {
+		t.Errorf("successful calls in rollup = %d, want %d", got, n)
+	}
+	if got := h.count("SELECT sum(occurrences) FROM mcpulse.v_ignored_keys_hourly"); got != n {
+		t.Errorf("ignored key occurrences = %d, want %d", got, n)
+	}
+}
+
+func TestReplayingTheTopicsFromTheStartChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	var values [][]byte
+	for i := 1; i <= 200; i++ {
+		values = append(values, toolCall(i, "user", "create_issue", "titel"))
+	}
+	h.publish(ingest.TopicToolCalls, values...)
+	h.publish(ingest.TopicRecruitment, invitation(1000, "dora", "inv-1", base), response(1001, "dora", "inv-1", "decline", base.Add(time.Minute)))
+	h.drain(h.consumer(nil))
+	before := h.snapshot()
+
+	// A new group reads every message again: all of them were stored already.
+	h.drain(h.consumer(func(cfg *consumers.Config) { cfg.GroupID = "replay" }))
+	if after := h.snapshot(); after != before {
+		t.Errorf("replay changed the stores:\nbefore %+v\nafter  %+v", before, after)
+	}
+	if before.toolCalls != 200 || before.recruitment != 2 || before.declined != 1 {
+		t.Errorf("snapshot %+v, want 200 tool calls, 2 recruitment events, 1 decline", before)
+	}
+}
+
+type snapshot struct {
+	toolCalls, recruitment, successful, withIgnored, invitations, declined, answered int64
+	record                                                                           string
+}
+
+func (h *harness) snapshot() snapshot {
+	h.t.Helper()
+	rec, err := h.rdb.Get(context.Background(), consumers.ResponseKey(ingest.IdentityHash("https://us.posthog.com", "dora"))).Result()
+	if err != nil {
+		h.t.Fatalf("suppression record: %v", err)
+	}
+	return snapshot{
+		toolCalls:   h.count("SELECT count() FROM mcpulse.tool_calls FINAL"),
+		recruitment: h.count("SELECT count() FROM mcpulse.recruitment_events FINAL"),
+		successful:  h.count("SELECT sum(successful_calls) FROM mcpulse.v_ignored_key_rates_hourly"),
+		withIgnored: h.count("SELECT sum(calls_with_ignored_keys) FROM mcpulse.v_ignored_key_rates_hourly"),
+		invitations: h.count("SELECT sum(invitations) FROM mcpulse.v_recruitment_funnel_daily"),
+		declined:    h.count("SELECT sum(declined) FROM mcpulse.v_recruitment_funnel_daily"),
+		answered:    h.count("SELECT toUInt64(sum(invitations - unanswered)) FROM mcpulse.v_recruitment_funnel_daily"),
+		record:      rec,
+	}
+}

@@ -1,0 +1,196 @@
+// Package migrations creates and upgrades mcpulse's ClickHouse schema (DESIGN.md §4) from the
+// numbered SQL files embedded from sql/ (NNNN_name.sql, applied in order). Applied versions are
+// recorded in mcpulse.schema_migrations, and every statement is idempotent (IF NOT EXISTS), so
+// `mcpulse migrate up` may run any number of times.
+//
+// Why not golang-migrate: its ClickHouse driver records versions with an INSERT ... VALUES
+// statement that hangs on ClickHouse 18.16 (the test server), so this runner records versions
+// with a native-protocol batch insert, which works on 18.16 and current releases.
+package migrations
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Database is the ClickHouse database every mcpulse table lives in.
+const Database = "mcpulse"
+
+//go:embed sql/*.sql
+var files embed.FS
+
+// Migration is one numbered SQL file.
+type Migration struct {
+	Version    int      // the file's numeric prefix
+	Name       string   // file name without the prefix and extension
+	Checksum   string   // hex SHA-256 of the file, recorded when applied
+	Statements []string // statements in file order, comments removed
+}
+
+// All returns the embedded migrations in version order. It fails on a badly named file or a
+// repeated version: a BUG in the build, caught by the tests.
+func All() ([]Migration, error) {
+	entries, err := fs.ReadDir(files, "sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	seen := map[int]string{}
+	for _, e := range entries {
+		name := e.Name()
+		prefix, rest, ok := strings.Cut(strings.TrimSuffix(name, ".sql"), "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration file %s: want NNNN_name.sql", name)
+		}
+		if other, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migration version %d used by %s and %s", v, other, name)
+		}
+		seen[v] = name
+		data, err := files.ReadFile(path.Join("sql", name))
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(data)
+		out = append(out, Migration{Version: v, Name: rest, Checksum: hex.EncodeToString(sum[:]), Statements: SplitStatements(string(data))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// SplitStatements splits SQL text into statements at semicolons that end a line, after
+// dropping whole-line "--" comments. The migration files keep to that layout.
+func SplitStatements(sqlText string) []string {
+	var kept []string
+	for _, line := range strings.Split(sqlText, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		kept = append(kept, line)
+	}
+	var out []string
+	var cur strings.Builder
+	for _, line := range kept {
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(strings.TrimSpace(line), ";") {
+			if st := strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"); st != "" {
+				out = append(out, st)
+			}
+			cur.Reset()
+		}
+	}
+	if st := strings.TrimSpace(cur.String()); st != "" {
+		out = append(out, st)
+	}
+	return out
+}
+
+// Applied is a migration recorded in mcpulse.schema_migrations.
+type Applied struct {
+	Version  int
+	Name     string
+	Checksum string
+}
+
+// Up creates database mcpulse if needed and applies every migration not yet recorded, in
+// order, recording each after all its statements succeeded. It returns the migrations it
+// applied now (none when the schema is current). A recorded migration whose embedded file
+// changed since is reported in the log, not re-run.
+func Up(ctx context.Context, conn driver.Conn, log *slog.Logger) ([]Migration, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range []string{
+		"CREATE DATABASE IF NOT EXISTS " + Database,
+		`CREATE TABLE IF NOT EXISTS ` + Database + `.schema_migrations
+(
+    version UInt32,
+    name String,
+    checksum String,
+    applied_at DateTime('UTC')
+)
+ENGINE = ReplacingMergeTree()
+ORDER BY version`,
+	} {
+		if err := conn.Exec(ctx, st); err != nil {
+			return nil, fmt.Errorf("prepare migrations table: %w", err)
+		}
+	}
+	applied, err := AppliedVersions(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	var done []Migration
+	for _, m := range all {
+		if prev, ok := applied[m.Version]; ok {
+			if prev.Checksum != m.Checksum {
+				log.Warn("applied migration differs from the embedded file; not re-run", "version", m.Version, "name", m.Name)
+			}
+			continue
+		}
+		start := time.Now()
+		for i, st := range m.Statements {
+			if err := conn.Exec(ctx, st); err != nil {
+				return done, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
+			}
+		}
+		if err := record(ctx, conn, m); err != nil {
+			return done, err
+		}
+		log.Info("applied migration", "version", m.Version, "name", m.Name, "statements", len(m.Statements), "took", time.Since(start).Round(time.Millisecond))
+		done = append(done, m)
+	}
+	return done, nil
+}
+
+func record(ctx context.Context, conn driver.Conn, m Migration) error {
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+Database+".schema_migrations (version, name, checksum, applied_at)")
+	if err != nil {
+		return fmt.Errorf("record migration %d: %w", m.Version, err)
+	}
+	if err := batch.Append(uint32(m.Version), m.Name, m.Checksum, time.Now().UTC()); err != nil {
+		return fmt.Errorf("record migration %d: %w", m.Version, err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("record migration %d: %w", m.Version, err)
+	}
+	return nil
+}
+
+// AppliedVersions reads mcpulse.schema_migrations, keyed by version.
+func AppliedVersions(ctx context.Context, conn driver.Conn) (map[int]Applied, error) {
+	rows, err := conn.Query(ctx, "SELECT version, name, checksum FROM "+Database+".schema_migrations FINAL")
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]Applied{}
+	for rows.Next() {
+		var (
+			v        uint32
+			name, cs string
+		)
+		if err := rows.Scan(&v, &name, &cs); err != nil {
+			return nil, err
+		}
+		out[int(v)] = Applied{Version: int(v), Name: name, Checksum: cs}
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,35 @@
+// Package sql holds mcpulse's named ClickHouse queries, one per .sql file under queries/, so
+// analysts can run the same text in clickhouse-client, Grafana or Metabase. Queries read the
+// analyst views (v_*) and the raw tables with FINAL; parameters are bound by the driver
+// ({name:Type} placeholders are not used because ClickHouse 18.16 lacks them: filters are
+// positional "?" arguments bound by clickhouse-go, never string-built).
+package sql
+
+import (
+	"embed"
+	"fmt"
+	"strings"
+)
+
+//go:embed queries/*.sql
+var files embed.FS
+
+// Query returns the text of the named query (the file name without ".sql"). An unknown name is
+// a BUG in the caller and panics, so a typo fails every test that reaches it.
+func Query(name string) string {
+	data, err := files.ReadFile("queries/" + name + ".sql")
+	if err != nil {
+		panic(fmt.Sprintf("BUG: no query named %q", name))
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// Names lists every query name.
+func Names() []string {
+	entries, _ := files.ReadDir("queries")
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(e.Name(), ".sql"))
+	}
+	return out
+}
