@@ -1,7 +1,98 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpulse/mcpulse/internal/devstack"
+)
 
 func newStackCmd() *cobra.Command {
-	return &cobra.Command{Use: "stack", Short: "TODO", Hidden: true}
+	var (
+		dataDir    string
+		partitions int
+		verbose    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "stack [--data-dir DIR] [--partitions N]",
+		Short: "Run the embedded Kafka, Redis and ClickHouse stack until interrupted",
+		Long: `Run the embedded stack that tests and "mcpulse demo" use (DESIGN.md §7), for working
+against mcpulse by hand:
+
+  Kafka       in-process (franz-go kfake), one broker on a free 127.0.0.1 port, in memory,
+              with topics mcp_tool_calls, mcp_recruitment, mcpulse_dlq and mcpulse_audit
+  Redis       a redis-server child on a free 127.0.0.1 port, no persistence, noeviction
+  ClickHouse  a clickhouse-server child on free 127.0.0.1 ports (native and HTTP)
+
+When the stack is up, three lines go to stdout, ready for a shell:
+
+  export MCPULSE_KAFKA_BROKERS=127.0.0.1:PORT
+  export MCPULSE_REDIS_URL=redis://127.0.0.1:PORT/0
+  export MCPULSE_CLICKHOUSE_DSN='clickhouse://default@127.0.0.1:PORT/default?dial_timeout=5s'
+
+Paste them into another shell, or capture them, and every mcpulse command run there
+uses this stack. The stack runs until Ctrl-C (SIGINT) or SIGTERM, then stops its servers
+cleanly. Kafka's data is lost on exit; Redis keeps nothing; ClickHouse's tables stay in
+--data-dir if one was given.
+
+The MCPULSE_* variables already set in this shell are ignored: this command always starts
+its own services.
+
+Requires the Debian packages redis-server and clickhouse-server.`,
+		Example: `  mcpulse stack                          # throw-away stack in a temporary directory
+  mcpulse stack --data-dir ./.stack      # keep ClickHouse tables and server logs
+  mcpulse stack > stack.env &            # then: . ./stack.env`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			ctx := cmd.Context()
+			began := time.Now()
+			s, err := devstack.Start(ctx, devstack.Config{
+				DataDir:    dataDir,
+				Partitions: partitions,
+				Logger:     logger,
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, kv := range s.Env() {
+				name, value, _ := strings.Cut(kv, "=")
+				fmt.Fprintf(out, "export %s=%s\n", name, shellQuote(value))
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(),
+				"mcpulse stack: up in %s, data and server logs in %s\n"+
+					"mcpulse stack: run the export lines above in another shell to use it; Ctrl-C stops the stack\n",
+				time.Since(began).Round(time.Millisecond), s.DataDir)
+			<-ctx.Done()
+			fmt.Fprintln(cmd.ErrOrStderr(), "mcpulse stack: stopping")
+			if err := s.Close(); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "mcpulse stack: stopped")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "",
+		"directory for the servers' data and logs, created if missing and kept on exit (default: a temporary directory, removed on exit)")
+	cmd.Flags().IntVar(&partitions, "partitions", 4, "partitions per Kafka topic")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log start-up and shutdown progress to stderr")
+	return cmd
+}
+
+// shellQuote returns s unchanged when a POSIX shell would read it as one literal word, and
+// single-quoted otherwise.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

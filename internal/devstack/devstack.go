@@ -265,10 +265,15 @@ type MissingBinaryError struct {
 	Package string
 }
 
+// Error names the binary and how to install it, e.g. "redis-server not found on PATH:
+// install Debian package redis-server (apt-get install redis-server)".
 func (e *MissingBinaryError) Error() string {
 	return fmt.Sprintf("%s not found on PATH: install Debian package %s (apt-get install %s)",
 		e.Binary, e.Package, e.Package)
 }
+
+// extraBinDirs are searched after PATH. A variable so tests can simulate a bare machine.
+var extraBinDirs = []string{"/usr/sbin", "/usr/local/sbin", "/sbin", "/usr/local/bin", "/usr/bin"}
 
 // lookBinary finds name on PATH, then in the sbin directories that a non-root PATH on
 // Debian omits (clickhouse-server lives in /usr/sbin).
@@ -276,7 +281,7 @@ func lookBinary(name string) (string, bool) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, true
 	}
-	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin", "/usr/local/bin", "/usr/bin"} {
+	for _, dir := range extraBinDirs {
 		p := filepath.Join(dir, name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 			return p, true

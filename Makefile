@@ -1,0 +1,34 @@
+# Developer and CI entry points. "make test" needs redis-server and clickhouse-server, which
+# "make deps" installs from Debian when missing (DESIGN.md §7).
+
+GO       ?= go
+PACKAGES := redis-server clickhouse-server clickhouse-client
+# sudo only when not already root.
+SUDO     := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: deps test demo build
+
+# Installs whichever of $(PACKAGES) is missing; a package counts as present when its command
+# is found (on PATH or in /usr/sbin), or the newer single "clickhouse" binary stands in.
+deps:
+	@have() { command -v "$$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$$1" ]; }; \
+	missing=""; \
+	have redis-server || missing="$$missing redis-server"; \
+	have clickhouse-server || have clickhouse || missing="$$missing clickhouse-server"; \
+	have clickhouse-client || have clickhouse || missing="$$missing clickhouse-client"; \
+	if [ -n "$$missing" ]; then \
+		echo "make deps: installing$$missing"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	else \
+		echo "make deps: $(PACKAGES) already installed"; \
+	fi
+
+test: deps
+	$(GO) test ./... -count=1 -timeout 20m
+
+demo: deps
+	$(GO) run ./cmd/mcpulse demo
+
+build:
+	$(GO) build -o bin/mcpulse ./cmd/mcpulse
