@@ -294,9 +294,9 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 	if err != nil {
 		return res, err
 	}
-	for _, dl := range bad {
-		if err := c.cfg.DeadLetters.DeadLetter(ctx, dl); err != nil {
-			return res, fmt.Errorf("dead-letter %s: %w", dl.ID, err)
+	if len(bad) > 0 {
+		if err := c.cfg.DeadLetters.DeadLetter(ctx, bad...); err != nil {
+			return res, fmt.Errorf("dead-letter %d events: %w", len(bad), err)
 		}
 	}
 	if err := insertRows(ctx, c.cfg.ClickHouse, insertToolCalls, toolRows); err != nil {
