@@ -109,10 +109,11 @@ type Envelope struct {
 // FieldError is one problem with an event, at a field path such as "distinct_id" or
 // "properties.$mcp_ignored_keys[3]".
 type FieldError struct {
-	Path    string
-	Problem string
+	Path    string // dotted field path; array items as [i]
+	Problem string // what is wrong, untrusted values Go-quoted
 }
 
+// String renders the problem as "path: problem".
 func (f FieldError) String() string { return f.Path + ": " + f.Problem }
 
 // ValidationError lists every problem found in one event, in field order. It is the error
@@ -146,8 +147,8 @@ type Event struct {
 	Kind       Kind
 	DistinctID string
 	Timestamp  time.Time
-	// Properties is the envelope's properties object as sent (compact JSON text), kept whole
-	// in the raw tables.
+	// Properties is the envelope's properties object, every property kept (compact JSON
+	// text, keys sorted, as encoding/json re-encodes it), stored whole in the raw tables.
 	Properties json.RawMessage
 
 	ToolCall    *ToolCall    // set when Kind == KindToolCall
@@ -216,62 +217,106 @@ type Recruitment struct {
 
 // Parse decodes one JSON envelope and validates it against DESIGN.md §2. It returns a
 // *ValidationError listing every problem (with field paths) when the JSON is well formed but
-// the event breaks the contract, an error wrapping ErrUnknownEvent (and no other problem) for
-// a valid envelope of another event name, and a plain decode error for bad JSON.
+// the event breaks the contract (including a top-level field of the wrong type), an error
+// wrapping ErrUnknownEvent (and no other problem) for a valid envelope of another event name,
+// and a plain "bad JSON: ..." error when data is not exactly one JSON object.
+//
+// Top-level field names match exactly ("UUID" is not "uuid"; encoding/json's case-insensitive
+// struct matching is deliberately not used). Unknown top-level fields are ignored; a repeated
+// field keeps its last value.
 func Parse(data []byte) (*Event, error) {
-	var env Envelope
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&env); err != nil {
-		return nil, fmt.Errorf("bad JSON: %w", describeJSONError(err))
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "" {
+			return nil, fmt.Errorf("bad JSON: an event must be a JSON object, got %s", typeErr.Value)
+		}
+		return nil, fmt.Errorf("bad JSON: %w", err)
 	}
-	if dec.More() {
-		return nil, errors.New("bad JSON: more than one value")
+	if top == nil {
+		return nil, errors.New("bad JSON: an event must be a JSON object, got null")
 	}
-	return Validate(&env)
+	env := &Envelope{}
+	typeProblems := map[string]string{}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{
+		{"uuid", &env.UUID}, {"event", &env.Event}, {"distinct_id", &env.DistinctID}, {"timestamp", &env.Timestamp},
+	} {
+		raw, ok := top[f.name]
+		if !ok || isNull(raw) {
+			continue // reported as required by validate
+		}
+		if err := json.Unmarshal(raw, f.dst); err != nil {
+			typeProblems[f.name] = "must be a string"
+		}
+	}
+	if raw, ok := top["properties"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &env.Properties); err != nil {
+			typeProblems["properties"] = "must be a JSON object"
+		}
+	}
+	return validate(env, typeProblems)
 }
 
-func describeJSONError(err error) error {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		return fmt.Errorf("%s: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
-	}
-	return err
-}
+// Validate checks a decoded envelope and builds the Event; see Parse for the errors. A nil
+// Properties map means the field was absent (an error); an empty one is fine.
+func Validate(env *Envelope) (*Event, error) { return validate(env, nil) }
 
-// Validate checks a decoded envelope and builds the Event; see Parse for the errors.
-func Validate(env *Envelope) (*Event, error) {
+// validate is Validate with the type problems Parse found while decoding the top-level fields
+// (field name → problem); a field with a type problem is reported once, with that problem.
+func validate(env *Envelope, typeProblems map[string]string) (*Event, error) {
 	v := &ValidationError{}
 	ev := &Event{Name: env.Event, Kind: KindOf(env.Event), DistinctID: env.DistinctID}
 
 	switch {
+	case typeProblems["uuid"] != "":
+		v.add("uuid", "%s", typeProblems["uuid"])
 	case env.UUID == "":
 		v.add("uuid", "required")
 	case len(env.UUID) != 36:
 		v.add("uuid", "not a UUID in canonical 8-4-4-4-12 form: %s", quoteForError(env.UUID))
 	default:
 		id, err := uuid.Parse(env.UUID)
-		if err != nil {
+		switch {
+		case err != nil:
 			v.add("uuid", "not a UUID: %s", quoteForError(env.UUID))
+		case id == uuid.Nil:
+			v.add("uuid", "the nil UUID cannot be a deduplication key")
 		}
 		ev.UUID = id
 	}
-	if env.Event == "" {
+	switch {
+	case typeProblems["event"] != "":
+		v.add("event", "%s", typeProblems["event"])
+	case env.Event == "":
 		v.add("event", "required")
 	}
 	switch n := utf8.RuneCountInString(env.DistinctID); {
+	case typeProblems["distinct_id"] != "":
+		v.add("distinct_id", "%s", typeProblems["distinct_id"])
 	case n == 0:
 		v.add("distinct_id", "required")
 	case n > MaxDistinctIDLength:
 		v.add("distinct_id", "%d characters, at most %d allowed", n, MaxDistinctIDLength)
 	}
-	if env.Timestamp == "" {
+	switch ts, err := parseTimestamp(env.Timestamp); {
+	case typeProblems["timestamp"] != "":
+		v.add("timestamp", "%s", typeProblems["timestamp"])
+	case env.Timestamp == "":
 		v.add("timestamp", "required")
-	} else if ts, err := parseTimestamp(env.Timestamp); err != nil {
+	case errors.Is(err, errTimestampRange):
+		v.add("timestamp", "%v: %s", err, quoteForError(env.Timestamp))
+	case err != nil:
 		v.add("timestamp", "not RFC 3339 with an offset: %s", quoteForError(env.Timestamp))
-	} else {
+	default:
 		ev.Timestamp = ts
 	}
-	if env.Properties == nil {
+	switch {
+	case typeProblems["properties"] != "":
+		v.add("properties", "%s", typeProblems["properties"])
+	case env.Properties == nil:
 		v.add("properties", "required (may be empty {})")
 	}
 
@@ -296,13 +341,43 @@ func Validate(env *Envelope) (*Event, error) {
 	return ev, nil
 }
 
-// parseTimestamp accepts RFC 3339 with a numeric offset or Z (fractional seconds optional).
+// MarshalJSON encodes the event as its wire envelope (DESIGN.md §2): uuid (canonical lowercase
+// form), event, distinct_id, timestamp (RFC 3339 with nanoseconds as needed, UTC, "Z") and
+// properties (the raw object; {} when Properties is empty). Parse of the result yields the same
+// UUID, Name, Kind, DistinctID, Timestamp and properties. It fails only when Properties is not
+// valid JSON.
+func (e Event) MarshalJSON() ([]byte, error) {
+	props := e.Properties
+	if len(bytes.TrimSpace(props)) == 0 {
+		props = json.RawMessage("{}")
+	}
+	return json.Marshal(struct {
+		UUID       string          `json:"uuid"`
+		Event      string          `json:"event"`
+		DistinctID string          `json:"distinct_id"`
+		Timestamp  string          `json:"timestamp"`
+		Properties json.RawMessage `json:"properties"`
+	}{e.UUID.String(), e.Name, e.DistinctID, e.Timestamp.UTC().Format(time.RFC3339Nano), props})
+}
+
+var errTimestampRange = errors.New("out of range (the UTC year must be 0000 to 9999)")
+
+// parseTimestamp accepts RFC 3339 with a numeric offset or Z (fractional seconds optional,
+// introduced by '.', not the ',' Go's parser also takes) and returns it in UTC. The UTC instant
+// must fall in years 0000–9999, so that it can be written back as RFC 3339.
 func parseTimestamp(s string) (time.Time, error) {
+	if strings.IndexByte(s, ',') >= 0 {
+		return time.Time{}, errors.New("comma in timestamp")
+	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, err
 	}
-	return t.UTC(), nil
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return time.Time{}, errTimestampRange
+	}
+	return t, nil
 }
 
 // quoteForError renders an untrusted value for an error message: Go-quoted (control

@@ -10,8 +10,13 @@ import (
 // IdentityHash returns the identity hash that scopes interview suppression to one user of one
 // PostHog instance (DESIGN.md §3; PostHog's MCP guide): the lowercase hex SHA-256 of the UTF-8
 // bytes of exactly what JavaScript's JSON.stringify([instanceURL, distinctID]) returns. The
-// result is 64 characters. Invalid UTF-8 in either string is hashed as U+FFFD, which is what a
-// JavaScript string decoded from those bytes would hold.
+// result is 64 characters.
+//
+// Invalid UTF-8 is hashed as one U+FFFD per invalid byte, which is how encoding/json decodes
+// it, so a raw and a Parse'd distinct_id hash alike. (JavaScript's UTF-8 decoders collapse a
+// truncated multi-byte sequence into a single U+FFFD, so such bytes could hash differently
+// there; JSON produced by a JavaScript sender is always valid UTF-8. A lone UTF-16 surrogate,
+// which JSON.stringify writes as a \udXXX escape, cannot be held in a Go string at all.)
 func IdentityHash(instanceURL, distinctID string) string {
 	var b strings.Builder
 	b.Grow(len(instanceURL) + len(distinctID) + 8)

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -221,9 +222,12 @@ func (p propertyReader) recruitment(kind Kind, ts time.Time) *Recruitment {
 	r.RespondedAt = ts
 	if s := p.str("responded_at"); s != "" {
 		t, err := parseTimestamp(s)
-		if err != nil {
+		switch {
+		case errors.Is(err, errTimestampRange):
+			p.v.add(path("responded_at"), "%v: %s", err, quoteForError(s))
+		case err != nil:
 			p.v.add(path("responded_at"), "not RFC 3339 with an offset: %s", quoteForError(s))
-		} else {
+		default:
 			r.RespondedAt = t
 		}
 	}

@@ -8,7 +8,8 @@ const (
 	// TopicRecruitment carries invitation, link-open and response events, keyed by identity hash.
 	TopicRecruitment = "mcp_recruitment"
 	// TopicDeadLetters receives events the pipeline could not accept, with headers
-	// HeaderError (a one-line reason) and HeaderSourceTopic.
+	// HeaderError (a one-line reason), HeaderSourceTopic and HeaderDeadLetterID; the message
+	// key is the dead letter's ID and the value the bad payload.
 	TopicDeadLetters = "mcpulse_dlq"
 	// TopicAudit carries ops audit events (suppression resets).
 	TopicAudit = "mcpulse_audit"
@@ -21,6 +22,10 @@ const (
 	// HeaderSourceTopic names the topic the bad event was read from, or "publish" / "gateway"
 	// when it was rejected before reaching a topic.
 	HeaderSourceTopic = "mcpulse-source-topic"
+	// HeaderDeadLetterID is a deterministic identifier of the dead letter, such as
+	// "publish:<file name>:<line>" or "<topic>/<partition>/<offset>": the consumers store dead
+	// letters keyed by it, so a dead letter sent twice is counted once.
+	HeaderDeadLetterID = "mcpulse-dead-letter-id"
 )
 
 // AllTopics lists every topic mcpulse uses, in a stable order; the embedded stack creates them.

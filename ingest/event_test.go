@@ -1,0 +1,348 @@
+package ingest_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+const testUUID = "0190d2a4-7b1e-7c3a-9f00-0123456789ab"
+
+// envelope builds an event JSON object from a base valid event of the given kind with the
+// top-level fields and properties overridden (a nil value deletes the key).
+func envelope(t testing.TB, kind ingest.Kind, top map[string]any, props map[string]any) []byte {
+	t.Helper()
+	base := map[string]any{
+		"uuid":        testUUID,
+		"distinct_id": "user-1",
+		"timestamp":   "2026-03-01T12:00:00.123+02:00",
+	}
+	p := map[string]any{}
+	switch kind {
+	case ingest.KindToolCall:
+		base["event"] = ingest.EventToolCall
+		p["$mcp_tool_name"] = "query-run"
+	case ingest.KindInvitationSent:
+		base["event"] = ingest.EventInvitationSent
+		p["campaign_id"], p["invitation_id"], p["feature_flag"] = "c1", "inv-1", "mcp-interviews"
+	case ingest.KindBookingLinkOpened:
+		base["event"] = ingest.EventBookingLinkOpened
+		p["campaign_id"], p["invitation_id"], p["feature_flag"] = "c1", "inv-1", "mcp-interviews"
+	case ingest.KindInvitationResponse:
+		base["event"] = ingest.EventInvitationResponse
+		p["campaign_id"], p["invitation_id"], p["feature_flag"] = "c1", "inv-1", "mcp-interviews"
+		p["response"] = "accept"
+	default:
+		base["event"] = "$pageview"
+	}
+	for k, v := range props {
+		if v == nil {
+			delete(p, k)
+		} else {
+			p[k] = v
+		}
+	}
+	base["properties"] = p
+	for k, v := range top {
+		if v == nil {
+			delete(base, k)
+		} else {
+			base[k] = v
+		}
+	}
+	b, err := json.Marshal(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// null marks a property that must be sent as JSON null (a nil map value deletes the key).
+var null = json.RawMessage("null")
+
+func TestParseValidKinds(t *testing.T) {
+	ts := time.Date(2026, 3, 1, 10, 0, 0, 123e6, time.UTC)
+	for _, kind := range []ingest.Kind{ingest.KindToolCall, ingest.KindInvitationSent, ingest.KindBookingLinkOpened, ingest.KindInvitationResponse} {
+		t.Run(kind.String(), func(t *testing.T) {
+			ev, err := ingest.Parse(envelope(t, kind, nil, nil))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if ev.Kind != kind || ev.UUID.String() != testUUID || ev.DistinctID != "user-1" || !ev.Timestamp.Equal(ts) || ev.Timestamp.Location() != time.UTC {
+				t.Fatalf("got %+v", ev)
+			}
+			if (kind == ingest.KindToolCall) != (ev.ToolCall != nil) || (kind != ingest.KindToolCall) != (ev.Recruitment != nil) {
+				t.Fatalf("kind payload: ToolCall=%v Recruitment=%v", ev.ToolCall, ev.Recruitment)
+			}
+			if ev.Kind.Topic() == "" {
+				t.Fatal("no topic")
+			}
+		})
+	}
+}
+
+func TestParseToolCallProperties(t *testing.T) {
+	ev, err := ingest.Parse(envelope(t, ingest.KindToolCall, nil, map[string]any{
+		"$mcp_is_error":                         "true",
+		"$mcp_duration_ms":                      12.5,
+		"$mcp_client_name":                      "claude-code",
+		"$mcp_exec_verb":                        "call",
+		"$mcp_exec_target_tool":                 "insight-create",
+		"$mcp_ignored_keys":                     []string{"filters.0.typo", "a\u2028b", "c\u0007d\u0085e\u2029"},
+		"$mcp_ignored_keys_total":               25,
+		"interview_recruitment_reason":          "some_future_gate",
+		"interview_recruitment_url_supported":   null,
+		"interview_recruitment_form_supported":  "false",
+		"interview_recruitment_completed_calls": 3,
+		"custom":                                map[string]any{"kept": true},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := ev.ToolCall
+	if !tc.IsError || tc.DurationMs == nil || *tc.DurationMs != 12.5 || tc.EffectiveTool() != "insight-create" {
+		t.Fatalf("tool call: %+v", tc)
+	}
+	if want := []string{"filters.0.typo", "a?b", "c?d?e?"}; !reflect.DeepEqual(tc.IgnoredKeys, want) {
+		t.Fatalf("ignored keys masked: got %q, want %q", tc.IgnoredKeys, want)
+	}
+	if tc.IgnoredKeysTotal != 25 {
+		t.Fatalf("total %d", tc.IgnoredKeysTotal)
+	}
+	if tc.URLSupported != nil {
+		t.Fatalf("null url_supported must stay nil (unknown), got %v", *tc.URLSupported)
+	}
+	if tc.FormSupported == nil || *tc.FormSupported {
+		t.Fatalf(`"false" form_supported: got %v`, tc.FormSupported)
+	}
+	if tc.Reason != "some_future_gate" {
+		t.Fatalf("unknown reason must be kept, got %q", tc.Reason)
+	}
+	if tc.CompletedCalls == nil || *tc.CompletedCalls != 3 {
+		t.Fatalf("completed calls %v", tc.CompletedCalls)
+	}
+	if !strings.Contains(string(ev.Properties), `"custom":{"kept":true}`) {
+		t.Fatalf("unknown property not kept: %s", ev.Properties)
+	}
+
+	// Absent flags also stay nil, absent $mcp_is_error is false, total defaults to the count.
+	ev, err = ingest.Parse(envelope(t, ingest.KindToolCall, nil, map[string]any{"$mcp_ignored_keys": []string{"x"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.ToolCall.IsError || ev.ToolCall.URLSupported != nil || ev.ToolCall.FormSupported != nil || ev.ToolCall.IgnoredKeysTotal != 1 {
+		t.Fatalf("defaults: %+v", ev.ToolCall)
+	}
+}
+
+func TestParseRespondedAt(t *testing.T) {
+	ev, err := ingest.Parse(envelope(t, ingest.KindInvitationResponse, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ev.Recruitment.RespondedAt.Equal(ev.Timestamp) {
+		t.Fatalf("responded_at default: %v, timestamp %v", ev.Recruitment.RespondedAt, ev.Timestamp)
+	}
+	ev, err = ingest.Parse(envelope(t, ingest.KindInvitationResponse, nil, map[string]any{
+		"responded_at": "2026-03-02T00:00:00-05:00", "response": "cancel", "instance_url": "https://eu.posthog.com",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ev.Recruitment
+	if want := time.Date(2026, 3, 2, 5, 0, 0, 0, time.UTC); !r.RespondedAt.Equal(want) || r.RespondedAt.Location() != time.UTC {
+		t.Fatalf("responded_at %v", r.RespondedAt)
+	}
+	if r.Response != "cancel" || r.InstanceURL != "https://eu.posthog.com" || r.CampaignID != "c1" {
+		t.Fatalf("recruitment %+v", r)
+	}
+}
+
+func TestParseProblems(t *testing.T) {
+	tool, inv, resp := ingest.KindToolCall, ingest.KindInvitationSent, ingest.KindInvitationResponse
+	many := make([]string, 21)
+	for i := range many {
+		many[i] = "k"
+	}
+	cases := []struct {
+		name  string
+		kind  ingest.Kind
+		top   map[string]any
+		props map[string]any
+		want  []string // "path: problem" prefixes, in order
+	}{
+		{"uuid missing", tool, map[string]any{"uuid": nil}, nil, []string{"uuid: required"}},
+		{"uuid empty", tool, map[string]any{"uuid": ""}, nil, []string{"uuid: required"}},
+		{"uuid null", tool, map[string]any{"uuid": null}, nil, []string{"uuid: required"}},
+		{"uuid not canonical", tool, map[string]any{"uuid": "0190d2a47b1e7c3a9f000123456789ab"}, nil, []string{"uuid: not a UUID in canonical"}},
+		{"uuid bad hex", tool, map[string]any{"uuid": "0190d2a4-7b1e-7c3a-9f00-0123456789zz"}, nil, []string{"uuid: not a UUID"}},
+		{"uuid nil", tool, map[string]any{"uuid": "00000000-0000-0000-0000-000000000000"}, nil, []string{"uuid: the nil UUID"}},
+		{"uuid number", tool, map[string]any{"uuid": 5}, nil, []string{"uuid: must be a string"}},
+		{"uuid key case matters", tool, map[string]any{"uuid": nil, "UUID": testUUID}, nil, []string{"uuid: required"}},
+		{"event missing", tool, map[string]any{"event": nil}, nil, []string{"event: required"}},
+		{"event object", tool, map[string]any{"event": map[string]any{}}, nil, []string{"event: must be a string"}},
+		{"distinct_id missing", tool, map[string]any{"distinct_id": nil}, nil, []string{"distinct_id: required"}},
+		{"distinct_id too long", tool, map[string]any{"distinct_id": strings.Repeat("é", 201)}, nil, []string{"distinct_id: 201 characters, at most 200"}},
+		{"distinct_id number", tool, map[string]any{"distinct_id": 42}, nil, []string{"distinct_id: must be a string"}},
+		{"timestamp missing", tool, map[string]any{"timestamp": nil}, nil, []string{"timestamp: required"}},
+		{"timestamp no offset", tool, map[string]any{"timestamp": "2026-03-01T12:00:00"}, nil, []string{"timestamp: not RFC 3339"}},
+		{"timestamp comma fraction", tool, map[string]any{"timestamp": "2026-03-01T12:00:00,5Z"}, nil, []string{"timestamp: not RFC 3339"}},
+		{"timestamp year 10000 in UTC", tool, map[string]any{"timestamp": "9999-12-31T23:30:00-01:00"}, nil, []string{"timestamp: out of range"}},
+		{"timestamp year -1 in UTC", tool, map[string]any{"timestamp": "0000-01-01T00:30:00+01:00"}, nil, []string{"timestamp: out of range"}},
+		{"timestamp unix number", tool, map[string]any{"timestamp": 1767225600}, nil, []string{"timestamp: must be a string"}},
+		{"properties missing", tool, map[string]any{"properties": nil}, nil, []string{"properties: required", "properties.$mcp_tool_name: required"}},
+		{"properties array", inv, map[string]any{"properties": []int{1}}, nil, []string{"properties: must be a JSON object", "properties.campaign_id: required", "properties.invitation_id: required", "properties.feature_flag: required"}},
+		{"tool name missing", tool, nil, map[string]any{"$mcp_tool_name": nil}, []string{"properties.$mcp_tool_name: required"}},
+		{"tool name empty", tool, nil, map[string]any{"$mcp_tool_name": ""}, []string{"properties.$mcp_tool_name: must not be empty"}},
+		{"tool name number", tool, nil, map[string]any{"$mcp_tool_name": 1}, []string{"properties.$mcp_tool_name: must be a string"}},
+		{"is_error yes", tool, nil, map[string]any{"$mcp_is_error": "yes"}, []string{"properties.$mcp_is_error: must be a boolean"}},
+		{"is_error 1", tool, nil, map[string]any{"$mcp_is_error": 1}, []string{"properties.$mcp_is_error: must be a boolean"}},
+		{"duration string", tool, nil, map[string]any{"$mcp_duration_ms": "12"}, []string{"properties.$mcp_duration_ms: must be a number"}},
+		{"client name number", tool, nil, map[string]any{"$mcp_client_name": 3}, []string{"properties.$mcp_client_name: must be a string"}},
+		{"ignored keys not array", tool, nil, map[string]any{"$mcp_ignored_keys": "a,b"}, []string{"properties.$mcp_ignored_keys: must be an array of strings"}},
+		{"ignored keys item", tool, nil, map[string]any{"$mcp_ignored_keys": []any{"a", 3, ""}}, []string{"properties.$mcp_ignored_keys[1]: must be a string", "properties.$mcp_ignored_keys[2]: must not be empty"}},
+		{"ignored keys over cap", tool, nil, map[string]any{"$mcp_ignored_keys": many}, []string{"properties.$mcp_ignored_keys: 21 entries, at most 20"}},
+		{"ignored total below count", tool, nil, map[string]any{"$mcp_ignored_keys": []string{"a", "b"}, "$mcp_ignored_keys_total": 1}, []string{"properties.$mcp_ignored_keys_total: 1 is less than the 2 keys listed"}},
+		{"ignored total fraction", tool, nil, map[string]any{"$mcp_ignored_keys_total": 1.5}, []string{"properties.$mcp_ignored_keys_total: must be a non-negative integer"}},
+		{"url_supported maybe", tool, nil, map[string]any{"interview_recruitment_url_supported": "maybe"}, []string{"properties.interview_recruitment_url_supported: must be a boolean"}},
+		{"completed calls negative", tool, nil, map[string]any{"interview_recruitment_completed_calls": -1}, []string{"properties.interview_recruitment_completed_calls: must be a non-negative integer"}},
+		{"session age string", tool, nil, map[string]any{"interview_recruitment_session_age_seconds": "10"}, []string{"properties.interview_recruitment_session_age_seconds: must be a number"}},
+		{"campaign missing", inv, nil, map[string]any{"campaign_id": nil}, []string{"properties.campaign_id: required"}},
+		{"invitation empty", ingest.KindBookingLinkOpened, nil, map[string]any{"invitation_id": ""}, []string{"properties.invitation_id: must not be empty"}},
+		{"flag number", inv, nil, map[string]any{"feature_flag": 1}, []string{"properties.feature_flag: must be a string"}},
+		{"instance_url number", inv, nil, map[string]any{"instance_url": 1}, []string{"properties.instance_url: must be a string"}},
+		{"response missing", resp, nil, map[string]any{"response": nil}, []string{"properties.response: required"}},
+		{"response unknown", resp, nil, map[string]any{"response": "maybe"}, []string{`properties.response: must be accept, decline or cancel, got "maybe"`}},
+		{"responded_at out of range", resp, nil, map[string]any{"responded_at": "0000-01-01T00:00:00+00:01"}, []string{"properties.responded_at: out of range"}},
+		{"responded_at bad", resp, nil, map[string]any{"responded_at": "yesterday"}, []string{`properties.responded_at: not RFC 3339 with an offset: "yesterday"`}},
+		{
+			"several at once, all reported in field order", tool,
+			map[string]any{"uuid": nil, "distinct_id": "", "timestamp": "soon"},
+			map[string]any{"$mcp_tool_name": nil, "$mcp_is_error": "yes", "$mcp_ignored_keys": []any{7}},
+			[]string{"uuid: required", "distinct_id: required", "timestamp: not RFC 3339", "properties.$mcp_tool_name: required", "properties.$mcp_is_error: must be a boolean", "properties.$mcp_ignored_keys[0]: must be a string"},
+		},
+		{"unknown event with a problem is a validation error", ingest.KindUnknown, map[string]any{"uuid": nil}, nil, []string{"uuid: required"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev, err := ingest.Parse(envelope(t, c.kind, c.top, c.props))
+			var verr *ingest.ValidationError
+			if !errors.As(err, &verr) {
+				t.Fatalf("Parse: got event %+v, error %v; want a *ValidationError", ev, err)
+			}
+			if ev != nil {
+				t.Fatal("event returned with an error")
+			}
+			got := make([]string, len(verr.Problems))
+			for i, p := range verr.Problems {
+				got[i] = p.String()
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("problems:\n got %q\nwant %q", got, c.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], c.want[i]) {
+					t.Fatalf("problem %d:\n got %q\nwant prefix %q (all: %q)", i, got[i], c.want[i], got)
+				}
+			}
+			if strings.ContainsAny(err.Error(), "\n\r") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+			if errors.Is(err, ingest.ErrUnknownEvent) {
+				t.Fatal("validation error also claims an unknown event")
+			}
+		})
+	}
+}
+
+func TestParseUnknownEvent(t *testing.T) {
+	_, err := ingest.Parse(envelope(t, ingest.KindUnknown, nil, map[string]any{"anything": 1}))
+	if !errors.Is(err, ingest.ErrUnknownEvent) {
+		t.Fatalf("got %v, want ErrUnknownEvent", err)
+	}
+	var verr *ingest.ValidationError
+	if errors.As(err, &verr) {
+		t.Fatal("an unknown event is not a validation error")
+	}
+	if !strings.Contains(err.Error(), `"$pageview"`) {
+		t.Fatalf("error does not name the event: %v", err)
+	}
+}
+
+func TestParseBadJSON(t *testing.T) {
+	for _, in := range []string{``, `{`, `[]`, `null`, `"x"`, `{"uuid":1}}`, `{} {}`, `{"a":1,}`, "\xff"} {
+		ev, err := ingest.Parse([]byte(in))
+		var verr *ingest.ValidationError
+		if err == nil || errors.As(err, &verr) || ev != nil {
+			t.Errorf("Parse(%q): event %v, error %v; want a bad JSON error", in, ev, err)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "bad JSON: ") {
+			t.Errorf("Parse(%q): error %q does not start with \"bad JSON: \"", in, err)
+		}
+	}
+}
+
+func TestValidateEnvelope(t *testing.T) {
+	env := &ingest.Envelope{UUID: testUUID, Event: ingest.EventBookingLinkOpened, DistinctID: "d", Timestamp: "2026-01-01T00:00:00Z",
+		Properties: map[string]json.RawMessage{"campaign_id": json.RawMessage(`"c"`), "invitation_id": json.RawMessage(`"i"`), "feature_flag": json.RawMessage(`"f"`)}}
+	ev, err := ingest.Validate(env)
+	if err != nil || ev.Kind != ingest.KindBookingLinkOpened {
+		t.Fatalf("Validate: %v %v", ev, err)
+	}
+	env.Properties = nil
+	if _, err := ingest.Validate(env); err == nil || !strings.HasPrefix(err.Error(), "properties: required") {
+		t.Fatalf("nil properties: %v", err)
+	}
+}
+
+func TestEventMarshalJSONRoundTrip(t *testing.T) {
+	for _, kind := range []ingest.Kind{ingest.KindToolCall, ingest.KindInvitationSent, ingest.KindBookingLinkOpened, ingest.KindInvitationResponse} {
+		in := envelope(t, kind, map[string]any{"distinct_id": "a\u2028<b>&\"c\"", "timestamp": "2026-03-01T23:59:59.987654321-07:30"},
+			map[string]any{"extra": []any{1, "two", nil}})
+		ev, err := ingest.Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wire map[string]any
+		if err := json.Unmarshal(out, &wire); err != nil {
+			t.Fatal(err)
+		}
+		if wire["timestamp"] != "2026-03-02T07:29:59.987654321Z" || wire["uuid"] != testUUID || wire["event"] != ev.Name {
+			t.Fatalf("envelope %s", out)
+		}
+		again, err := ingest.Parse(out)
+		if err != nil {
+			t.Fatalf("re-Parse %s: %v", out, err)
+		}
+		if again.UUID != ev.UUID || again.Kind != ev.Kind || again.DistinctID != ev.DistinctID || !again.Timestamp.Equal(ev.Timestamp) ||
+			string(again.Properties) != string(ev.Properties) || !reflect.DeepEqual(again.ToolCall, ev.ToolCall) || !reflect.DeepEqual(again.Recruitment, ev.Recruitment) {
+			t.Fatalf("round trip changed the event:\n%+v\n%+v", ev, again)
+		}
+	}
+	// Empty properties marshal as {}.
+	out, err := json.Marshal(&ingest.Event{Name: "x"})
+	if err != nil || !strings.Contains(string(out), `"properties":{}`) {
+		t.Fatalf("%s %v", out, err)
+	}
+}
+
+func TestMaskControl(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain.key": "plain.key", "a\x00b": "a?b", "a\x1fb\x7f": "a?b?", "\u0085x\u009f": "?x?",
+		"line\u2028sep\u2029": "line?sep?", "tab\there": "tab?here", "é✓": "é✓",
+	} {
+		if got := ingest.MaskControl(in); got != want {
+			t.Errorf("MaskControl(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package ingest_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+// FuzzParse: Parse never panics, and an event it accepts survives MarshalJSON → Parse with the
+// same uuid, kind, distinct_id, timestamp and properties. Seeds: testdata/fuzz/FuzzParse.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"uuid":"0190d2a4-7b1e-7c3a-9f00-0123456789ab","event":"$mcp_tool_call","distinct_id":"d","timestamp":"2026-01-01T00:00:00Z","properties":{"$mcp_tool_name":"t"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ev, err := ingest.Parse(data)
+		if err != nil {
+			if ev != nil {
+				t.Fatal("event returned with an error")
+			}
+			if strings.ContainsAny(err.Error(), "\n\r") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+			return
+		}
+		out, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatalf("MarshalJSON of a parsed event: %v", err)
+		}
+		again, err := ingest.Parse(out)
+		if err != nil {
+			t.Fatalf("re-Parse of %s (from %q): %v", out, data, err)
+		}
+		if again.UUID != ev.UUID || again.Kind != ev.Kind || again.Name != ev.Name || again.DistinctID != ev.DistinctID ||
+			!again.Timestamp.Equal(ev.Timestamp) || !bytes.Equal(again.Properties, ev.Properties) {
+			t.Fatalf("round trip changed the event:\n%+v\n%+v", ev, again)
+		}
+		if !utf8.ValidString(ev.DistinctID) {
+			t.Fatalf("distinct_id is not valid UTF-8: %q", ev.DistinctID)
+		}
+	})
+}
+
+// FuzzIdentityHash: no panic, 64 lowercase hex characters, and for valid UTF-8 the same hash
+// as a JSON.stringify emulation built on encoding/json (which differs from JavaScript only in
+// escaping U+2028 and U+2029).
+func FuzzIdentityHash(f *testing.F) {
+	for _, s := range [][2]string{
+		{"https://us.posthog.com", "user"}, {"", ""}, {"a\u2028b", "\\\"\u2029"}, {"\x00\x1f\x7f", "<>&"},
+		{"\xff\xfe", "\xe2\x82"}, {"\U0001F600", "e\u0301"}, {`\u2028`, `\\u2028`},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, instanceURL, distinctID string) {
+		h := ingest.IdentityHash(instanceURL, distinctID)
+		if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+			t.Fatalf("hash %q is not 64 lowercase hex characters", h)
+		}
+		if !utf8.ValidString(instanceURL) || !utf8.ValidString(distinctID) {
+			return
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode([]string{instanceURL, distinctID}); err != nil {
+			t.Fatal(err)
+		}
+		js := unescapeLineSeparators(strings.TrimSuffix(buf.String(), "\n"))
+		if want := sha256Hex(js); h != want {
+			t.Fatalf("IdentityHash(%q, %q) = %s, want %s (emulated JSON.stringify %q)", instanceURL, distinctID, h, want, js)
+		}
+	})
+}
+
+// unescapeLineSeparators turns encoding/json's \u2028 and \u2029 escapes back into the raw
+// characters, as JSON.stringify leaves them, skipping escaped backslashes.
+func unescapeLineSeparators(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		if rest := s[i:]; strings.HasPrefix(rest, `\u2028`) || strings.HasPrefix(rest, `\u2029`) {
+			if rest[5] == '8' {
+				b.WriteString("\u2028")
+			} else {
+				b.WriteString("\u2029")
+			}
+			i += 5
+			continue
+		}
+		b.WriteString(s[i : i+2]) // any other escape, \\ included, kept whole
+		i++
+	}
+	return b.String()
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,95 @@
+package ingest_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+type identityVector struct {
+	Name        string `json:"name"`
+	InstanceURL string `json:"instance_url"`
+	DistinctID  string `json:"distinct_id"`
+	Stringified string `json:"stringified"`
+	Hash        string `json:"hash"`
+}
+
+// TestIdentityHashNodeVectors checks IdentityHash against hashes computed by Node.js
+// (testdata/identity/make-vectors.js): the MCP servers compute the same hash in JavaScript and
+// the Redis keys must agree byte for byte.
+func TestIdentityHashNodeVectors(t *testing.T) {
+	data, err := os.ReadFile("../testdata/identity/vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Vectors []identityVector `json:"vectors"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Vectors) < 30 {
+		t.Fatalf("only %d vectors", len(file.Vectors))
+	}
+	for _, v := range file.Vectors {
+		// Guard the vector file itself: its stringified text must hash to its hash.
+		sum := sha256.Sum256([]byte(v.Stringified))
+		if hex.EncodeToString(sum[:]) != v.Hash {
+			t.Fatalf("%s: vector file inconsistent", v.Name)
+		}
+		if got := ingest.IdentityHash(v.InstanceURL, v.DistinctID); got != v.Hash {
+			t.Errorf("%s: IdentityHash(%q, %q) = %s, want %s (JSON.stringify gave %q)", v.Name, v.InstanceURL, v.DistinctID, got, v.Hash, v.Stringified)
+		}
+	}
+}
+
+// TestIdentityHashNotEncodingJSON shows why IdentityHash quotes strings itself: encoding/json
+// escapes U+2028 (and, by default, <, >, &), JSON.stringify does not, so the hashes would differ.
+func TestIdentityHashNotEncodingJSON(t *testing.T) {
+	const url, id = "https://us.posthog.com", "a\u2028b<c>"
+	goJSON, err := json.Marshal([]string{url, id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var noHTML bytes.Buffer
+	enc := json.NewEncoder(&noHTML)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode([]string{url, id}); err != nil {
+		t.Fatal(err)
+	}
+	jsStringify := "[\"" + url + "\",\"a\u2028b<c>\"]" // what Node's JSON.stringify returns
+	if !strings.Contains(string(goJSON), `\u2028`) || !strings.Contains(noHTML.String(), `\u2028`) {
+		t.Fatalf("encoding/json no longer escapes U+2028 (%s); revisit the custom quoting", goJSON)
+	}
+	sum := sha256.Sum256([]byte(jsStringify))
+	want := hex.EncodeToString(sum[:])
+	if got := ingest.IdentityHash(url, id); got != want {
+		t.Fatalf("IdentityHash = %s, want %s", got, want)
+	}
+	for _, b := range [][]byte{goJSON, bytes.TrimSuffix(noHTML.Bytes(), []byte("\n"))} {
+		s := sha256.Sum256(b)
+		if hex.EncodeToString(s[:]) == want {
+			t.Fatalf("encoding/json output %s would give the same hash; the test proves nothing", b)
+		}
+	}
+}
+
+func TestIdentityHashShape(t *testing.T) {
+	a := ingest.IdentityHash("https://us.posthog.com", "x")
+	if len(a) != 64 || strings.ToLower(a) != a {
+		t.Fatalf("hash %q is not 64 lowercase hex characters", a)
+	}
+	if ingest.IdentityHash("https://us.posthog.com/", "x") == a {
+		t.Fatal("trailing slash must change the hash (URLs are hashed exactly as given)")
+	}
+	// Invalid UTF-8 is hashed as U+FFFD per invalid byte, as encoding/json decodes it.
+	if ingest.IdentityHash("u", "a\xffb") != ingest.IdentityHash("u", "a\uFFFDb") {
+		t.Fatal("invalid UTF-8 not hashed as U+FFFD")
+	}
+}

@@ -1,0 +1,269 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Limits of PublishFile.
+const (
+	// MaxLineBytes is the longest JSONL line PublishFile parses, in bytes without the newline;
+	// a longer line is dead-lettered (its first bytes kept), not fatal.
+	MaxLineBytes = 1 << 20
+	// PublishFileBatch is how many events PublishFile hands to one Publish call (fewer when
+	// the batch reaches publishFileBatchBytes first).
+	PublishFileBatch = 5000
+	// MaxReportedBadLines is how many bad lines Stats.BadLines lists (the first ones).
+	MaxReportedBadLines = 20
+)
+
+// publishFileBatchBytes bounds the memory of one PublishFile batch (valid events plus dead
+// letters), in input bytes.
+const publishFileBatchBytes = 16 << 20
+
+// Progress is a running count of a PublishFile call, reported around every batch.
+type Progress struct {
+	Lines        int // lines read so far, blank ones included
+	Published    int // events acknowledged by Kafka
+	DeadLettered int // lines written to TopicDeadLetters
+	Blank        int // blank (whitespace-only) lines, skipped
+}
+
+// BadLine is a dead-lettered line, for a report.
+type BadLine struct {
+	Line   int    // 1-based line number
+	Reason string // why it was refused (untrusted text inside is Go-quoted, but print it escaped anyway)
+}
+
+// Stats is the outcome of a PublishFile call. When it returns no error,
+// Lines == Published + DeadLettered + Blank.
+type Stats struct {
+	Lines        int // lines read, blank ones included
+	Published    int // events acknowledged by Kafka
+	DeadLettered int // lines written to TopicDeadLetters
+	Blank        int // blank (whitespace-only) lines, skipped
+	// BadLines are the first MaxReportedBadLines dead-lettered lines, in line order.
+	BadLines []BadLine
+}
+
+// PublishFile reads JSON Lines from r, one event envelope per line, and publishes them with p.
+// Each line is parsed with Parse; valid events are published in batches of up to
+// PublishFileBatch (exact duplicates included: consumers deduplicate by uuid). A line that is
+// not a valid event (bad JSON, a validation problem, an unknown event name, longer than
+// MaxLineBytes, or refused by Kafka for what it is, such as too large) is not fatal: it goes to
+// TopicDeadLetters with reason "line N: <error>", source SourcePublish and the deterministic ID
+// "publish:<name>:<N>", so publishing the same file again yields the same dead letters. Blank
+// lines are skipped; a UTF-8 byte order mark before the first line is ignored. name identifies
+// the input (use a name that differs between different files, e.g. with a content hash) and
+// must not be empty.
+//
+// progress, when not nil, is called synchronously before and after each batch is sent, and at
+// the end; it must be quick. PublishFile returns an error, with the Stats so far, when reading fails, ctx ends, or
+// Kafka does not acknowledge events or dead letters after the Publisher's retries (publishing
+// failed: some lines are neither published nor dead-lettered).
+func PublishFile(ctx context.Context, p *Publisher, r io.Reader, name string, progress func(Progress)) (Stats, error) {
+	var st Stats
+	if name == "" {
+		return st, errors.New("PublishFile: empty name")
+	}
+	report := func() {
+		if progress != nil {
+			progress(Progress{Lines: st.Lines, Published: st.Published, DeadLettered: st.DeadLettered, Blank: st.Blank})
+		}
+	}
+	var (
+		events     []*Event
+		eventLines []int
+		letters    []DeadLetter
+		letterLine []int
+		batchBytes int
+	)
+	deadLetter := func(line int, payload []byte, reason string) {
+		letters = append(letters, DeadLetter{
+			ID:      "publish:" + name + ":" + strconv.Itoa(line),
+			Payload: payload,
+			Reason:  "line " + strconv.Itoa(line) + ": " + reason,
+			Source:  SourcePublish,
+		})
+		letterLine = append(letterLine, line)
+		// Keep the first MaxReportedBadLines in line order (a line refused by Kafka is known
+		// only after later lines were parsed).
+		i := len(st.BadLines)
+		for i > 0 && st.BadLines[i-1].Line > line {
+			i--
+		}
+		if i < MaxReportedBadLines {
+			st.BadLines = slices.Insert(st.BadLines, i, BadLine{Line: line, Reason: reason})
+			if len(st.BadLines) > MaxReportedBadLines {
+				st.BadLines = st.BadLines[:MaxReportedBadLines]
+			}
+		}
+	}
+	flush := func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		report() // lines read so far, before waiting for Kafka
+		if len(events) > 0 {
+			err := p.Publish(ctx, events...)
+			failed := 0
+			var pubErr *PublishError
+			switch {
+			case err == nil:
+			case errors.As(err, &pubErr):
+				var lost []int
+				for _, f := range pubErr.Failed {
+					failed++
+					line := eventLines[f.Index]
+					if !f.Permanent {
+						lost = append(lost, line)
+						continue
+					}
+					payload, _ := events[f.Index].MarshalJSON()
+					deadLetter(line, payload, "refused by Kafka: "+f.Err.Error())
+				}
+				if len(lost) > 0 {
+					st.Published += len(events) - failed
+					return fmt.Errorf("publishing failed: %d event(s) not acknowledged by Kafka (lines %s): %w", len(lost), lineList(lost), err)
+				}
+			default:
+				return fmt.Errorf("publishing failed: %w", err)
+			}
+			st.Published += len(events) - failed
+		}
+		if len(letters) > 0 {
+			err := p.DeadLetter(ctx, letters...)
+			var pubErr *PublishError
+			switch {
+			case err == nil:
+				st.DeadLettered += len(letters)
+			case errors.As(err, &pubErr):
+				st.DeadLettered += len(letters) - len(pubErr.Failed)
+				lost := make([]int, len(pubErr.Failed))
+				for i, f := range pubErr.Failed {
+					lost[i] = letterLine[f.Index]
+				}
+				return fmt.Errorf("publishing failed: %d bad line(s) could not be dead-lettered (lines %s): %w", len(lost), lineList(lost), err)
+			default:
+				return fmt.Errorf("publishing failed: dead-lettering: %w", err)
+			}
+		}
+		events, eventLines, letters, letterLine, batchBytes = events[:0], eventLines[:0], letters[:0], letterLine[:0], 0
+		report()
+		return nil
+	}
+
+	lr := newLineReader(r, MaxLineBytes)
+	for {
+		line, size, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				return st, errors.Join(fmt.Errorf("reading %s: %w", name, err), ferr)
+			}
+			return st, fmt.Errorf("reading %s after line %d: %w", name, st.Lines, err)
+		}
+		st.Lines++
+		n := st.Lines
+		if n == 1 {
+			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
+		}
+		switch {
+		case size > MaxLineBytes:
+			deadLetter(n, line, fmt.Sprintf("line is %d bytes, longer than the %d-byte limit", size, MaxLineBytes))
+		case len(bytes.TrimSpace(line)) == 0:
+			st.Blank++
+		default:
+			ev, err := Parse(line)
+			if err != nil {
+				deadLetter(n, line, err.Error())
+			} else {
+				events = append(events, ev)
+				eventLines = append(eventLines, n)
+			}
+		}
+		batchBytes += len(line)
+		if len(events) >= PublishFileBatch || len(letters) >= PublishFileBatch || batchBytes >= publishFileBatchBytes {
+			if err := flush(); err != nil {
+				return st, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+// lineList renders line numbers for an error message, at most 10 of them.
+func lineList(lines []int) string {
+	var b strings.Builder
+	for i, l := range lines {
+		if i == 10 {
+			fmt.Fprintf(&b, ", … (%d more)", len(lines)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(l))
+	}
+	return b.String()
+}
+
+// lineReader splits a stream into lines of at most max bytes (kept), counting the full length
+// of longer ones.
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next line without its "\n" (a fresh slice holding at most max bytes) and
+// its full length in bytes. It returns io.EOF after the last line; a last line without a
+// newline is still a line.
+func (lr *lineReader) next() (line []byte, size int, err error) {
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		size += len(chunk)
+		if len(line) < lr.max {
+			room := min(len(chunk), lr.max+1-len(line)) // +1: the newline, trimmed below
+			line = append(line, chunk[:room]...)
+		}
+		switch {
+		case err == nil:
+			size--
+			if n := len(line); n > 0 && line[n-1] == '\n' {
+				line = line[:n-1]
+			}
+			if len(line) > lr.max {
+				line = line[:lr.max]
+			}
+			return line, size, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if size == 0 {
+				return nil, 0, io.EOF
+			}
+			if len(line) > lr.max {
+				line = line[:lr.max]
+			}
+			return line, size, nil
+		default:
+			return nil, size, err
+		}
+	}
+}
