@@ -1,7 +1,91 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpulse/mcpulse/internal/gen"
+)
 
 func newGenCmd() *cobra.Command {
-	return &cobra.Command{Use: "gen", Short: "TODO", Hidden: true}
+	var (
+		events      int
+		seed        int64
+		out         string
+		end         string
+		instanceURL string
+	)
+	cmd := &cobra.Command{
+		Use:   "gen",
+		Short: "Generate a deterministic test corpus of MCP events and its expected outcome",
+		Long: `gen writes a JSONL corpus of PostHog-style events (one envelope per line: uuid, event,
+distinct_id, timestamp, properties) and, next to it, the outcome the pipeline must produce
+from it (FILE.expected.json: events per kind, table row counts, every rollup row, the
+suppression record of every identity), computed independently of the consumer.
+
+The corpus:
+  - tool calls (~80%) over ~50 real MCP tools whose input schemas are embedded (GitHub,
+    PostHog, Sentry, Kubernetes MCP servers), from claude-code, cursor, claude-ai, vscode
+    and codex, some through PostHog's exec tool; ~5% fail; ~12% of successful calls carry
+    misnamed or misplaced argument keys and ~3% client-injected ones (_meta, toolCallId),
+    reported in $mcp_ignored_keys exactly as a diff against the schema gives them;
+    interview recruitment diagnostics (gate reason, url/form support, campaign);
+  - recruitment flows over 3 campaigns: invitations, booking-link opens, responses
+    (accept/decline/cancel, on time or late, with or without responded_at), repeated
+    invitations, people with odd distinct_ids;
+  - ~1% exact duplicate lines and ~0.5% malformed lines (bad JSON, missing uuid, bad
+    timestamp, wrong types, response "maybe", 201-character distinct_id, 21 ignored keys,
+    unknown event names) that must be dead-lettered.
+
+Events span the 48 hours before --end. The same --events, --seed, --end and --instance-url
+always give byte-identical files.`,
+		Example: `  mcpulse gen --events 20000 --seed 1
+  mcpulse gen --events 200000 --seed 7 --out /tmp/big.jsonl --end 2026-03-01T00:00:00Z`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if events < 1 {
+				return errors.New("--events must be at least 1")
+			}
+			if out == "" || out == "-" {
+				return errors.New("--out must be a file path (the expected outcome is written next to it)")
+			}
+			cfg := gen.Config{Events: events, Seed: seed, InstanceURL: instanceURL, Progress: cmd.ErrOrStderr()}
+			if end == "" {
+				cfg.End = time.Now().UTC().Truncate(time.Hour)
+			} else {
+				t, err := time.Parse(time.RFC3339, end)
+				if err != nil {
+					return fmt.Errorf("--end: %w", err)
+				}
+				cfg.End = t.UTC()
+			}
+			o, err := gen.WriteFiles(cfg, out)
+			if err != nil {
+				return err
+			}
+			c := o.Corpus
+			fmt.Fprintf(cmd.ErrOrStderr(),
+				"gen: wrote %d lines to %s: %d tool calls, %d recruitment events, %d duplicate lines (rate %g), %d malformed lines (rate %g); "+
+					"rates: tool errors %g, exec %g, misplaced keys %g and client-injected keys %g of successful calls, "+
+					"diagnostics %g, unknown reasons %g, null capabilities %g, instance_url %g, late responses %g; "+
+					"seed %d, events from %s to %s; expected outcome in %s.expected.json\n",
+				c.Lines, out, o.Tables["tool_calls"], o.Tables["recruitment_events"],
+				c.Duplicates, gen.DuplicateRate, c.Malformed, gen.MalformedRate,
+				gen.ToolErrorRate, gen.ExecShare, gen.MisplacedKeyRate, gen.ClientInjectedKeyRate,
+				gen.DiagnosticsRate, gen.UnknownReasonRate, gen.NullCapabilityRate, gen.InstanceURLRate, gen.LateResponseRate,
+				c.Seed, cfg.End.Add(-gen.Window).Format(time.RFC3339), c.End, out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&events, "events", 10000, "number of lines to write, duplicates and malformed lines included")
+	f.Int64Var(&seed, "seed", 1, "random seed; the same seed gives the same corpus")
+	f.StringVar(&out, "out", "events.jsonl", "corpus file; the expected outcome goes to FILE.expected.json")
+	f.StringVar(&end, "end", "", "RFC 3339 time the corpus ends at (default: now, truncated to the hour, UTC)")
+	f.StringVar(&instanceURL, "instance-url", gen.DefaultInstanceURL,
+		"default PostHog instance URL: what events without instance_url belong to, in the expected identity hashes")
+	return cmd
 }
