@@ -64,7 +64,7 @@ func lookupInvitationSentAt(ctx context.Context, conn driver.Conn, ids []string)
 		return out, nil
 	}
 	rows, err := conn.Query(ctx, `SELECT invitation_id, min(timestamp) FROM mcpulse.recruitment_events
-WHERE kind = 'invitation_sent' AND invitation_id IN (?) GROUP BY invitation_id`, ids)
+WHERE kind = 'invitation_sent' AND has(?, invitation_id) GROUP BY invitation_id`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("look up invitations: %w", err)
 	}
