@@ -1,7 +1,96 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/internal/stores"
+)
 
 func newConsumeCmd() *cobra.Command {
-	return &cobra.Command{Use: "consume", Short: "TODO", Hidden: true}
+	var (
+		brokers, redisURL, dsn string
+		cfg                    consumers.Config
+		clientKeys             []string
+		untilDrained           bool
+		logFormat              string
+	)
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Run a member of the consumer group: Kafka → dedup → Redis suppression → ClickHouse",
+		Long: `Joins consumer group "mcpulse-consumers" on topics mcp_tool_calls, mcp_recruitment and
+mcpulse_dlq. Each batch is decoded and validated (malformed events go to mcpulse_dlq with
+their reason), deduplicated by uuid, applied to the Redis suppression and cooldown records,
+and written to the ClickHouse raw tables (materialized views fill the rollups); only then are
+the batch's offsets committed. A store outage pauses consumption and is retried with backoff.
+
+Run several processes to scale out: partitions are shared among the group's members.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			log := newLogger(logFormat)
+			cfg.Brokers = stores.SplitBrokers(brokers)
+			if len(cfg.Brokers) == 0 {
+				return fmt.Errorf("no Kafka brokers: set %s or pass --brokers", stores.EnvKafkaBrokers)
+			}
+			rdb, err := stores.OpenRedis(ctx, redisURL)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			ch, err := stores.OpenClickHouse(ctx, dsn)
+			if err != nil {
+				return err
+			}
+			defer ch.Close()
+			dlq, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: cfg.Brokers, DefaultInstanceURL: cfg.DefaultInstanceURL, Logger: log})
+			if err != nil {
+				return err
+			}
+			defer dlq.Close()
+			cfg.Redis, cfg.ClickHouse, cfg.DeadLetters, cfg.Logger = rdb, ch, dlq, log
+			if cmd.Flags().Changed("client-injected-keys") {
+				cfg.ClientInjectedKeys = clientKeys
+			}
+			c, err := consumers.New(cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			log.Info("consumer started", "brokers", strings.Join(cfg.Brokers, ","), "group", cfg.GroupID, "until_drained", untilDrained)
+			if untilDrained {
+				err = c.RunUntilDrained(ctx)
+			} else {
+				err = c.Run(ctx)
+			}
+			s := c.Stats()
+			log.Info("consumer stopped", "messages", s.Messages, "stored", s.Stored, "duplicates", s.Duplicates,
+				"dead_lettered", s.DeadLettered, "dead_letters_recorded", s.DeadLetters, "batches", s.Batches, "store_retries", s.StoreRetries)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", os.Getenv(stores.EnvKafkaBrokers), "Kafka brokers, comma-separated (default $"+stores.EnvKafkaBrokers+")")
+	f.StringVar(&redisURL, "redis", os.Getenv(stores.EnvRedisURL), "Redis URL (default $"+stores.EnvRedisURL+")")
+	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
+	f.StringVar(&cfg.GroupID, "group", consumers.DefaultGroupID, "Kafka consumer group")
+	f.IntVar(&cfg.BatchSize, "batch-size", 5000, "most messages stored and committed together")
+	f.StringVar(&cfg.DefaultInstanceURL, "instance-url", "https://us.posthog.com", "PostHog instance URL for events that lack instance_url (part of the identity hash)")
+	f.StringSliceVar(&clientKeys, "client-injected-keys", ingest.DefaultClientInjectedKeys, "dotted-path patterns of input keys MCP clients add on their own; kept raw, not counted in ignored-key rollups (\"*\" matches one segment)")
+	f.BoolVar(&untilDrained, "until-drained", false, "exit 0 once every partition is consumed to its end and nothing arrived for 2s")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
+
+// newLogger returns a slog logger on stderr in the chosen format.
+func newLogger(format string) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
 }

@@ -1,0 +1,50 @@
+package demo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mcpulse/mcpulse/internal/demo"
+	"github.com/mcpulse/mcpulse/internal/devstack"
+	"github.com/mcpulse/mcpulse/internal/outcome"
+)
+
+// A generated corpus, published and consumed end to end, leaves exactly the generator's
+// expected outcome in ClickHouse and Redis: every count, every rollup row, every suppression
+// record, and the number of duplicates dropped.
+func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
+	stack := devstack.ForTest(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	summary, err := demo.Run(ctx, demo.Config{Events: 20000, Seed: 42, DataDir: dir, Stack: stack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range summary.Mismatches {
+		t.Error(m)
+	}
+	expected, err := outcome.Read(dir + "/events.jsonl.expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The comparison above is only as strong as the corpus: make sure it exercised every part.
+	if expected.Corpus.Duplicates == 0 || expected.Corpus.Malformed == 0 {
+		t.Errorf("corpus has %d duplicates and %d malformed lines; both must be present", expected.Corpus.Duplicates, expected.Corpus.Malformed)
+	}
+	for _, kind := range []string{"tool_call", "invitation_sent", "link_opened", "response"} {
+		if expected.EventsByKind[kind] == 0 || summary.EventsByKind[kind] != expected.EventsByKind[kind] {
+			t.Errorf("%s: stored %d, expected %d (must be > 0)", kind, summary.EventsByKind[kind], expected.EventsByKind[kind])
+		}
+	}
+	if len(expected.Suppression) == 0 || len(expected.Funnel) == 0 || len(expected.IgnoredKeys) == 0 || len(expected.GateReasons) == 0 {
+		t.Errorf("expected outcome lacks suppression records, funnel, ignored keys or gate reasons")
+	}
+	if summary.DuplicatesDropped != int64(expected.Corpus.Duplicates) {
+		t.Errorf("duplicates dropped %d, want %d", summary.DuplicatesDropped, expected.Corpus.Duplicates)
+	}
+	if summary.DeadLettered != int64(expected.Corpus.Malformed) {
+		t.Errorf("dead-lettered %d, want %d", summary.DeadLettered, expected.Corpus.Malformed)
+	}
+}
