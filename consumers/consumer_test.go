@@ -191,3 +191,22 @@ func (h *harness) snapshot() snapshot {
 		record:      rec,
 	}
 }
+
+// Keys MCP clients add on their own stay in the raw row but are not agent mistakes.
+func TestClientInjectedKeysStayRawButAreNotCounted(t *testing.T) {
+	h := newHarness(t)
+	h.publish(ingest.TopicToolCalls,
+		toolCall(1, "alice", "create_issue", "_meta", "_meta.progressToken", "toolCallId"),
+		toolCall(2, "bob", "create_issue", "toolCallId", "titel"),
+	)
+	h.drain(h.consumer(nil))
+	if got := h.count("SELECT sum(length(ignored_keys)) FROM mcpulse.tool_calls FINAL"); got != 5 {
+		t.Errorf("raw ignored keys = %d, want all 5 kept", got)
+	}
+	if got := h.count("SELECT sum(calls_with_ignored_keys) FROM mcpulse.v_ignored_key_rates_hourly"); got != 1 {
+		t.Errorf("calls with ignored keys = %d, want 1 (only bob's titel is an agent mistake)", got)
+	}
+	if got := h.count("SELECT count() FROM mcpulse.v_ignored_keys_hourly"); got != 1 {
+		t.Errorf("ignored key paths in the rollup = %d, want 1", got)
+	}
+}
