@@ -169,8 +169,9 @@ func (c PublisherConfig) Validate() error {
 
 // Publisher writes events to Kafka with kafka-go: one Writer, acks from all in-sync replicas
 // (RequiredAcks: RequireAll; a kafka.Writer literal's zero value would be RequireNone), the
-// kafka.Hash balancer (FNV-1a of the message key, so one key always lands on one partition),
-// short batching. It is safe for concurrent use.
+// murmur2 key balancer (the default partitioner of the Java client and of kafkajs, which most
+// TypeScript MCP servers publish with, so an identity's events from either producer land on the
+// same partition and stay in order), short batching. It is safe for concurrent use.
 //
 // Delivery is at least once. A message that fails with a temporary error is re-sent, the SAME
 // message (same key, same value, so the same event uuid), up to MaxAttempts times. kafka-go
@@ -203,7 +204,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	}
 	p.w = &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Brokers...),
-		Balancer:     &kafka.Hash{},
+		Balancer:     kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll,
 		BatchSize:    cfg.BatchSize,
 		BatchBytes:   writerBatchBytes,

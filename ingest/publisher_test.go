@@ -173,8 +173,8 @@ func TestPublisherEndToEnd(t *testing.T) {
 			if string(m.Key) != wantKey[got.UUID.String()] {
 				t.Errorf("%s: key %q, want %q", got.UUID, m.Key, wantKey[got.UUID.String()])
 			}
-			if p := (&kafka.Hash{}).Balance(kafka.Message{Key: m.Key}, partitions...); p != m.Partition {
-				t.Errorf("%s: partition %d, kafka.Hash says %d", got.UUID, m.Partition, p)
+			if p := (kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: m.Key}, partitions...); p != m.Partition {
+				t.Errorf("%s: partition %d, murmur2 says %d", got.UUID, m.Partition, p)
 			}
 			if got.Name != want.Name || got.DistinctID != want.DistinctID || !got.Timestamp.Equal(want.Timestamp) || string(got.Properties) != string(want.Properties) {
 				t.Errorf("value does not round-trip:\n got %+v\nwant %+v", got, want)

@@ -35,6 +35,7 @@ func (s *Stack) startKafka(cfg Config) error {
 // every request and would drown everything else.
 type kfakeLogger struct{ l *slog.Logger }
 
+// Logf implements kfake.Logger.
 func (k kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
 	switch level {
 	case kfake.LogLevelError:
