@@ -8,6 +8,8 @@ import (
 	"github.com/mcpulse/mcpulse/internal/demo"
 	"github.com/mcpulse/mcpulse/internal/devstack"
 	"github.com/mcpulse/mcpulse/internal/outcome"
+	"github.com/mcpulse/mcpulse/internal/report"
+	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
 // A generated corpus, published and consumed end to end, leaves exactly the generator's
@@ -46,5 +48,32 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	}
 	if summary.DeadLettered != int64(expected.Corpus.Malformed) {
 		t.Errorf("dead-lettered %d, want %d", summary.DeadLettered, expected.Corpus.Malformed)
+	}
+
+	// Every rollup equals its recomputation from the deduplicated raw tables.
+	ch, err := stores.OpenClickHouse(ctx, stack.ClickHouseDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	rdb, err := stores.OpenRedis(ctx, stack.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	observed, err := report.Observe(ctx, ch, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recomputed, err := report.Recompute(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recomputed.EventsByKind, recomputed.Tables, recomputed.Suppression = observed.EventsByKind, observed.Tables, observed.Suppression
+	for _, m := range outcome.Compare(recomputed, observed, time.Now()) {
+		t.Errorf("rollup differs from its recomputation: %s", m)
+	}
+	if len(recomputed.Funnel) == 0 || len(recomputed.IgnoredKeyRates) == 0 {
+		t.Error("recomputation returned no rows")
 	}
 }

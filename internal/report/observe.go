@@ -38,71 +38,7 @@ func Observe(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient) (*o
 			delete(o.EventsByKind, k)
 		}
 	}
-	err := each(ctx, ch, "outcome_ignored_key_rates", func(r driver.Rows) error {
-		var (
-			row  outcome.IgnoredKeyRate
-			hour time.Time
-			s, w uint64
-		)
-		if err := r.Scan(&hour, &row.ToolName, &row.ClientName, &s, &w); err != nil {
-			return err
-		}
-		row.Hour, row.SuccessfulCalls, row.CallsWithIgnoredKeys = hour.UTC().Format(hourFormat), int64(s), int64(w)
-		o.IgnoredKeyRates = append(o.IgnoredKeyRates, row)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = each(ctx, ch, "outcome_ignored_keys", func(r driver.Rows) error {
-		var (
-			row  outcome.IgnoredKey
-			hour time.Time
-			n    uint64
-		)
-		if err := r.Scan(&hour, &row.ToolName, &row.KeyPath, &n); err != nil {
-			return err
-		}
-		row.Hour, row.Occurrences = hour.UTC().Format(hourFormat), int64(n)
-		o.IgnoredKeys = append(o.IgnoredKeys, row)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = each(ctx, ch, "outcome_gate_reasons", func(r driver.Rows) error {
-		var (
-			row           outcome.GateReason
-			hour          time.Time
-			calls, people uint64
-		)
-		if err := r.Scan(&hour, &row.CampaignID, &row.Reason, &row.ClientName, &row.URLSupported, &row.FormSupported, &calls, &people); err != nil {
-			return err
-		}
-		row.Hour, row.Calls, row.People = hour.UTC().Format(hourFormat), int64(calls), int64(people)
-		o.GateReasons = append(o.GateReasons, row)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = each(ctx, ch, "outcome_funnel", func(r driver.Rows) error {
-		var (
-			row                                  outcome.FunnelDay
-			day                                  time.Time
-			inv, people, opens, acc, dec, cancel uint64
-			unanswered                           int64
-		)
-		if err := r.Scan(&day, &row.CampaignID, &row.FeatureFlag, &inv, &people, &opens, &acc, &dec, &cancel, &unanswered); err != nil {
-			return err
-		}
-		row.Day = day.Format(dayFormat)
-		row.Invitations, row.People, row.FirstOpens = int64(inv), int64(people), int64(opens)
-		row.Accepted, row.Declined, row.Cancelled, row.Unanswered = int64(acc), int64(dec), int64(cancel), unanswered
-		o.Funnel = append(o.Funnel, row)
-		return nil
-	})
-	if err != nil {
+	if err := readRollups(ctx, ch, "outcome", o); err != nil {
 		return nil, err
 	}
 	if err := scanSuppression(ctx, rdb, o.Suppression); err != nil {
@@ -179,4 +115,89 @@ func scanSuppression(ctx context.Context, rdb redis.UniversalClient, into map[st
 		return scan(ctx, client)
 	}
 	return fmt.Errorf("unsupported Redis client %T", rdb)
+}
+
+// Recompute derives every rollup row from the deduplicated raw tables (the sql/ queries named
+// recompute_*), independently of the materialized views, so a check can hold each rollup
+// equal to its recomputation (DESIGN.md §4).
+func Recompute(ctx context.Context, ch driver.Conn) (*outcome.Outcome, error) {
+	o := &outcome.Outcome{}
+	if err := readRollups(ctx, ch, "recompute", o); err != nil {
+		return nil, err
+	}
+	o.Normalize()
+	return o, nil
+}
+
+// readRollups fills o's rollup rows from the four queries named prefix_ignored_key_rates,
+// prefix_ignored_keys, prefix_gate_reasons and prefix_funnel, which share column layouts.
+func readRollups(ctx context.Context, ch driver.Conn, prefix string, o *outcome.Outcome) error {
+	err := each(ctx, ch, prefix+"_ignored_key_rates", func(r driver.Rows) error {
+		var (
+			row  outcome.IgnoredKeyRate
+			hour time.Time
+			s, w uint64
+		)
+		if err := r.Scan(&hour, &row.ToolName, &row.ClientName, &s, &w); err != nil {
+			return err
+		}
+		row.Hour, row.SuccessfulCalls, row.CallsWithIgnoredKeys = hour.UTC().Format(hourFormat), int64(s), int64(w)
+		o.IgnoredKeyRates = append(o.IgnoredKeyRates, row)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = each(ctx, ch, prefix+"_ignored_keys", func(r driver.Rows) error {
+		var (
+			row  outcome.IgnoredKey
+			hour time.Time
+			n    uint64
+		)
+		if err := r.Scan(&hour, &row.ToolName, &row.KeyPath, &n); err != nil {
+			return err
+		}
+		row.Hour, row.Occurrences = hour.UTC().Format(hourFormat), int64(n)
+		o.IgnoredKeys = append(o.IgnoredKeys, row)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = each(ctx, ch, prefix+"_gate_reasons", func(r driver.Rows) error {
+		var (
+			row           outcome.GateReason
+			hour          time.Time
+			calls, people uint64
+		)
+		if err := r.Scan(&hour, &row.CampaignID, &row.Reason, &row.ClientName, &row.URLSupported, &row.FormSupported, &calls, &people); err != nil {
+			return err
+		}
+		row.Hour, row.Calls, row.People = hour.UTC().Format(hourFormat), int64(calls), int64(people)
+		o.GateReasons = append(o.GateReasons, row)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = each(ctx, ch, prefix+"_funnel", func(r driver.Rows) error {
+		var (
+			row                                  outcome.FunnelDay
+			day                                  time.Time
+			inv, people, opens, acc, dec, cancel uint64
+			unanswered                           int64
+		)
+		if err := r.Scan(&day, &row.CampaignID, &row.FeatureFlag, &inv, &people, &opens, &acc, &dec, &cancel, &unanswered); err != nil {
+			return err
+		}
+		row.Day = day.Format(dayFormat)
+		row.Invitations, row.People, row.FirstOpens = int64(inv), int64(people), int64(opens)
+		row.Accepted, row.Declined, row.Cancelled, row.Unanswered = int64(acc), int64(dec), int64(cancel), unanswered
+		o.Funnel = append(o.Funnel, row)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return nil
 }
