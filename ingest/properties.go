@@ -186,13 +186,16 @@ func (p propertyReader) ignoredKeys() []string {
 // MaskControl replaces C0 and C1 control characters, DEL and the line separators U+2028 and
 // U+2029 (which JSON.stringify leaves raw, so they break lines in agent-facing text) with '?', as the MCP server does
 // for $mcp_ignored_keys before it reports them.
-func MaskControl(s string) string {
+func MaskControl(s string) string { return replaceControl(s, '?') }
+
+// replaceControl replaces every character isControl reports with the rune with.
+func replaceControl(s string, with rune) string {
 	if strings.IndexFunc(s, isControl) < 0 {
 		return s
 	}
 	return strings.Map(func(r rune) rune {
 		if isControl(r) {
-			return '?'
+			return with
 		}
 		return r
 	}, s)

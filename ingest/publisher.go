@@ -311,16 +311,7 @@ func (p *Publisher) Publish(ctx context.Context, events ...*Event) error {
 		msgs = append(msgs, msg)
 		index = append(index, i)
 	}
-	for j, err := range p.write(ctx, msgs) {
-		if err != nil {
-			failed = append(failed, MessageError{Index: index[j], Err: err, Permanent: !retriable(err)})
-		}
-	}
-	if len(failed) == 0 {
-		return nil
-	}
-	sortFailed(failed)
-	return &PublishError{Total: len(events), Failed: failed, what: "events"}
+	return p.send(ctx, msgs, index, failed, len(events), "events")
 }
 
 func (p *Publisher) eventMessage(ev *Event) (kafka.Message, error) {
@@ -392,6 +383,13 @@ func (p *Publisher) DeadLetter(ctx context.Context, letters ...DeadLetter) error
 		msgs = append(msgs, deadLetterMessage(dl))
 		index = append(index, i)
 	}
+	return p.send(ctx, msgs, index, failed, len(letters), "dead letters")
+}
+
+// send writes msgs (index[j] is msgs[j]'s position among the caller's total inputs), adds the
+// write failures to the ones the caller found while building the messages, and returns a
+// *PublishError naming every failure, or nil.
+func (p *Publisher) send(ctx context.Context, msgs []kafka.Message, index []int, failed []MessageError, total int, what string) error {
 	for j, err := range p.write(ctx, msgs) {
 		if err != nil {
 			failed = append(failed, MessageError{Index: index[j], Err: err, Permanent: !retriable(err)})
@@ -401,7 +399,7 @@ func (p *Publisher) DeadLetter(ctx context.Context, letters ...DeadLetter) error
 		return nil
 	}
 	sortFailed(failed)
-	return &PublishError{Total: len(letters), Failed: failed, what: "dead letters"}
+	return &PublishError{Total: total, Failed: failed, what: what}
 }
 
 func deadLetterMessage(dl DeadLetter) kafka.Message {
@@ -426,16 +424,7 @@ func deadLetterMessage(dl DeadLetter) kafka.Message {
 // oneLine makes s valid UTF-8 on one line: line breaks (\r, \n, U+0085, U+2028, U+2029) and
 // every other control character become a space.
 func oneLine(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if strings.IndexFunc(s, isControl) < 0 {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if isControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
+	return replaceControl(strings.ToValidUTF8(s, "\uFFFD"), ' ')
 }
 
 // cutUTF8 cuts valid UTF-8 s to at most n bytes on a rune boundary, ending with "…" when cut.
