@@ -257,6 +257,17 @@ func Parse(data []byte) (*Event, error) {
 			typeProblems["properties"] = "must be a JSON object"
 		}
 	}
+	// The identity hash must equal what JavaScript computes (DESIGN.md §3). Go decodes invalid
+	// UTF-8 and unpaired UTF-16 surrogate escapes to U+FFFD, which JavaScript does not, so a
+	// recruitment event carrying one would be hashed differently: refuse it instead.
+	if KindOf(env.Event) != KindToolCall && KindOf(env.Event) != KindUnknown {
+		if typeProblems["distinct_id"] == "" && !jsExact(top["distinct_id"]) {
+			typeProblems["distinct_id"] = notJSExact
+		}
+		if !jsExact(env.Properties["instance_url"]) {
+			typeProblems["properties.instance_url"] = notJSExact
+		}
+	}
 	return validate(env, typeProblems)
 }
 
@@ -300,6 +311,9 @@ func validate(env *Envelope, typeProblems map[string]string) (*Event, error) {
 		v.add("distinct_id", "required")
 	case n > MaxDistinctIDLength:
 		v.add("distinct_id", "%d characters, at most %d allowed", n, MaxDistinctIDLength)
+	}
+	if p := typeProblems["properties.instance_url"]; p != "" {
+		v.add("properties.instance_url", "%s", p)
 	}
 	switch ts, err := parseTimestamp(env.Timestamp); {
 	case typeProblems["timestamp"] != "":
@@ -391,4 +405,60 @@ func quoteForError(s string) string {
 		return strconv.Quote(s[:cut]) + "…"
 	}
 	return strconv.Quote(s)
+}
+
+const notJSExact = "holds invalid UTF-8 or an unpaired UTF-16 surrogate, which Go cannot keep as JavaScript does, so the identity hash would differ from the MCP server's"
+
+// jsExact reports whether a raw JSON string decodes in Go to exactly the string JavaScript's
+// JSON.parse gives: valid UTF-8 and every \uD800-\uDFFF escape part of a surrogate pair.
+// Anything that is not a JSON string (absent, null, another type) is reported as exact; type
+// problems are found elsewhere.
+func jsExact(raw json.RawMessage) bool {
+	if len(raw) == 0 || raw[0] != '"' {
+		return true
+	}
+	if !utf8.Valid(raw) {
+		return false
+	}
+	pendingHigh := false
+	for i := 1; i < len(raw)-1; i++ {
+		if raw[i] != '\\' {
+			if pendingHigh {
+				return false
+			}
+			continue
+		}
+		i++
+		if raw[i] != 'u' {
+			if pendingHigh {
+				return false
+			}
+			continue
+		}
+		if i+4 >= len(raw) {
+			return false
+		}
+		n, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 16)
+		if err != nil {
+			return false
+		}
+		i += 4
+		switch {
+		case n >= 0xD800 && n <= 0xDBFF:
+			if pendingHigh {
+				return false
+			}
+			pendingHigh = true
+		case n >= 0xDC00 && n <= 0xDFFF:
+			if !pendingHigh {
+				return false
+			}
+			pendingHigh = false
+		default:
+			if pendingHigh {
+				return false
+			}
+		}
+	}
+	return !pendingHigh
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -91,5 +93,46 @@ func TestIdentityHashShape(t *testing.T) {
 	// Invalid UTF-8 is hashed as U+FFFD per invalid byte, as encoding/json decodes it.
 	if ingest.IdentityHash("u", "a\xffb") != ingest.IdentityHash("u", "a\uFFFDb") {
 		t.Fatal("invalid UTF-8 not hashed as U+FFFD")
+	}
+}
+
+// A recruitment event whose distinct_id or instance_url Go cannot hold as JavaScript does is
+// refused with a clear reason instead of being hashed differently from the MCP server.
+func TestRecruitmentEventsWithStringsGoCannotHashLikeJavaScriptAreRefused(t *testing.T) {
+	const props = `"properties":{"campaign_id":"c","invitation_id":"i","feature_flag":"f"%s}`
+	event := func(distinctID, extra string) []byte {
+		return []byte(`{"uuid":"0192f2a0-0000-7000-8000-000000000001","event":"mcp interview invitation sent","distinct_id":` +
+			distinctID + `,"timestamp":"2026-11-29T10:00:00Z",` + fmt.Sprintf(props, extra) + `}`)
+	}
+	cases := []struct {
+		name, distinctID, extra, wantPath string
+	}{
+		{"lone high surrogate", `"a\ud800b"`, "", "distinct_id"},
+		{"lone low surrogate", `"\udc00"`, "", "distinct_id"},
+		{"high surrogate at the end", `"x\uD83D"`, "", "distinct_id"},
+		{"invalid UTF-8 byte", "\"a\xffb\"", "", "distinct_id"},
+		{"instance_url with a lone surrogate", `"ok"`, `,"instance_url":"https://x\udfff"`, "properties.instance_url"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ingest.Parse(event(tc.distinctID, tc.extra))
+			var v *ingest.ValidationError
+			if !errors.As(err, &v) {
+				t.Fatalf("Parse error %v, want a ValidationError", err)
+			}
+			if len(v.Problems) != 1 || v.Problems[0].Path != tc.wantPath || !strings.Contains(v.Problems[0].Problem, "identity hash") {
+				t.Errorf("problems %v, want one at %s naming the identity hash", v.Problems, tc.wantPath)
+			}
+		})
+	}
+	// Paired surrogates, escaped backslashes before a "u", and raw emoji are fine.
+	for _, ok := range []string{`"\ud83d\ude00"`, `"\\ud800"`, `"😀 \u00e9"`} {
+		if _, err := ingest.Parse(event(ok, "")); err != nil {
+			t.Errorf("distinct_id %s: %v", ok, err)
+		}
+	}
+	// Tool calls are not hashed: their distinct_id is kept as Go decodes it.
+	if _, err := ingest.Parse([]byte(`{"uuid":"0192f2a0-0000-7000-8000-000000000001","event":"$mcp_tool_call","distinct_id":"a\ud800","timestamp":"2026-11-29T10:00:00Z","properties":{"$mcp_tool_name":"t"}}`)); err != nil {
+		t.Errorf("tool call with a lone surrogate: %v", err)
 	}
 }
