@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -69,13 +70,8 @@ func claimAll(ctx context.Context, rdb redis.UniversalClient, window time.Durati
 		}
 		byHour[h] = append(byHour[h], i)
 	}
-	// Load the script once so the pipelined EVALSHA calls find it.
-	if err := claimScript.Load(ctx, rdb).Err(); err != nil {
-		return nil, fmt.Errorf("load dedup script: %w", err)
-	}
 	ttl := strconv.FormatInt(int64(window/time.Second), 10)
-	pipe := rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(hours))
+	calls := make([]scriptCall, len(hours))
 	for j, h := range hours {
 		idx := byHour[h]
 		args := make([]any, 0, 1+2*len(idx))
@@ -83,9 +79,10 @@ func claimAll(ctx context.Context, rdb redis.UniversalClient, window time.Durati
 		for _, i := range idx {
 			args = append(args, string(claims[i].uuid[:]), claims[i].pos)
 		}
-		cmds[j] = claimScript.EvalSha(ctx, pipe, []string{DedupKey(h)}, args...)
+		calls[j] = scriptCall{keys: []string{DedupKey(h)}, args: args}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	cmds, err := runScripts(ctx, rdb, claimScript, calls)
+	if err != nil {
 		return nil, fmt.Errorf("dedup claims: %w", err)
 	}
 	owned := make([]bool, len(claims))
@@ -99,4 +96,57 @@ func claimAll(ctx context.Context, rdb redis.UniversalClient, window time.Durati
 		}
 	}
 	return owned, nil
+}
+
+// scriptCall is one invocation of a Lua script: its keys and arguments.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runScripts runs script once per call in one pipelined round trip and returns the commands
+// (same order as calls), each holding its reply; the error is the first failed call's.
+//
+// It sends EVALSHA, and re-sends as EVAL (the script's source), in a second pipeline, exactly
+// the calls a server answered NOSCRIPT: a call that got NOSCRIPT did not run, so nothing runs
+// twice. It does not SCRIPT LOAD first. On a Redis Cluster the pipeline is split by slot
+// across the masters, and a node's script cache is empty after a restart or on a replica
+// promoted by a failover, at any moment between a load and the EVALSHA; and go-redis'
+// ClusterClient.ScriptLoad visits every node, replicas included, so one unreachable replica
+// failed every batch until the cluster marked it failed. EVAL caches the script on the node
+// that ran it, so the next batch's EVALSHA finds it there.
+func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 0 {
+		return cmds, nil
+	}
+	pipe := rdb.Pipeline()
+	for i, c := range calls {
+		cmds[i] = script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	if _, err := pipe.Exec(ctx); err == nil {
+		return cmds, nil
+	}
+	var missing []int
+	for i, cmd := range cmds {
+		switch err := cmd.Err(); {
+		case err == nil:
+		case isNoScript(err):
+			missing = append(missing, i)
+		default:
+			return cmds, err
+		}
+	}
+	pipe = rdb.Pipeline()
+	for _, i := range missing {
+		cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return cmds, err
+	}
+	return cmds, nil
+}
+
+func isNoScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
 }

@@ -140,3 +140,27 @@ func invitation(n int, distinctID, invitationID string, at time.Time) []byte {
 func response(n int, distinctID, invitationID, answer string, at time.Time) []byte {
 	return envelope(uuidN(n), ingest.EventInvitationResponse, distinctID, at, recruitmentProps(invitationID, map[string]any{"response": answer}))
 }
+
+// newClusterHarness is newHarness with Redis replaced by a three-master Redis Cluster (the
+// stack's single redis-server stays idle), opened through stores.OpenRedis like production.
+func newClusterHarness(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness(t)
+	h.rdb = openClusterClient(t)
+	return h
+}
+
+// openClusterClient starts a Redis Cluster for the test and returns a cluster client of it.
+func openClusterClient(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	rc := devstack.RedisClusterForTest(t)
+	rdb, err := stores.OpenRedis(context.Background(), rc.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rdb.(*redis.ClusterClient); !ok {
+		t.Fatalf("OpenRedis(%q) = %T, want a cluster client", rc.URL(), rdb)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}

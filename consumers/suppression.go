@@ -147,9 +147,17 @@ func ApplyResponse(ctx context.Context, rdb redis.Scripter, identityHash string,
 }
 
 func applyResponseCmd(ctx context.Context, rdb redis.Scripter, identityHash string, rec Record, respondedAt, now time.Time) *redis.Cmd {
+	call := suppressionCall(identityHash, rec, respondedAt, now)
+	return suppressionScript.Run(ctx, rdb, call.keys, call.args...)
+}
+
+// suppressionCall is the suppression script's keys and arguments for one response.
+func suppressionCall(identityHash string, rec Record, respondedAt, now time.Time) scriptCall {
 	value, _ := json.Marshal(rec) // a struct of strings always marshals
-	return suppressionScript.Run(ctx, rdb, []string{ResponseKey(identityHash), ResetKey(identityHash)},
-		string(value), respondedAt.UnixMilli(), permanentArg(rec), now.UnixMilli(), CooldownPeriod.Milliseconds())
+	return scriptCall{
+		keys: []string{ResponseKey(identityHash), ResetKey(identityHash)},
+		args: []any{string(value), respondedAt.UnixMilli(), permanentArg(rec), now.UnixMilli(), CooldownPeriod.Milliseconds()},
+	}
 }
 
 // ReadRecord returns an identity's suppression record, or nil when it has none.
@@ -166,13 +174,6 @@ func ReadRecord(ctx context.Context, rdb redis.Cmdable, identityHash string) (*R
 		return nil, fmt.Errorf("suppression record %s: %w", ResponseKey(identityHash), err)
 	}
 	return &rec, nil
-}
-
-// evalSuppression queues the suppression script on a pipeline (the script must be loaded).
-func evalSuppression(ctx context.Context, pipe redis.Pipeliner, identityHash string, rec Record, respondedAt, now time.Time) *redis.Cmd {
-	value, _ := json.Marshal(rec) // a struct of strings always marshals
-	return suppressionScript.EvalSha(ctx, pipe, []string{ResponseKey(identityHash), ResetKey(identityHash)},
-		string(value), respondedAt.UnixMilli(), permanentArg(rec), now.UnixMilli(), CooldownPeriod.Milliseconds())
 }
 
 func permanentArg(rec Record) string {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/devstack"
@@ -12,15 +14,22 @@ import (
 )
 
 // Each case applies responses in arrival order to one identity and checks the final record
-// and TTL against DESIGN.md §3.
+// and TTL against DESIGN.md §3. The same cases run on a Redis Cluster in cluster_test.go.
 func TestSuppressionPrecedence(t *testing.T) {
 	s := devstack.ForTest(t)
-	ctx := context.Background()
-	rdb, err := stores.OpenRedis(ctx, s.RedisURL)
+	rdb, err := stores.OpenRedis(context.Background(), s.RedisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
+	testSuppressionPrecedence(t, rdb)
+}
+
+// testSuppressionPrecedence runs the precedence cases against rdb (a single server or a
+// cluster client). Each case uses its own identity, so the cases' keys hash to different slots.
+// It returns the identity hashes the cases used.
+func testSuppressionPrecedence(t *testing.T, rdb redis.UniversalClient) []string {
+	ctx := context.Background()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return now.Add(d) }
 	type resp struct {
@@ -70,9 +79,11 @@ func TestSuppressionPrecedence(t *testing.T) {
 			},
 			want: consumers.StateCooldown, wantAt: at(-30 * time.Minute), wantTTL: 7*24*time.Hour - 30*time.Minute},
 	}
+	var hashes []string
 	for i, tc := range cases {
+		hash := ingest.IdentityHash("https://us.posthog.com", "person-"+string(rune('a'+i)))
+		hashes = append(hashes, hash)
 		t.Run(tc.name, func(t *testing.T) {
-			hash := ingest.IdentityHash("https://us.posthog.com", "person-"+string(rune('a'+i)))
 			if tc.resetAt != nil {
 				reset := `{"reset_at":"` + consumers.FormatTime(*tc.resetAt) + `","actor":"ops","reason":"asked"}`
 				if err := rdb.Set(ctx, consumers.ResetKey(hash), reset, 0).Err(); err != nil {
@@ -118,6 +129,7 @@ func TestSuppressionPrecedence(t *testing.T) {
 			}
 		})
 	}
+	return hashes
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -19,6 +19,7 @@ func newConsumeCmd() *cobra.Command {
 		cfg                    consumers.Config
 		clientKeys             []string
 		untilDrained           bool
+		allowEviction          bool
 		logFormat              string
 	)
 	cmd := &cobra.Command{
@@ -29,6 +30,11 @@ mcpulse_dlq. Each batch is decoded and validated (malformed events go to mcpulse
 their reason), deduplicated by uuid, applied to the Redis suppression and cooldown records,
 and written to the ClickHouse raw tables (materialized views fill the rollups); only then are
 the batch's offsets committed. A store outage pauses consumption and is retried with backoff.
+
+Redis must run with maxmemory-policy noeviction (on every master of a cluster): any other
+policy can silently evict suppression and cooldown records. consume checks it at start-up
+and refuses to run otherwise, or when CONFIG GET is disabled so the policy cannot be read;
+--allow-eviction turns the refusal into a warning.
 
 Run several processes to scale out: partitions are shared among the group's members.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,6 +49,13 @@ Run several processes to scale out: partitions are shared among the group's memb
 				return err
 			}
 			defer rdb.Close()
+			// Eviction would silently drop suppression and cooldown records (DESIGN.md §5).
+			if err := stores.CheckEvictionPolicy(ctx, rdb); err != nil {
+				if !allowEviction {
+					return err
+				}
+				log.Warn("continuing without the noeviction guarantee because of --allow-eviction: suppression and cooldown keys may be evicted", "err", err)
+			}
 			ch, err := stores.OpenClickHouse(ctx, dsn)
 			if err != nil {
 				return err
@@ -83,6 +96,7 @@ Run several processes to scale out: partitions are shared among the group's memb
 	f.StringVar(&cfg.DefaultInstanceURL, "instance-url", "https://us.posthog.com", "PostHog instance URL for events that lack instance_url (part of the identity hash)")
 	f.StringSliceVar(&clientKeys, "client-injected-keys", ingest.DefaultClientInjectedKeys, "dotted-path patterns of input keys MCP clients add on their own; kept raw, not counted in ignored-key rollups (\"*\" matches one segment)")
 	f.BoolVar(&untilDrained, "until-drained", false, "exit 0 once every partition is consumed to its end and nothing arrived for 2s")
+	f.BoolVar(&allowEviction, "allow-eviction", false, "start even when Redis' maxmemory-policy is not noeviction or cannot be checked (logs a warning)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
 }

@@ -28,3 +28,23 @@ func ForTest(t testing.TB) *Stack {
 	})
 	return s
 }
+
+// RedisClusterForTest starts a three-master Redis Cluster (StartRedisCluster) in a directory
+// of the test's and stops it in t.Cleanup. Start-up is bounded by a minute and takes about
+// two seconds. Like ForTest it never skips: a missing redis-server fails the test. Unlike
+// ForTest it ignores MCPULSE_REDIS_URL: the cluster is always embedded.
+func RedisClusterForTest(t testing.TB) *RedisCluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rc, err := StartRedisCluster(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatalf("devstack: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := rc.Close(); err != nil {
+			t.Errorf("devstack: close redis cluster: %v", err)
+		}
+	})
+	return rc
+}

@@ -4,9 +4,14 @@ package stores
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	neturl "net/url"
 	"os"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -70,27 +75,186 @@ func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
 	return conn, nil
 }
 
-// OpenRedis connects to the Redis at url (redis://host:port/db, or several comma-separated
-// addresses for Redis Cluster) and pings it.
+// OpenRedis connects to the Redis at url and pings it. url is either one redis:// (or
+// rediss://) URL, redis://[user:password@]host:port/db, for a single server, or a
+// comma-separated list of Redis Cluster seed addresses, each a plain host:port or a URL
+// without a database ("127.0.0.1:7000,127.0.0.1:7001" or
+// "redis://127.0.0.1:7000,redis://127.0.0.1:7001"); credentials and TLS come from the URL
+// entries and must agree among them. A comma is what selects the cluster client, so a
+// cluster reached through a single seed is written with a trailing comma.
 func OpenRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
 	if url == "" {
 		return nil, fmt.Errorf("no Redis URL: set %s or pass --redis", EnvRedisURL)
 	}
 	var client redis.UniversalClient
+	var where string // for messages: addresses, never a password
 	if strings.Contains(url, ",") {
-		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: SplitBrokers(url)})
+		opts, err := clusterOptions(url)
+		if err != nil {
+			return nil, err
+		}
+		client = redis.NewClusterClient(opts)
+		where = "cluster " + strings.Join(opts.Addrs, ",")
 	} else {
 		opts, err := redis.ParseURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("Redis URL: %w", err)
 		}
 		client = redis.NewClient(opts)
+		where = opts.Addr
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		client.Close()
-		return nil, fmt.Errorf("Redis at %s: %w", url, err)
+		return nil, fmt.Errorf("Redis at %s: %w", where, err)
 	}
 	return client, nil
+}
+
+// clusterOptions parses OpenRedis' comma-separated cluster form.
+func clusterOptions(url string) (*redis.ClusterOptions, error) {
+	opts := &redis.ClusterOptions{}
+	var first *redis.Options // the first URL entry: its credentials and TLS apply to all
+	for _, entry := range SplitBrokers(url) {
+		if !strings.Contains(entry, "://") {
+			if _, port, err := net.SplitHostPort(entry); err != nil || port == "" {
+				return nil, fmt.Errorf("Redis cluster address %q: want host:port or redis://host:port", entry)
+			}
+			opts.Addrs = append(opts.Addrs, entry)
+			continue
+		}
+		o, err := redis.ParseURL(entry)
+		if err != nil {
+			return nil, fmt.Errorf("Redis cluster address %q: %w", redactURL(entry), err)
+		}
+		if o.DB != 0 {
+			return nil, fmt.Errorf("Redis cluster address %q: Redis Cluster has only database 0, not %d", redactURL(entry), o.DB)
+		}
+		if first == nil {
+			first = o
+			opts.Username, opts.Password, opts.TLSConfig = o.Username, o.Password, o.TLSConfig
+		} else if o.Username != first.Username || o.Password != first.Password || (o.TLSConfig == nil) != (first.TLSConfig == nil) {
+			return nil, fmt.Errorf("Redis cluster addresses disagree on credentials or TLS (redis:// vs rediss://): %q", redactURL(url))
+		}
+		opts.Addrs = append(opts.Addrs, o.Addr)
+	}
+	if len(opts.Addrs) == 0 {
+		return nil, fmt.Errorf("Redis cluster URL %q names no address", url)
+	}
+	return opts, nil
+}
+
+// redactURL hides the password of every URL in a comma-separated list, for messages.
+func redactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// EvictionPolicyError is CheckEvictionPolicy's refusal: the Redis at Addr evicts keys under
+// memory pressure, which would silently drop suppression and cooldown records (DESIGN.md §5).
+type EvictionPolicyError struct {
+	Addr   string // the server's host:port
+	Policy string // its maxmemory-policy, e.g. "volatile-lru"
+}
+
+func (e *EvictionPolicyError) Error() string {
+	return fmt.Sprintf("redis at %s has maxmemory-policy %q, which can evict interview suppression and cooldown keys; "+
+		"set \"maxmemory-policy noeviction\" (and appendonly yes) or pass --allow-eviction", e.Addr, e.Policy)
+}
+
+// EvictionPolicyUncheckedError is CheckEvictionPolicy's error when the Redis at Addr refused
+// CONFIG GET (managed services often disable or rename CONFIG), so its maxmemory-policy is
+// unknown. Err is the server's reply.
+type EvictionPolicyUncheckedError struct {
+	Addr string
+	Err  error
+}
+
+func (e *EvictionPolicyUncheckedError) Error() string {
+	return fmt.Sprintf("could not check the maxmemory-policy of redis at %s (CONFIG GET maxmemory-policy: %v); "+
+		"mcpulse requires \"noeviction\" so interview suppression and cooldown keys are never evicted: "+
+		"confirm it in your provider's settings, then pass --allow-eviction to start without the check", e.Addr, e.Err)
+}
+
+func (e *EvictionPolicyUncheckedError) Unwrap() error { return e.Err }
+
+// CheckEvictionPolicy requires maxmemory-policy noeviction on the Redis behind rdb: on every
+// master of a cluster client (and every shard of a ring), on the server of any other client.
+// It returns nil when all say noeviction; otherwise an *EvictionPolicyError for a server with
+// another policy, an *EvictionPolicyUncheckedError for one that refused CONFIG GET, or the
+// connection error; with several servers failing, their errors joined (errors.As finds each).
+func CheckEvictionPolicy(ctx context.Context, rdb redis.UniversalClient) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	check := func(ctx context.Context, node *redis.Client) error {
+		if err := checkNodeEvictionPolicy(ctx, node, node.Options().Addr); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return nil // keep visiting the other nodes: report every offender
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, check)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, check)
+	case *redis.Client:
+		err = check(ctx, c)
+	default:
+		err = checkNodeEvictionPolicy(ctx, rdb, fmt.Sprintf("%T", rdb))
+	}
+	if err != nil {
+		return fmt.Errorf("checking redis maxmemory-policy: %w", err)
+	}
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...)
+}
+
+func checkNodeEvictionPolicy(ctx context.Context, node redis.Cmdable, addr string) error {
+	res, err := node.ConfigGet(ctx, "maxmemory-policy").Result()
+	var reply redis.Error
+	if errors.As(err, &reply) && !transientReply(err) {
+		// The server answered, and not with a passing state: CONFIG is disabled, renamed
+		// ("unknown command") or denied by an ACL (NOPERM).
+		return &EvictionPolicyUncheckedError{Addr: addr, Err: err}
+	}
+	if err != nil {
+		return fmt.Errorf("redis at %s: CONFIG GET maxmemory-policy: %w", addr, err)
+	}
+	policy, ok := res["maxmemory-policy"]
+	if !ok {
+		return &EvictionPolicyUncheckedError{Addr: addr, Err: errors.New("no maxmemory-policy in the reply")}
+	}
+	if !strings.EqualFold(policy, "noeviction") {
+		return &EvictionPolicyError{Addr: addr, Policy: policy}
+	}
+	return nil
+}
+
+// transientReply reports whether a server error reply describes a passing state (loading,
+// failover, cluster reconfiguration) rather than a refusal.
+func transientReply(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "MOVED", "ASK", "READONLY", "ERR max number of clients"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }

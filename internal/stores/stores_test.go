@@ -1,0 +1,199 @@
+package stores_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpulse/mcpulse/internal/devstack"
+	"github.com/mcpulse/mcpulse/internal/stores"
+)
+
+// setPolicy sets maxmemory-policy on one server and restores the previous one at cleanup (an
+// external Redis chosen through MCPULSE_REDIS_URL is left as it was found).
+func setPolicy(t *testing.T, node redis.Cmdable, policy string) {
+	t.Helper()
+	ctx := context.Background()
+	prev, err := node.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := node.ConfigSet(context.Background(), "maxmemory-policy", prev["maxmemory-policy"]).Err(); err != nil {
+			t.Errorf("restoring maxmemory-policy: %v", err)
+		}
+	})
+}
+
+func TestCheckEvictionPolicy(t *testing.T) {
+	s := devstack.ForTest(t)
+	ctx := context.Background()
+	rdb, err := stores.OpenRedis(ctx, s.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	client, ok := rdb.(*redis.Client)
+	if !ok {
+		t.Skipf("MCPULSE_REDIS_URL names a %T; this test sets the policy of a single server", rdb)
+	}
+	addr := client.Options().Addr
+
+	t.Run("noeviction passes", func(t *testing.T) {
+		setPolicy(t, rdb, "noeviction")
+		if err := stores.CheckEvictionPolicy(ctx, rdb); err != nil {
+			t.Fatalf("CheckEvictionPolicy: %v", err)
+		}
+	})
+	for _, policy := range []string{"allkeys-lru", "volatile-ttl", "volatile-lru"} {
+		t.Run(policy+" is refused", func(t *testing.T) {
+			setPolicy(t, rdb, policy)
+			err := stores.CheckEvictionPolicy(ctx, rdb)
+			var pe *stores.EvictionPolicyError
+			if !errors.As(err, &pe) {
+				t.Fatalf("CheckEvictionPolicy = %v (%T), want *EvictionPolicyError", err, err)
+			}
+			if pe.Policy != policy || pe.Addr != addr {
+				t.Errorf("error %+v, want policy %q at %s", pe, policy, addr)
+			}
+			for _, want := range []string{addr, `"` + policy + `"`, "suppression and cooldown keys", `"maxmemory-policy noeviction"`, "--allow-eviction"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message %q lacks %q", err, want)
+				}
+			}
+		})
+	}
+
+	t.Run("CONFIG refused is reported as unchecked", func(t *testing.T) {
+		// Managed Redis disables CONFIG; an ACL user without it gets the same kind of refusal.
+		const user = "mcpulse-no-config"
+		if err := rdb.Do(ctx, "ACL", "SETUSER", user, "on", ">secret", "~*", "&*", "+@all", "-config").Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Do(context.Background(), "ACL", "DELUSER", user) })
+		opts := *client.Options()
+		opts.Username, opts.Password = user, "secret"
+		limited := redis.NewClient(&opts)
+		defer limited.Close()
+		err := stores.CheckEvictionPolicy(ctx, limited)
+		var ue *stores.EvictionPolicyUncheckedError
+		if !errors.As(err, &ue) {
+			t.Fatalf("CheckEvictionPolicy = %v (%T), want *EvictionPolicyUncheckedError", err, err)
+		}
+		var pe *stores.EvictionPolicyError
+		if errors.As(err, &pe) {
+			t.Errorf("an unchecked policy must not read as a known one: %v", err)
+		}
+		for _, want := range []string{"could not check", addr, "NOPERM", "--allow-eviction"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("message %q lacks %q", err, want)
+			}
+		}
+	})
+}
+
+func TestRedisClusterThroughOpenRedis(t *testing.T) {
+	rc := devstack.RedisClusterForTest(t)
+	ctx := context.Background()
+	if len(rc.Addrs) != 3 {
+		t.Fatalf("Addrs = %v, want 3", rc.Addrs)
+	}
+	forms := map[string]string{
+		"URL()":          rc.URL(),
+		"host:port list": strings.Join(rc.Addrs, ","),
+		"mixed, spaces":  "redis://" + rc.Addrs[0] + " , " + rc.Addrs[1],
+		"one seed":       rc.Addrs[2] + ",",
+	}
+	for name, url := range forms {
+		t.Run(name, func(t *testing.T) {
+			rdb, err := stores.OpenRedis(ctx, url)
+			if err != nil {
+				t.Fatalf("OpenRedis(%q): %v", url, err)
+			}
+			defer rdb.Close()
+			cluster, ok := rdb.(*redis.ClusterClient)
+			if !ok {
+				t.Fatalf("OpenRedis(%q) = %T, want a cluster client", url, rdb)
+			}
+			// Keys spread over every master; each is readable back through the cluster.
+			seen := map[string]bool{}
+			for i := range 30 {
+				key := "k" + strings.Repeat("x", i)
+				if err := rdb.Set(ctx, key, i, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if got, err := rdb.Get(ctx, key).Int(); err != nil || got != i {
+					t.Fatalf("GET %s = %d, %v", key, got, err)
+				}
+				node, err := cluster.MasterForKey(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[node.Options().Addr] = true
+			}
+			if len(seen) != 3 {
+				t.Errorf("keys landed on masters %v, want all 3", seen)
+			}
+			if err := stores.CheckEvictionPolicy(ctx, rdb); err != nil {
+				t.Errorf("CheckEvictionPolicy on the cluster: %v", err)
+			}
+		})
+	}
+
+	t.Run("CheckEvictionPolicy visits every master", func(t *testing.T) {
+		rdb, err := stores.OpenRedis(ctx, rc.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Close()
+		node := redis.NewClient(&redis.Options{Addr: rc.Addrs[2]})
+		t.Cleanup(func() { node.Close() }) // after setPolicy's restore
+		setPolicy(t, node, "volatile-lru")
+		err = stores.CheckEvictionPolicy(ctx, rdb)
+		var pe *stores.EvictionPolicyError
+		if !errors.As(err, &pe) || pe.Addr != rc.Addrs[2] || pe.Policy != "volatile-lru" {
+			t.Fatalf("CheckEvictionPolicy = %v, want volatile-lru at %s", err, rc.Addrs[2])
+		}
+	})
+
+	t.Run("Close stops every node", func(t *testing.T) {
+		if err := rc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range rc.Addrs {
+			if conn, err := net.DialTimeout("tcp", a, time.Second); err == nil {
+				conn.Close()
+				t.Errorf("%s still accepts connections after Close", a)
+			}
+		}
+	})
+}
+
+func TestOpenRedisRejectsBadClusterURLs(t *testing.T) {
+	for _, url := range []string{
+		"redis://127.0.0.1:7000/1,redis://127.0.0.1:7001/1",          // cluster has only db 0
+		"127.0.0.1,127.0.0.1:7001",                                   // no port
+		"redis://a:pw@127.0.0.1:7000,redis://b:pw@127.0.0.1:7001",    // credentials disagree
+		"rediss://127.0.0.1:7000,redis://127.0.0.1:7001",             // TLS disagrees
+		"http://127.0.0.1:7000,127.0.0.1:7001",                       // not redis
+		" , ",                                                        // nothing
+		"redis://:hunter2@127.0.0.1:7000/3,redis://127.0.0.1:7001/3", // password not echoed
+	} {
+		_, err := stores.OpenRedis(context.Background(), url)
+		if err == nil {
+			t.Errorf("OpenRedis(%q) succeeded", url)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("OpenRedis(%q) error echoes the password: %v", url, err)
+		}
+	}
+}
