@@ -20,9 +20,9 @@ type Config struct {
 	Brokers []string
 	// GroupID is the consumer group. Default: "mcpulse-consumers".
 	GroupID string
-	// Topics are read by the group: the event topics and the dead-letter topic, whose messages
-	// are recorded in ClickHouse table dead_letters. Default: mcp_tool_calls, mcp_recruitment,
-	// mcpulse_dlq.
+	// Topics are read by the group: the event topics, the dead-letter topic (recorded in table
+	// dead_letters) and the audit topic (recorded in table suppression_audit). Default:
+	// mcp_tool_calls, mcp_recruitment, mcpulse_dlq, mcpulse_audit.
 	Topics []string
 	// Redis holds suppression state and dedup claims. Required.
 	Redis redis.UniversalClient
@@ -62,7 +62,7 @@ func (c *Config) setDefaults() {
 		c.GroupID = DefaultGroupID
 	}
 	if len(c.Topics) == 0 {
-		c.Topics = []string{ingest.TopicToolCalls, ingest.TopicRecruitment, ingest.TopicDeadLetters}
+		c.Topics = []string{ingest.TopicToolCalls, ingest.TopicRecruitment, ingest.TopicDeadLetters, ingest.TopicAudit}
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 5000

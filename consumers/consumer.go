@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/mcpulse/mcpulse/ingest"
@@ -43,15 +42,16 @@ type Stats struct {
 	Duplicates   int64            // events dropped because their uuid was already claimed
 	DeadLettered int64            // malformed events sent to the dead-letter topic
 	DeadLetters  int64            // dead-letter messages recorded in table dead_letters
+	Audits       int64            // audit events recorded in table suppression_audit
 	Suppression  map[string]int64 // suppression script outcomes (ApplyWritten, ...)
 	Batches      int64            // batches stored and committed
 	StoreRetries int64            // batch attempts that failed on a store and were retried
 }
 
 type counters struct {
-	messages, duplicates, deadLettered, deadLetters, batches, retries atomic.Int64
-	stored                                                            [5]atomic.Int64 // by ingest.Kind
-	suppression                                                       map[string]*atomic.Int64
+	messages, duplicates, deadLettered, deadLetters, audits, batches, retries atomic.Int64
+	stored                                                                    [5]atomic.Int64 // by ingest.Kind
+	suppression                                                               map[string]*atomic.Int64
 }
 
 // New checks the configuration and joins nothing yet: the group is joined on the first fetch.
@@ -95,6 +95,7 @@ func (c *Consumer) Stats() Stats {
 		Duplicates:   c.stats.duplicates.Load(),
 		DeadLettered: c.stats.deadLettered.Load(),
 		DeadLetters:  c.stats.deadLetters.Load(),
+		Audits:       c.stats.audits.Load(),
 		Batches:      c.stats.batches.Load(),
 		StoreRetries: c.stats.retries.Load(),
 		Stored:       map[string]int64{},
@@ -207,6 +208,7 @@ type batchResult struct {
 	duplicates   int64
 	deadLettered int64
 	deadLetters  int64
+	audits       int64
 	suppression  map[string]int64
 }
 
@@ -217,6 +219,7 @@ func (c *Consumer) account(r batchResult) {
 	c.stats.duplicates.Add(r.duplicates)
 	c.stats.deadLettered.Add(r.deadLettered)
 	c.stats.deadLetters.Add(r.deadLetters)
+	c.stats.audits.Add(r.audits)
 	for k, n := range r.suppression {
 		if ctr, ok := c.stats.suppression[k]; ok {
 			ctr.Add(n)
@@ -242,12 +245,22 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 		events    []decoded
 		bad       []ingest.DeadLetter
 		deadRows  []row
+		auditRows []row
 		firstSeen = map[[16]byte]string{}
 	)
 	for i := range msgs {
 		m := &msgs[i]
-		if m.Topic == ingest.TopicDeadLetters {
+		switch m.Topic {
+		case ingest.TopicDeadLetters:
 			deadRows = append(deadRows, deadLetterRow(m))
+			continue
+		case ingest.TopicAudit:
+			a, err := ingest.ParseAuditEvent(m.Value)
+			if err != nil {
+				bad = append(bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: "audit event: " + err.Error(), Source: m.Topic})
+				continue
+			}
+			auditRows = append(auditRows, auditRow(m, a))
 			continue
 		}
 		ev, err := ingest.Parse(m.Value)
@@ -308,6 +321,10 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 	if err := insertRows(ctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
 		return res, fmt.Errorf("insert dead_letters: %w", err)
 	}
+	if err := insertRows(ctx, c.cfg.ClickHouse, insertAudit, auditRows); err != nil {
+		return res, fmt.Errorf("insert suppression_audit: %w", err)
+	}
+	res.audits = int64(len(auditRows))
 	for _, d := range events {
 		res.stored[d.ev.Kind]++
 	}
@@ -316,9 +333,10 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 	return res, nil
 }
 
-// applySuppression runs the suppression script for every response, pipelined. The script's
-// result does not depend on the order responses are applied in (it keeps the maximum under
-// the precedence order), so one round trip serves the whole batch.
+// applySuppression runs the suppression script for every response, pipelined (runScripts). The
+// script's result does not depend on the order responses are applied in (it keeps the maximum
+// under the precedence order), so one round trip serves the whole batch; on a Redis Cluster
+// the pipeline is split by slot, and an identity's two keys share one slot (hash tag).
 func (c *Consumer) applySuppression(ctx context.Context, events []decoded, outcomes map[string]int64) error {
 	var responses []decoded
 	for _, d := range events {
@@ -329,18 +347,15 @@ func (c *Consumer) applySuppression(ctx context.Context, events []decoded, outco
 	if len(responses) == 0 {
 		return nil
 	}
-	if err := suppressionScript.Load(ctx, c.cfg.Redis).Err(); err != nil {
-		return fmt.Errorf("load suppression script: %w", err)
-	}
 	now := c.cfg.Now()
-	pipe := c.cfg.Redis.Pipeline()
-	cmds := make([]*redis.Cmd, len(responses))
+	calls := make([]scriptCall, len(responses))
 	for i, d := range responses {
 		r := d.ev.Recruitment
 		rec := Record{DistinctID: d.ev.DistinctID, CampaignID: r.CampaignID, Response: StateFor(r.Response), RespondedAt: FormatTime(r.RespondedAt)}
-		cmds[i] = evalSuppression(ctx, pipe, c.identity(d.ev), rec, r.RespondedAt, now)
+		calls[i] = suppressionCall(c.identity(d.ev), rec, r.RespondedAt, now)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	cmds, err := runScripts(ctx, c.cfg.Redis, suppressionScript, calls)
+	if err != nil {
 		return fmt.Errorf("suppression: %w", err)
 	}
 	for _, cmd := range cmds {
@@ -477,4 +492,14 @@ func peekString(v any) string {
 		return s
 	}
 	return ""
+}
+
+// auditRow records one ops audit event.
+func auditRow(m *kafka.Message, a *ingest.AuditEvent) row {
+	prev := string(a.PreviousRecord)
+	if prev == "" {
+		prev = "null"
+	}
+	return row{a.UUID, a.At, a.Action, a.IdentityHash, a.DistinctID, a.InstanceURL, a.Actor, a.Reason,
+		nonNilStrings(a.DeletedKeys), prev, int32(m.Partition), m.Offset}
 }
