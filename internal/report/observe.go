@@ -4,17 +4,14 @@ package report
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/internal/outcome"
+	"github.com/mcpulse/mcpulse/internal/suppression"
 	mcsql "github.com/mcpulse/mcpulse/sql"
 )
 
@@ -79,42 +76,17 @@ func scanCounts(ctx context.Context, ch driver.Conn, query string, into map[stri
 	})
 }
 
-// scanSuppression walks every `mcp:interview:{hash}:response` record with SCAN (bounded COUNT,
-// so Redis is never blocked); pending continuation keys do not match the pattern.
+// scanSuppression reads every suppression record (SCAN, never KEYS; pending continuation keys
+// do not match the pattern).
 func scanSuppression(ctx context.Context, rdb redis.UniversalClient, into map[string]outcome.Suppression) error {
-	var mu sync.Mutex // ForEachMaster scans the masters concurrently
-	scan := func(ctx context.Context, node *redis.Client) error {
-		iter := node.Scan(ctx, 0, "mcp:interview:*:response", 1000).Iterator()
-		for iter.Next(ctx) {
-			key := iter.Val()
-			open, close := strings.IndexByte(key, '{'), strings.IndexByte(key, '}')
-			if open < 0 || close < open {
-				continue
-			}
-			data, err := node.Get(ctx, key).Bytes()
-			if err == redis.Nil {
-				continue // expired between SCAN and GET
-			}
-			if err != nil {
-				return err
-			}
-			var rec consumers.Record
-			if err := json.Unmarshal(data, &rec); err != nil {
-				return fmt.Errorf("%s: %w", key, err)
-			}
-			mu.Lock()
-			into[key[open+1:close]] = outcome.Suppression{DistinctID: rec.DistinctID, CampaignID: rec.CampaignID, Response: rec.Response, RespondedAt: rec.RespondedAt}
-			mu.Unlock()
-		}
-		return iter.Err()
+	records, err := suppression.ScanRecords(ctx, rdb)
+	if err != nil {
+		return err
 	}
-	if cluster, ok := rdb.(*redis.ClusterClient); ok {
-		return cluster.ForEachMaster(ctx, scan)
+	for h, rec := range records {
+		into[h] = outcome.Suppression{DistinctID: rec.DistinctID, CampaignID: rec.CampaignID, Response: rec.Response, RespondedAt: rec.RespondedAt}
 	}
-	if client, ok := rdb.(*redis.Client); ok {
-		return scan(ctx, client)
-	}
-	return fmt.Errorf("unsupported Redis client %T", rdb)
+	return nil
 }
 
 // Recompute derives every rollup row from the deduplicated raw tables (the sql/ queries named

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/jobs"
+)
+
+func newSchedulerCmd() *cobra.Command {
+	var (
+		redisURL, dsn, logFormat string
+		cfg                      jobs.SchedulerConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "scheduler",
+		Short: "Run the scheduled jobs: suppression reconcile and the contact-policy audit",
+		Long: `Runs mcpulse's scheduled jobs (robfig/cron) until interrupted:
+
+  reconcile      rebuilds every live suppression record in Redis from the ClickHouse response
+                 history and reset audit, repairing missing, stale and wrong records
+  contact audit  checks the event log for invitations sent while suppressed or in cooldown,
+                 and repeat invitations within 7 days; stores them in contact_policy_violations
+
+A panicking run is logged and the scheduler lives on; a run still going when the next is due
+is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disables a job.`,
+		Example: "  mcpulse scheduler\n  mcpulse scheduler --reconcile '@every 5m' --contact-audit ''",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cfg.Logger = newLogger(logFormat)
+			rdb, err := stores.OpenRedis(ctx, redisURL)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			ch, err := stores.OpenClickHouse(ctx, dsn)
+			if err != nil {
+				return err
+			}
+			defer ch.Close()
+			cfg.Redis, cfg.ClickHouse = rdb, ch
+			c, err := jobs.NewScheduler(cfg)
+			if err != nil {
+				return err
+			}
+			c.Start()
+			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule)
+			<-ctx.Done()
+			<-c.Stop().Done() // let a running job finish
+			cfg.Logger.Info("scheduler stopped")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&redisURL, "redis", os.Getenv(stores.EnvRedisURL), "Redis URL (default $"+stores.EnvRedisURL+")")
+	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
+	f.StringVar(&cfg.ReconcileSchedule, "reconcile", jobs.DefaultReconcileSchedule, "schedule of the suppression reconcile")
+	f.StringVar(&cfg.ContactAuditSchedule, "contact-audit", jobs.DefaultContactAuditSchedule, "schedule of the contact-policy audit")
+	f.DurationVar(&cfg.ContactAuditWindow, "contact-audit-window", 30*24*time.Hour, "how far back each contact-policy audit looks")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}

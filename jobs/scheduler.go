@@ -1,0 +1,153 @@
+// Package jobs runs mcpulse's scheduled jobs with robfig/cron: suppression reconcile (Redis
+// rebuilt from ClickHouse) and the contact-policy audit. Later jobs (schema ratchet, retention)
+// register here too.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
+
+	"github.com/mcpulse/mcpulse/internal/suppression"
+)
+
+// SchedulerConfig configures NewScheduler.
+type SchedulerConfig struct {
+	// Redis holds the suppression records. Required.
+	Redis redis.UniversalClient
+	// ClickHouse holds the response history and audit. Required.
+	ClickHouse driver.Conn
+	// ReconcileSchedule is the cron spec of the suppression reconcile. "" disables it.
+	// Default: "@every 15m".
+	ReconcileSchedule string
+	// ContactAuditSchedule is the cron spec of the contact-policy audit. "" disables it.
+	// Default: "@hourly".
+	ContactAuditSchedule string
+	// ContactAuditWindow is how far back each contact-policy audit looks. Default: 30 days.
+	ContactAuditWindow time.Duration
+	// Timeout bounds one run of any job. Default: 10m.
+	Timeout time.Duration
+	// Logger receives one line per run. Default: discard.
+	Logger *slog.Logger
+	// Now returns the current time. Default: time.Now.
+	Now func() time.Time
+}
+
+// DefaultReconcileSchedule and DefaultContactAuditSchedule are the schedules
+// `mcpulse scheduler` uses unless told otherwise.
+const (
+	DefaultReconcileSchedule    = "@every 15m"
+	DefaultContactAuditSchedule = "@hourly"
+)
+
+func (c *SchedulerConfig) setDefaults() {
+	if c.ContactAuditWindow == 0 {
+		c.ContactAuditWindow = 30 * 24 * time.Hour
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate lists every problem with the configuration.
+func (c *SchedulerConfig) Validate() error {
+	var errs []error
+	if c.Redis == nil {
+		errs = append(errs, errors.New("scheduler: no Redis client"))
+	}
+	if c.ClickHouse == nil {
+		errs = append(errs, errors.New("scheduler: no ClickHouse connection"))
+	}
+	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule} {
+		if spec == "" {
+			continue
+		}
+		if _, err := cron.ParseStandard(spec); err != nil {
+			errs = append(errs, fmt.Errorf("scheduler: %s schedule %q: %w", name, spec, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// NewScheduler returns a cron scheduler (not started) with the jobs registered. Every job runs
+// behind cron.Recover (a panic is logged, the scheduler lives on) and cron.SkipIfStillRunning
+// (a slow run is never overlapped by the next).
+func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cronLogger{cfg.Logger}
+	c := cron.New(cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)), cron.WithLogger(logger))
+	if cfg.ReconcileSchedule != "" {
+		if _, err := c.AddFunc(cfg.ReconcileSchedule, func() { ReconcileOnce(cfg) }); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ContactAuditSchedule != "" {
+		if _, err := c.AddFunc(cfg.ContactAuditSchedule, func() { ContactAuditOnce(cfg) }); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// ReconcileOnce runs one suppression reconcile and logs its report.
+func ReconcileOnce(cfg SchedulerConfig) {
+	cfg.setDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	rep, err := suppression.Reconcile(ctx, cfg.ClickHouse, cfg.Redis, cfg.Now(), false)
+	if err != nil {
+		cfg.Logger.Error("suppression reconcile failed", "err", err, "took", time.Since(start))
+		return
+	}
+	cfg.Logger.Info("suppression reconcile", "identities", rep.Identities, "live", rep.Live, "repairs", rep.Repairs(),
+		"missing", rep.Missing, "stale", rep.Stale, "wrong", rep.Wrong, "resets_restored", rep.ResetsRestored,
+		"kept_newer", rep.KeptNewer, "unknown_to_clickhouse", rep.UnknownToClickHouse, "took", time.Since(start))
+}
+
+// ContactAuditOnce runs one contact-policy audit over ContactAuditWindow and logs its counts.
+func ContactAuditOnce(cfg SchedulerConfig) {
+	cfg.setDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	defer cancel()
+	now := cfg.Now()
+	a, err := suppression.AuditContactPolicy(ctx, cfg.ClickHouse, now.Add(-cfg.ContactAuditWindow), now, false)
+	if err != nil {
+		cfg.Logger.Error("contact-policy audit failed", "err", err)
+		return
+	}
+	cfg.Logger.Info("contact-policy audit", "invitations", a.Invitations, "violations", len(a.Violations))
+}
+
+// cronLogger adapts slog to cron.Logger.
+type cronLogger struct{ l *slog.Logger }
+
+// Info implements cron.Logger. cron's routine scheduling chatter goes to Debug; a run skipped
+// because the previous one is still running is a warning.
+func (c cronLogger) Info(msg string, kv ...any) {
+	if msg == "skip" {
+		c.l.Warn("cron: skipped a run, the previous one is still running", kv...)
+		return
+	}
+	c.l.Debug("cron: "+msg, kv...)
+}
+
+// Error implements cron.Logger (recovered panics and skipped overlapping runs arrive here).
+func (c cronLogger) Error(err error, msg string, kv ...any) {
+	c.l.Error("cron: "+msg, append(kv, "err", err)...)
+}
