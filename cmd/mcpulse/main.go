@@ -52,6 +52,8 @@ Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		newMigrateCmd(),
 		newConsumeCmd(),
 		newDemoCmd(),
+		newSchedulerCmd(),
+		newSuppressionCmd(),
 	)
 	return root
 }
