@@ -260,13 +260,13 @@ func Parse(data []byte) (*Event, error) {
 	// The identity hash must equal what JavaScript computes (DESIGN.md §3). Go decodes invalid
 	// UTF-8 and unpaired UTF-16 surrogate escapes to U+FFFD, which JavaScript does not, so a
 	// recruitment event carrying one would be hashed differently: refuse it instead.
-	if KindOf(env.Event) != KindToolCall && KindOf(env.Event) != KindUnknown {
-		if typeProblems["distinct_id"] == "" && !jsExact(top["distinct_id"]) {
-			typeProblems["distinct_id"] = notJSExact
-		}
-		if !jsExact(env.Properties["instance_url"]) {
-			typeProblems["properties.instance_url"] = notJSExact
-		}
+	// The same goes for every kind's distinct_id: two different ids must never collapse into one
+	// person.
+	if typeProblems["distinct_id"] == "" && !jsExact(top["distinct_id"]) {
+		typeProblems["distinct_id"] = notJSExact
+	}
+	if !jsExact(env.Properties["instance_url"]) {
+		typeProblems["properties.instance_url"] = notJSExact
 	}
 	return validate(env, typeProblems)
 }
@@ -374,7 +374,14 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	}{e.UUID.String(), e.Name, e.DistinctID, e.Timestamp.UTC().Format(time.RFC3339Nano), props})
 }
 
-var errTimestampRange = errors.New("out of range (the UTC year must be 0000 to 9999)")
+var errTimestampRange = errors.New("out of range: ClickHouse DateTime stores 1970-01-01T00:00:00Z to 2105-12-31T23:59:59Z")
+
+// The instants a ClickHouse DateTime column holds (an unsigned 32-bit count of seconds); a
+// timestamp outside them would wrap around silently and land in the wrong hour and day.
+var (
+	minTimestamp = time.Unix(0, 0).UTC()
+	maxTimestamp = time.Date(2106, 1, 1, 0, 0, 0, 0, time.UTC)
+)
 
 // parseTimestamp accepts RFC 3339 with a numeric offset or Z (fractional seconds optional,
 // introduced by '.', not the ',' Go's parser also takes) and returns it in UTC. The UTC instant
@@ -388,7 +395,7 @@ func parseTimestamp(s string) (time.Time, error) {
 		return time.Time{}, err
 	}
 	t = t.UTC()
-	if y := t.Year(); y < 0 || y > 9999 {
+	if t.Before(minTimestamp) || !t.Before(maxTimestamp) {
 		return time.Time{}, errTimestampRange
 	}
 	return t, nil
@@ -407,7 +414,7 @@ func quoteForError(s string) string {
 	return strconv.Quote(s)
 }
 
-const notJSExact = "holds invalid UTF-8 or an unpaired UTF-16 surrogate, which Go cannot keep as JavaScript does, so the identity hash would differ from the MCP server's"
+const notJSExact = "holds invalid UTF-8 or an unpaired UTF-16 surrogate, which Go cannot keep as JavaScript does: the identity hash would differ from the MCP server's and distinct ids could collapse"
 
 // jsExact reports whether a raw JSON string decodes in Go to exactly the string JavaScript's
 // JSON.parse gives: valid UTF-8 and every \uD800-\uDFFF escape part of a surrogate pair.

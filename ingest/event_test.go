@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -87,13 +88,18 @@ func TestParseValidKinds(t *testing.T) {
 }
 
 func TestParseToolCallProperties(t *testing.T) {
+	// The list is cut at 20 keys; the total says how many there were.
+	keys := []string{"filters.0.typo", "a\u2028b", "c\u0007d\u0085e\u2029"}
+	for i := len(keys); i < ingest.MaxIgnoredKeys; i++ {
+		keys = append(keys, fmt.Sprintf("extra%d", i))
+	}
 	ev, err := ingest.Parse(envelope(t, ingest.KindToolCall, nil, map[string]any{
 		"$mcp_is_error":                         "true",
 		"$mcp_duration_ms":                      12.5,
 		"$mcp_client_name":                      "claude-code",
 		"$mcp_exec_verb":                        "call",
 		"$mcp_exec_target_tool":                 "insight-create",
-		"$mcp_ignored_keys":                     []string{"filters.0.typo", "a\u2028b", "c\u0007d\u0085e\u2029"},
+		"$mcp_ignored_keys":                     keys,
 		"$mcp_ignored_keys_total":               25,
 		"interview_recruitment_reason":          "some_future_gate",
 		"interview_recruitment_url_supported":   null,
@@ -108,7 +114,7 @@ func TestParseToolCallProperties(t *testing.T) {
 	if !tc.IsError || tc.DurationMs == nil || *tc.DurationMs != 12.5 || tc.EffectiveTool() != "insight-create" {
 		t.Fatalf("tool call: %+v", tc)
 	}
-	if want := []string{"filters.0.typo", "a?b", "c?d?e?"}; !reflect.DeepEqual(tc.IgnoredKeys, want) {
+	if want := []string{"filters.0.typo", "a?b", "c?d?e?"}; !reflect.DeepEqual(tc.IgnoredKeys[:3], want) {
 		t.Fatalf("ignored keys masked: got %q, want %q", tc.IgnoredKeys, want)
 	}
 	if tc.IgnoredKeysTotal != 25 {
@@ -193,6 +199,8 @@ func TestParseProblems(t *testing.T) {
 		{"timestamp no offset", tool, map[string]any{"timestamp": "2026-03-01T12:00:00"}, nil, []string{"timestamp: not RFC 3339"}},
 		{"timestamp comma fraction", tool, map[string]any{"timestamp": "2026-03-01T12:00:00,5Z"}, nil, []string{"timestamp: not RFC 3339"}},
 		{"timestamp year 10000 in UTC", tool, map[string]any{"timestamp": "9999-12-31T23:30:00-01:00"}, nil, []string{"timestamp: out of range"}},
+		{"timestamp before 1970 (ClickHouse DateTime would wrap)", tool, map[string]any{"timestamp": "1969-12-31T23:59:59Z"}, nil, []string{"timestamp: out of range"}},
+		{"timestamp in 2106 (ClickHouse DateTime would wrap)", tool, map[string]any{"timestamp": "2106-01-01T00:00:00Z"}, nil, []string{"timestamp: out of range"}},
 		{"timestamp year -1 in UTC", tool, map[string]any{"timestamp": "0000-01-01T00:30:00+01:00"}, nil, []string{"timestamp: out of range"}},
 		{"timestamp unix number", tool, map[string]any{"timestamp": 1767225600}, nil, []string{"timestamp: must be a string"}},
 		{"properties missing", tool, map[string]any{"properties": nil}, nil, []string{"properties: required", "properties.$mcp_tool_name: required"}},

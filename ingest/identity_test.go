@@ -131,8 +131,8 @@ func TestRecruitmentEventsWithStringsGoCannotHashLikeJavaScriptAreRefused(t *tes
 			t.Errorf("distinct_id %s: %v", ok, err)
 		}
 	}
-	// Tool calls are not hashed: their distinct_id is kept as Go decodes it.
-	if _, err := ingest.Parse([]byte(`{"uuid":"0192f2a0-0000-7000-8000-000000000001","event":"$mcp_tool_call","distinct_id":"a\ud800","timestamp":"2026-11-29T10:00:00Z","properties":{"$mcp_tool_name":"t"}}`)); err != nil {
-		t.Errorf("tool call with a lone surrogate: %v", err)
+	// Tool calls are refused too: two different ids must not collapse into one person.
+	if _, err := ingest.Parse([]byte(`{"uuid":"0192f2a0-0000-7000-8000-000000000001","event":"$mcp_tool_call","distinct_id":"a\ud800","timestamp":"2026-11-29T10:00:00Z","properties":{"$mcp_tool_name":"t"}}`)); err == nil {
+		t.Error("tool call with a lone surrogate in distinct_id accepted")
 	}
 }

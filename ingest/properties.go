@@ -140,11 +140,17 @@ func (p propertyReader) toolCall() *ToolCall {
 	t.IgnoredKeys = p.ignoredKeys()
 	t.IgnoredKeysTotal = int64(len(t.IgnoredKeys))
 	if n := p.integer("$mcp_ignored_keys_total"); n != nil {
-		if *n < t.IgnoredKeysTotal {
-			p.v.add(path("$mcp_ignored_keys_total"), "%d is less than the %d keys listed", *n, t.IgnoredKeysTotal)
-		} else {
+		switch listed := t.IgnoredKeysTotal; {
+		case *n < listed:
+			p.v.add(path("$mcp_ignored_keys_total"), "%d is less than the %d keys listed", *n, listed)
+		case *n > listed && listed < MaxIgnoredKeys:
+			p.v.add(path("$mcp_ignored_keys_total"), "%d, but only %d keys are listed; the list is cut only at %d", *n, listed, MaxIgnoredKeys)
+		default:
 			t.IgnoredKeysTotal = *n
 		}
+	}
+	if t.DurationMs != nil && *t.DurationMs < 0 {
+		p.v.add(path("$mcp_duration_ms"), "must not be negative")
 	}
 	return t
 }
