@@ -283,9 +283,9 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 	if len(events) > 0 {
 		claims := make([]claim, len(events))
 		for i, d := range events {
-			claims[i] = claim{uuid: d.ev.UUID, pos: d.pos, hour: d.ev.Timestamp}
+			claims[i] = claim{uuid: d.ev.UUID, pos: d.pos}
 		}
-		owned, err := claimAll(ctx, c.cfg.Redis, c.cfg.DedupWindow, claims)
+		owned, err := claimAll(ctx, c.cfg.Redis, c.cfg.DedupWindow, c.cfg.Now(), claims)
 		if err != nil {
 			return res, err
 		}

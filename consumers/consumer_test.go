@@ -210,3 +210,24 @@ func TestClientInjectedKeysStayRawButAreNotCounted(t *testing.T) {
 		t.Errorf("ignored key paths in the rollup = %d, want 1", got)
 	}
 }
+
+// The uuid is the deduplication key whatever the timestamp: a producer that re-stamps a retried
+// event must not get it counted twice, even in another hour and another batch.
+func TestDuplicateWithAnotherTimestampInALaterBatchIsDropped(t *testing.T) {
+	h := newHarness(t)
+	props := map[string]any{"$mcp_tool_name": "create_issue", "$mcp_client_name": "cursor"}
+	h.publish(ingest.TopicToolCalls, envelope(uuidN(7), ingest.EventToolCall, "ann", time.Date(2026, 11, 28, 10, 59, 59, 0, time.UTC), props))
+	c := h.consumer(nil)
+	h.drain(c)
+	h.publish(ingest.TopicToolCalls, envelope(uuidN(7), ingest.EventToolCall, "ann", time.Date(2026, 11, 28, 11, 0, 1, 0, time.UTC), props))
+	h.drain(c)
+	if got := h.count("SELECT count() FROM mcpulse.tool_calls FINAL"); got != 1 {
+		t.Errorf("tool_calls rows = %d, want 1", got)
+	}
+	if got := h.count("SELECT sum(successful_calls) FROM mcpulse.v_ignored_key_rates_hourly"); got != 1 {
+		t.Errorf("successful calls in rollup = %d, want 1", got)
+	}
+	if got := c.Stats().Duplicates; got != 1 {
+		t.Errorf("duplicates dropped = %d, want 1", got)
+	}
+}

@@ -18,24 +18,40 @@ import (
 // rollups, ReplacingMergeTree raw tables, precedence in the suppression script) keeps the
 // replay from counting twice.
 //
-// Claims live in one Redis hash per UTC hour of the event timestamp (an exact duplicate has the
-// same timestamp, so it lands in the same hash), expiring DedupWindow after the hash was
-// created. Memory is about 90 bytes per event in the window (measured in the benchmark); the
-// hash-tag braces keep each hash in one Redis Cluster slot.
+// Claims live in Redis hashes named by the UTC day the consumer claimed them (not the event's
+// own timestamp: a duplicate must be caught even when a producer re-stamped it) and by one of
+// DedupShards shards of the uuid. A claim is looked up in the current day's hash and the ones
+// before it back to DedupWindow, and written to the current one; each hash expires DedupWindow
+// plus a day after it was created, so memory holds about DedupWindow (rounded up to whole days)
+// of claims: about 90 bytes per event in the window. The shard is a Redis Cluster hash tag, so
+// every hash a lookup reads lives in one slot and one script call serves a shard.
 
-// DedupKey is the Redis hash holding the uuid claims for one UTC hour.
-func DedupKey(hour time.Time) string {
-	return "mcpulse:dedup:{" + hour.UTC().Format("2006010215") + "}"
+// DedupShards is how many Redis Cluster slots the claims are spread over.
+const DedupShards = 16
+
+const dedupPeriod = 24 * time.Hour
+
+// DedupKey is the Redis hash holding one shard's uuid claims made on one UTC day.
+func DedupKey(shard int, day time.Time) string {
+	return "mcpulse:dedup:{" + strconv.Itoa(shard) + "}:" + day.UTC().Format("20060102")
 }
 
-// claimScript: KEYS[1] the hour's hash; ARGV[1] TTL seconds, then (uuid, position) pairs.
-// Returns 1 for each uuid this position owns (new claim or its own earlier claim), else 0.
+// dedupShard picks a uuid's shard from its last byte (random in UUID v4 and v7).
+func dedupShard(id [16]byte) int { return int(id[15]) % DedupShards }
+
+// claimScript: KEYS[1] the current day's hash, KEYS[2..] earlier days' hashes of the same
+// shard; ARGV[1] TTL seconds of a new hash, then (uuid, position) pairs. Returns 1 for each
+// uuid this position owns (a new claim, or its own earlier claim), else 0.
 var claimScript = redis.NewScript(`
 local out = {}
 local n = 0
 for i = 2, #ARGV, 2 do
   n = n + 1
-  local cur = redis.call('HGET', KEYS[1], ARGV[i])
+  local cur = false
+  for k = 1, #KEYS do
+    cur = redis.call('HGET', KEYS[k], ARGV[i])
+    if cur then break end
+  end
   if not cur then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     out[n] = 1
@@ -55,43 +71,48 @@ return out
 type claim struct {
 	uuid [16]byte
 	pos  string
-	hour time.Time
 }
 
-// claimAll claims every uuid, one script call per hour bucket, pipelined, and returns which
-// claims this consumer owns (same order as claims).
-func claimAll(ctx context.Context, rdb redis.UniversalClient, window time.Duration, claims []claim) ([]bool, error) {
-	byHour := map[time.Time][]int{}
-	var hours []time.Time
+// claimAll claims every uuid at time now, one script call per shard, pipelined, and returns
+// which claims this consumer owns (same order as claims).
+func claimAll(ctx context.Context, rdb redis.UniversalClient, window time.Duration, now time.Time, claims []claim) ([]bool, error) {
+	byShard := map[int][]int{}
+	var shards []int
 	for i, c := range claims {
-		h := c.hour.Truncate(time.Hour)
-		if _, ok := byHour[h]; !ok {
-			hours = append(hours, h)
+		sh := dedupShard(c.uuid)
+		if _, ok := byShard[sh]; !ok {
+			shards = append(shards, sh)
 		}
-		byHour[h] = append(byHour[h], i)
+		byShard[sh] = append(byShard[sh], i)
 	}
-	ttl := strconv.FormatInt(int64(window/time.Second), 10)
-	calls := make([]scriptCall, len(hours))
-	for j, h := range hours {
-		idx := byHour[h]
+	today := now.UTC().Truncate(dedupPeriod)
+	lookback := int((window + dedupPeriod - 1) / dedupPeriod) // whole days, rounded up
+	ttl := strconv.FormatInt(int64((window+dedupPeriod)/time.Second), 10)
+	calls := make([]scriptCall, len(shards))
+	for j, sh := range shards {
+		keys := make([]string, 0, lookback+1)
+		for d := 0; d <= lookback; d++ {
+			keys = append(keys, DedupKey(sh, today.Add(-time.Duration(d)*dedupPeriod)))
+		}
+		idx := byShard[sh]
 		args := make([]any, 0, 1+2*len(idx))
 		args = append(args, ttl)
 		for _, i := range idx {
 			args = append(args, string(claims[i].uuid[:]), claims[i].pos)
 		}
-		calls[j] = scriptCall{keys: []string{DedupKey(h)}, args: args}
+		calls[j] = scriptCall{keys: keys, args: args}
 	}
 	cmds, err := runScripts(ctx, rdb, claimScript, calls)
 	if err != nil {
 		return nil, fmt.Errorf("dedup claims: %w", err)
 	}
 	owned := make([]bool, len(claims))
-	for j, h := range hours {
+	for j, sh := range shards {
 		res, err := cmds[j].Int64Slice()
 		if err != nil {
 			return nil, fmt.Errorf("dedup claims: %w", err)
 		}
-		for k, i := range byHour[h] {
+		for k, i := range byShard[sh] {
 			owned[i] = res[k] == 1
 		}
 	}
