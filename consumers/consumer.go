@@ -16,7 +16,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -72,17 +74,32 @@ func New(cfg Config) (*Consumer, error) {
 		GroupTopics:    cfg.Topics,
 		MinBytes:       1,
 		MaxBytes:       16 << 20,
-		MaxWait:        100 * time.Millisecond,
+		MaxWait:        500 * time.Millisecond,
 		QueueCapacity:  cfg.BatchSize,
 		StartOffset:    kafka.FirstOffset,
 		CommitInterval: 0, // synchronous commits: an offset is committed only after the stores hold the batch
 		ReadBackoffMin: 50 * time.Millisecond,
 		ReadBackoffMax: time.Second,
 		Logger:         nil,
-		ErrorLogger:    kafka.LoggerFunc(func(msg string, args ...any) { cfg.Logger.Warn("kafka reader: " + fmt.Sprintf(msg, args...)) }),
+		// A member that died is noticed after SessionTimeout, and its partitions move then.
+		SessionTimeout:    10 * time.Second,
+		HeartbeatInterval: 3 * time.Second,
+		RebalanceTimeout:  10 * time.Second,
+		ErrorLogger:       kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(cfg.Logger, fmt.Sprintf(msg, args...)) }),
 	})
 	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
 	return c, nil
+}
+
+// logReaderError logs the kafka-go reader's errors. A fetch that the broker held for the whole
+// MaxWait can reach the reader just after its read deadline; kafka-go then reports an i/o
+// timeout and fetches again, losing nothing, so that case is logged at Debug.
+func logReaderError(log *slog.Logger, msg string) {
+	if strings.Contains(msg, "i/o timeout") {
+		log.Debug("kafka reader: " + msg)
+		return
+	}
+	log.Warn("kafka reader: " + msg)
 }
 
 // Close leaves the consumer group.
