@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/spf13/cobra"
 )
 
 // exitCodeError makes a command end with a chosen exit status after it has printed its own
@@ -15,3 +16,16 @@ type exitCodeError struct {
 func (e exitCodeError) Error() string { return fmt.Sprintf("%s (exit status %d)", e.msg, e.code) }
 
 func asExitCode(err error, target *exitCodeError) bool { return errors.As(err, target) }
+
+// groupOnly makes a command that only groups subcommands refuse an unknown one (cobra would
+// print the help and exit 0).
+func groupOnly(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q for %q; see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())
+		}
+		return cmd.Help()
+	}
+	return cmd
+}

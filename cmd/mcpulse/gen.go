@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ func newGenCmd() *cobra.Command {
 		events      int
 		seed        int64
 		out         string
+		force       bool
 		end         string
 		instanceURL string
 	)
@@ -62,6 +64,9 @@ always give byte-identical files.`,
 				}
 				cfg.End = t.UTC()
 			}
+			if _, err := os.Stat(out); err == nil && !force {
+				return fmt.Errorf("%s exists; pass --force to overwrite it (or choose another --out)", out)
+			}
 			o, err := gen.WriteFiles(cfg, out)
 			if err != nil {
 				return err
@@ -84,6 +89,7 @@ always give byte-identical files.`,
 	f.IntVar(&events, "events", 10000, "number of lines to write, duplicates and malformed lines included")
 	f.Int64Var(&seed, "seed", 1, "random seed; the same seed gives the same corpus")
 	f.StringVar(&out, "out", "events.jsonl", "corpus file; the expected outcome goes to FILE.expected.json")
+	f.BoolVar(&force, "force", false, "overwrite --out if it exists")
 	f.StringVar(&end, "end", "", "RFC 3339 time the corpus ends at (default: now, truncated to the hour, UTC)")
 	f.StringVar(&instanceURL, "instance-url", gen.DefaultInstanceURL,
 		"default PostHog instance URL: what events without instance_url belong to, in the expected identity hashes")

@@ -19,6 +19,10 @@ func main() {
 	defer stop()
 	root := newRootCmd()
 	if err := root.ExecuteContext(ctx); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "mcpulse: interrupted")
+			os.Exit(130)
+		}
 		var exit exitCodeError
 		if asExitCode(err, &exit) {
 			os.Exit(exit.code)
@@ -39,7 +43,8 @@ figures product analysts, research teams and ops need.
 Services are found through environment variables (unset means "not configured"):
   MCPULSE_KAFKA_BROKERS    comma-separated host:port list
   MCPULSE_REDIS_URL        redis://host:port/db
-  MCPULSE_CLICKHOUSE_DSN   clickhouse://user:pass@host:port/mcpulse
+  MCPULSE_CLICKHOUSE_DSN   clickhouse://user:pass@host:port/default (native protocol;
+                           the tables live in database mcpulse)
 
 Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		SilenceUsage:  true,

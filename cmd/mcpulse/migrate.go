@@ -46,5 +46,5 @@ idempotent and applied versions are skipped. Works on ClickHouse 18.16 and curre
 	}
 	up.Flags().StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	cmd.AddCommand(up)
-	return cmd
+	return groupOnly(cmd)
 }

@@ -24,7 +24,6 @@ instance: give --distinct-id (with --instance-url, default https://us.posthog.co
 
 Services: --redis ($MCPULSE_REDIS_URL), --clickhouse ($MCPULSE_CLICKHOUSE_DSN) and, for reset,
 --brokers ($MCPULSE_KAFKA_BROKERS).`,
-		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(
 		newSuppressionShowCmd(),
@@ -33,7 +32,7 @@ Services: --redis ($MCPULSE_REDIS_URL), --clickhouse ($MCPULSE_CLICKHOUSE_DSN) a
 		newSuppressionReconcileCmd(),
 		newSuppressionAuditCmd(),
 	)
-	return cmd
+	return groupOnly(cmd)
 }
 
 // supprConn holds the service flags of the suppression subcommands.
