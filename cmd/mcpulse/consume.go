@@ -19,7 +19,6 @@ func newConsumeCmd() *cobra.Command {
 		cfg                    consumers.Config
 		clientKeys             []string
 		untilDrained           bool
-		allowEviction          bool
 		logFormat              string
 	)
 	cmd := &cobra.Command{
@@ -44,18 +43,11 @@ Run several processes to scale out: partitions are shared among the group's memb
 			if len(cfg.Brokers) == 0 {
 				return fmt.Errorf("no Kafka brokers: set %s or pass --brokers", stores.EnvKafkaBrokers)
 			}
-			rdb, err := stores.OpenRedis(ctx, redisURL)
+			rdb, err := openRedis(ctx, redisURL)
 			if err != nil {
 				return err
 			}
 			defer rdb.Close()
-			// Eviction would silently drop suppression and cooldown records (DESIGN.md §5).
-			if err := stores.CheckEvictionPolicy(ctx, rdb); err != nil {
-				if !allowEviction {
-					return err
-				}
-				log.Warn("continuing without the noeviction guarantee because of --allow-eviction: suppression and cooldown keys may be evicted", "err", err)
-			}
 			ch, err := stores.OpenClickHouse(ctx, dsn)
 			if err != nil {
 				return err
@@ -96,7 +88,6 @@ Run several processes to scale out: partitions are shared among the group's memb
 	f.StringVar(&cfg.DefaultInstanceURL, "instance-url", "https://us.posthog.com", "PostHog instance URL for events that lack instance_url (part of the identity hash)")
 	f.StringSliceVar(&clientKeys, "client-injected-keys", ingest.DefaultClientInjectedKeys, "dotted-path patterns of input keys MCP clients add on their own; kept raw, not counted in ignored-key rollups (\"*\" matches one segment)")
 	f.BoolVar(&untilDrained, "until-drained", false, "exit 0 once every partition is consumed to its end and nothing arrived for 2s")
-	f.BoolVar(&allowEviction, "allow-eviction", false, "start even when Redis' maxmemory-policy is not noeviction or cannot be checked (logs a warning)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
 }

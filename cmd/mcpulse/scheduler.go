@@ -31,7 +31,7 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			cfg.Logger = newLogger(logFormat)
-			rdb, err := stores.OpenRedis(ctx, redisURL)
+			rdb, err := openRedis(ctx, redisURL)
 			if err != nil {
 				return err
 			}

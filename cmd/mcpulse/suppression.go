@@ -83,7 +83,7 @@ reasons) are printed quoted, with control characters escaped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			rdb, err := stores.OpenRedis(ctx, conn.redisURL)
+			rdb, err := openRedis(ctx, conn.redisURL)
 			if err != nil {
 				return err
 			}
@@ -179,7 +179,7 @@ on stderr: publish it to mcpulse_audit (key: the identity hash) by hand. Exit st
 				return errors.New("no identity: give --distinct-id, --identity-hash or --from-file")
 			}
 
-			rdb, err := stores.OpenRedis(ctx, conn.redisURL)
+			rdb, err := openRedis(ctx, conn.redisURL)
 			if err != nil {
 				return err
 			}
@@ -325,7 +325,7 @@ to stderr. Records that are not valid JSON are listed as unreadable when no filt
 			if _, err := suppression.ListState(state); err != nil {
 				return err
 			}
-			rdb, err := stores.OpenRedis(ctx, conn.redisURL)
+			rdb, err := openRedis(ctx, conn.redisURL)
 			if err != nil {
 				return err
 			}

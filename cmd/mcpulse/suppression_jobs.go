@@ -30,7 +30,7 @@ Cooldowns get their remaining TTL from responded_at + 7 days. Prints counts of e
 		Example: "  mcpulse suppression reconcile --dry-run\n  mcpulse suppression reconcile --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			rdb, err := stores.OpenRedis(ctx, redisURL)
+			rdb, err := openRedis(ctx, redisURL)
 			if err != nil {
 				return err
 			}

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"os"
+
+	"github.com/redis/go-redis/v9"
+
 	"errors"
 	"fmt"
+	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/spf13/cobra"
 )
 
@@ -28,4 +34,25 @@ func groupOnly(cmd *cobra.Command) *cobra.Command {
 		return cmd.Help()
 	}
 	return cmd
+}
+
+// allowEviction is the root's persistent --allow-eviction flag.
+var allowEviction bool
+
+// openRedis connects to Redis and checks, as every mcpulse command that uses Redis does at
+// start-up, that its maxmemory-policy cannot evict suppression and cooldown records
+// (DESIGN.md §5); --allow-eviction turns the refusal into a warning on stderr.
+func openRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
+	rdb, err := stores.OpenRedis(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := stores.CheckEvictionPolicy(ctx, rdb); err != nil {
+		if !allowEviction {
+			rdb.Close()
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "mcpulse: warning: continuing because of --allow-eviction: %v\n", err)
+	}
+	return rdb, nil
 }
