@@ -89,8 +89,7 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	logger := cronLogger{cfg.Logger}
-	c := cron.New(cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)), cron.WithLogger(logger))
+	c := newCron(cfg.Logger)
 	if cfg.ReconcileSchedule != "" {
 		if _, err := c.AddFunc(cfg.ReconcileSchedule, func() { ReconcileOnce(cfg) }); err != nil {
 			return nil, err
@@ -102,6 +101,14 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 		}
 	}
 	return c, nil
+}
+
+// newCron returns a cron whose jobs run behind cron.SkipIfStillRunning and cron.Recover, in
+// that order: Recover must be the inner wrapper, because a panic escaping SkipIfStillRunning
+// would never release its "running" token, and every later run of the job would be skipped.
+func newCron(log *slog.Logger) *cron.Cron {
+	logger := cronLogger{log}
+	return cron.New(cron.WithChain(cron.SkipIfStillRunning(logger), cron.Recover(logger)), cron.WithLogger(logger))
 }
 
 // ReconcileOnce runs one suppression reconcile and logs its report.
