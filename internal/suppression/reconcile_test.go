@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +31,11 @@ type pipeline struct {
 	n     int
 }
 
-func newPipeline(t *testing.T) *pipeline {
+func newPipeline(t *testing.T) *pipeline { return newPipelineOn(t, false) }
+
+// newPipelineOn builds the pipeline on a single Redis node, or with cluster on a three-node
+// Redis Cluster: the reconcile must behave the same on both.
+func newPipelineOn(t *testing.T, cluster bool) *pipeline {
 	t.Helper()
 	ctx := context.Background()
 	s := devstack.ForTest(t)
@@ -42,7 +47,11 @@ func newPipeline(t *testing.T) *pipeline {
 	if _, err := migrations.Up(ctx, ch, nil); err != nil {
 		t.Fatal(err)
 	}
-	rdb, err := stores.OpenRedis(ctx, s.RedisURL)
+	url := s.RedisURL
+	if cluster {
+		url = devstack.RedisClusterForTest(t).URL()
+	}
+	rdb, err := stores.OpenRedis(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,26 +135,44 @@ func (p *pipeline) records() map[string]heldRecord {
 	p.t.Helper()
 	ctx := context.Background()
 	out := map[string]heldRecord{}
-	iter := p.rdb.Scan(ctx, 0, "mcp:interview:*:response", 100).Iterator()
-	for iter.Next(ctx) {
-		v, err := p.rdb.Get(ctx, iter.Val()).Result()
-		if err != nil {
-			p.t.Fatal(err)
+	var mu sync.Mutex
+	err := p.eachNode(ctx, func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, "mcp:interview:*:response", 100).Iterator()
+		for iter.Next(ctx) {
+			v, err := node.Get(ctx, iter.Val()).Result()
+			if err != nil {
+				return err
+			}
+			ttl, err := node.PTTL(ctx, iter.Val()).Result()
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			out[iter.Val()] = heldRecord{v, ttl}
+			mu.Unlock()
 		}
-		ttl, err := p.rdb.PTTL(ctx, iter.Val()).Result()
-		if err != nil {
-			p.t.Fatal(err)
-		}
-		out[iter.Val()] = heldRecord{v, ttl}
-	}
-	if err := iter.Err(); err != nil {
+		return iter.Err()
+	})
+	if err != nil {
 		p.t.Fatal(err)
 	}
 	return out
 }
 
+// eachNode runs fn on the single node, or on every master of a cluster.
+func (p *pipeline) eachNode(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+	if c, ok := p.rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, fn)
+	}
+	return fn(ctx, p.rdb.(*redis.Client))
+}
+
 func TestFlushallThenReconcileRestoresExactlyTheLiveRecords(t *testing.T) {
-	p := newPipeline(t)
+	t.Run("single node", func(t *testing.T) { testFlushallThenReconcile(t, newPipelineOn(t, false)) })
+	t.Run("three-node cluster", func(t *testing.T) { testFlushallThenReconcile(t, newPipelineOn(t, true)) })
+}
+
+func testFlushallThenReconcile(t *testing.T, p *pipeline) {
 	now := time.Now().UTC().Truncate(time.Second)
 	day := 24 * time.Hour
 	p.invite("accepted", "i1", now.Add(-3*day))
@@ -172,7 +199,7 @@ func TestFlushallThenReconcileRestoresExactlyTheLiveRecords(t *testing.T) {
 		t.Fatalf("records before the flush: %v, want 4 (accepted, declined, cooling, reset-then-accepted)", before)
 	}
 	ctx := context.Background()
-	if err := p.rdb.FlushAll(ctx).Err(); err != nil {
+	if err := p.eachNode(ctx, func(ctx context.Context, node *redis.Client) error { return node.FlushAll(ctx).Err() }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -234,7 +261,11 @@ func TestFlushallThenReconcileRestoresExactlyTheLiveRecords(t *testing.T) {
 }
 
 func TestReplayAfterResetDoesNotResurrectButALaterResponseSuppressesAgain(t *testing.T) {
-	p := newPipeline(t)
+	t.Run("single node", func(t *testing.T) { testReplayAfterReset(t, newPipelineOn(t, false)) })
+	t.Run("three-node cluster", func(t *testing.T) { testReplayAfterReset(t, newPipelineOn(t, true)) })
+}
+
+func testReplayAfterReset(t *testing.T, p *pipeline) {
 	now := time.Now().UTC().Truncate(time.Second)
 	p.invite("dana", "i1", now.Add(-time.Hour))
 	p.respond("dana", "i1", "decline", now.Add(-time.Hour+time.Minute))
