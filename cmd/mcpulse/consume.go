@@ -36,6 +36,7 @@ and refuses to run otherwise, or when CONFIG GET is disabled so the policy canno
 --allow-eviction turns the refusal into a warning.
 
 Run several processes to scale out: partitions are shared among the group's members.`,
+		Example: "  mcpulse consume\n  mcpulse consume --until-drained --log-format json\n  mcpulse consume --brokers kafka:9092 --redis redis://redis:6379/0 --clickhouse clickhouse://default@clickhouse:9000/default",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			log := newLogger(logFormat)

@@ -23,6 +23,7 @@ func newMigrateCmd() *cobra.Command {
 		Long: `Applies every embedded migration (migrations/sql/NNNN_name.sql) not yet recorded in
 mcpulse.schema_migrations, in order. Safe to run any number of times: the statements are
 idempotent and applied versions are skipped. Works on ClickHouse 18.16 and current releases.`,
+		Example: "  mcpulse migrate up\n  mcpulse migrate up --clickhouse clickhouse://default@127.0.0.1:9000/default",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			conn, err := stores.OpenClickHouse(ctx, dsn)

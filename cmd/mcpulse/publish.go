@@ -41,7 +41,8 @@ not be read.
 
 Retries re-send the same event (same uuid); the consumers deduplicate by uuid, so publishing a
 file twice is harmless.`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		Example: "  mcpulse publish --file events.jsonl\n  zcat events.jsonl.gz | mcpulse publish --file -",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return errors.New("--file is required (a JSON Lines file, or - for standard input)")

@@ -24,6 +24,9 @@ instance: give --distinct-id (with --instance-url, default https://us.posthog.co
 
 Services: --redis ($MCPULSE_REDIS_URL), --clickhouse ($MCPULSE_CLICKHOUSE_DSN) and, for reset,
 --brokers ($MCPULSE_KAFKA_BROKERS).`,
+		Example: "  mcpulse suppression show --distinct-id user-42\n" +
+			"  mcpulse suppression reset --distinct-id user-42 --reason \"declined by mistake (ticket 1234)\" --dry-run\n" +
+			"  mcpulse suppression list --state cooldown",
 	}
 	cmd.AddCommand(
 		newSuppressionShowCmd(),
