@@ -14,7 +14,7 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/devstack"
 	"github.com/mcpulse/mcpulse/internal/stores"
-	"github.com/mcpulse/mcpulse/migrations"
+	"github.com/mcpulse/mcpulse/internal/testenv"
 )
 
 // harness is a migrated embedded stack with clients, one per test.
@@ -28,27 +28,8 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	ctx := context.Background()
-	s := devstack.ForTest(t)
-	ch, err := stores.OpenClickHouse(ctx, s.ClickHouseDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	if _, err := migrations.Up(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
-	rdb, err := stores.OpenRedis(ctx, s.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	pub, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: s.KafkaBrokers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pub.Close() })
-	return &harness{t: t, stack: s, ch: ch, rdb: rdb, pub: pub}
+	e := testenv.New(t, testenv.Options{})
+	return &harness{t: t, stack: e.Stack, ch: e.ClickHouse, rdb: e.Redis, pub: e.Publisher}
 }
 
 func (h *harness) consumer(mod func(*consumers.Config)) *consumers.Consumer {
@@ -141,16 +122,14 @@ func response(n int, distinctID, invitationID, answer string, at time.Time) []by
 	return envelope(uuidN(n), ingest.EventInvitationResponse, distinctID, at, recruitmentProps(invitationID, map[string]any{"response": answer}))
 }
 
-// newClusterHarness is newHarness with Redis replaced by a three-master Redis Cluster (the
-// stack's single redis-server stays idle), opened through stores.OpenRedis like production.
+// newClusterHarness is newHarness with Redis replaced by a three-master Redis Cluster.
 func newClusterHarness(t *testing.T) *harness {
 	t.Helper()
-	h := newHarness(t)
-	h.rdb = openClusterClient(t)
-	return h
+	e := testenv.New(t, testenv.Options{Cluster: true})
+	return &harness{t: t, stack: e.Stack, ch: e.ClickHouse, rdb: e.Redis, pub: e.Publisher}
 }
 
-// openClusterClient starts a Redis Cluster for the test and returns a cluster client of it.
+// openClusterClient starts only a Redis Cluster for the test and returns a cluster client of it.
 func openClusterClient(t *testing.T) redis.UniversalClient {
 	t.Helper()
 	rc := devstack.RedisClusterForTest(t)

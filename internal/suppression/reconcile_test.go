@@ -14,9 +14,8 @@ import (
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/devstack"
-	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/internal/suppression"
-	"github.com/mcpulse/mcpulse/migrations"
+	"github.com/mcpulse/mcpulse/internal/testenv"
 )
 
 const instance = "https://us.posthog.com"
@@ -24,6 +23,7 @@ const instance = "https://us.posthog.com"
 // pipeline is a migrated embedded stack with a publisher; events go through the real consumer.
 type pipeline struct {
 	t     *testing.T
+	env   *testenv.Env
 	stack *devstack.Stack
 	ch    driver.Conn
 	rdb   redis.UniversalClient
@@ -37,31 +37,8 @@ func newPipeline(t *testing.T) *pipeline { return newPipelineOn(t, false) }
 // Redis Cluster: the reconcile must behave the same on both.
 func newPipelineOn(t *testing.T, cluster bool) *pipeline {
 	t.Helper()
-	ctx := context.Background()
-	s := devstack.ForTest(t)
-	ch, err := stores.OpenClickHouse(ctx, s.ClickHouseDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	if _, err := migrations.Up(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
-	url := s.RedisURL
-	if cluster {
-		url = devstack.RedisClusterForTest(t).URL()
-	}
-	rdb, err := stores.OpenRedis(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	pub, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: s.KafkaBrokers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pub.Close() })
-	return &pipeline{t: t, stack: s, ch: ch, rdb: rdb, pub: pub}
+	e := testenv.New(t, testenv.Options{Cluster: cluster})
+	return &pipeline{t: t, env: e, stack: e.Stack, ch: e.ClickHouse, rdb: e.Redis, pub: e.Publisher}
 }
 
 func (p *pipeline) send(topic string, value any) {
@@ -161,10 +138,7 @@ func (p *pipeline) records() map[string]heldRecord {
 
 // eachNode runs fn on the single node, or on every master of a cluster.
 func (p *pipeline) eachNode(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
-	if c, ok := p.rdb.(*redis.ClusterClient); ok {
-		return c.ForEachMaster(ctx, fn)
-	}
-	return fn(ctx, p.rdb.(*redis.Client))
+	return p.env.EachRedisNode(ctx, fn)
 }
 
 func TestFlushallThenReconcileRestoresExactlyTheLiveRecords(t *testing.T) {

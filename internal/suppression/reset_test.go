@@ -20,7 +20,7 @@ import (
 	"github.com/mcpulse/mcpulse/internal/devstack"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/internal/suppression"
-	"github.com/mcpulse/mcpulse/migrations"
+	"github.com/mcpulse/mcpulse/internal/testenv"
 )
 
 // ---- helpers of the show/reset/list tests (prefixed ops*: reconcile_test.go has its own) ----
@@ -38,27 +38,8 @@ type opsStack struct {
 
 func newOpsStack(t *testing.T) *opsStack {
 	t.Helper()
-	ctx := context.Background()
-	s := devstack.ForTest(t)
-	ch, err := stores.OpenClickHouse(ctx, s.ClickHouseDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	if _, err := migrations.Up(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
-	rdb, err := stores.OpenRedis(ctx, s.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	pub, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: s.KafkaBrokers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pub.Close() })
-	return &opsStack{t: t, brokers: s.KafkaBrokers, ch: ch, rdb: rdb, pub: pub}
+	e := testenv.New(t, testenv.Options{})
+	return &opsStack{t: t, brokers: e.Stack.KafkaBrokers, ch: e.ClickHouse, rdb: e.Redis, pub: e.Publisher}
 }
 
 func (s *opsStack) resetOptions(distinctID string) suppression.ResetOptions {
