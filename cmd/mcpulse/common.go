@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
 	"errors"
@@ -55,4 +56,18 @@ func openRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
 		fmt.Fprintf(os.Stderr, "mcpulse: warning: continuing because of --allow-eviction: %v\n", err)
 	}
 	return rdb, nil
+}
+
+// openStores opens Redis (checked as openRedis does) and ClickHouse; close releases both.
+func openStores(ctx context.Context, redisURL, clickhouseDSN string) (rdb redis.UniversalClient, ch driver.Conn, close func(), err error) {
+	rdb, err = openRedis(ctx, redisURL)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ch, err = stores.OpenClickHouse(ctx, clickhouseDSN)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, nil, err
+	}
+	return rdb, ch, func() { ch.Close(); rdb.Close() }, nil
 }

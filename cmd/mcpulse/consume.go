@@ -44,16 +44,11 @@ Run several processes to scale out: partitions are shared among the group's memb
 			if len(cfg.Brokers) == 0 {
 				return fmt.Errorf("no Kafka brokers: set %s or pass --brokers", stores.EnvKafkaBrokers)
 			}
-			rdb, err := openRedis(ctx, redisURL)
+			rdb, ch, closeStores, err := openStores(ctx, redisURL, dsn)
 			if err != nil {
 				return err
 			}
-			defer rdb.Close()
-			ch, err := stores.OpenClickHouse(ctx, dsn)
-			if err != nil {
-				return err
-			}
-			defer ch.Close()
+			defer closeStores()
 			dlq, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: cfg.Brokers, DefaultInstanceURL: cfg.DefaultInstanceURL, Logger: log})
 			if err != nil {
 				return err

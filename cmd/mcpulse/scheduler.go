@@ -31,16 +31,11 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			cfg.Logger = newLogger(logFormat)
-			rdb, err := openRedis(ctx, redisURL)
+			rdb, ch, closeStores, err := openStores(ctx, redisURL, dsn)
 			if err != nil {
 				return err
 			}
-			defer rdb.Close()
-			ch, err := stores.OpenClickHouse(ctx, dsn)
-			if err != nil {
-				return err
-			}
-			defer ch.Close()
+			defer closeStores()
 			cfg.Redis, cfg.ClickHouse = rdb, ch
 			c, err := jobs.NewScheduler(cfg)
 			if err != nil {

@@ -30,16 +30,11 @@ Cooldowns get their remaining TTL from responded_at + 7 days. Prints counts of e
 		Example: "  mcpulse suppression reconcile --dry-run\n  mcpulse suppression reconcile --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			rdb, err := openRedis(ctx, redisURL)
+			rdb, ch, closeStores, err := openStores(ctx, redisURL, dsn)
 			if err != nil {
 				return err
 			}
-			defer rdb.Close()
-			ch, err := stores.OpenClickHouse(ctx, dsn)
-			if err != nil {
-				return err
-			}
-			defer ch.Close()
+			defer closeStores()
 			rep, err := suppression.Reconcile(ctx, ch, rdb, time.Now(), dryRun)
 			if err != nil {
 				return err
