@@ -61,6 +61,7 @@ Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		newDemoCmd(),
 		newSchedulerCmd(),
 		newSuppressionCmd(),
+		newSchemacheckCmd(),
 	)
 	return root
 }
