@@ -1,6 +1,6 @@
 // Package jobs runs mcpulse's scheduled jobs with robfig/cron: suppression reconcile (Redis
-// rebuilt from ClickHouse) and the contact-policy audit. Later jobs (schema ratchet, retention)
-// register here too.
+// rebuilt from ClickHouse), the contact-policy audit and the schema ratchet of each configured
+// MCP server.
 package jobs
 
 import (
@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
+	"github.com/mcpulse/mcpulse/internal/schemacheck"
 	"github.com/mcpulse/mcpulse/internal/suppression"
 )
 
@@ -37,13 +38,19 @@ type SchedulerConfig struct {
 	Logger *slog.Logger
 	// Now returns the current time. Default: time.Now.
 	Now func() time.Time
+	// SchemaServers are the MCP servers whose tool schemas are checked, each on its own
+	// schedule (ratchets.yaml).
+	SchemaServers []schemacheck.ServerConfig
+	// SchemaSummary, when set, receives every schema check's outcome (PostHog forwarding).
+	SchemaSummary func(Run)
 }
 
-// DefaultReconcileSchedule and DefaultContactAuditSchedule are the schedules
-// `mcpulse scheduler` uses unless told otherwise.
+// The schedules `mcpulse scheduler` uses unless told otherwise.
 const (
 	DefaultReconcileSchedule    = "@every 15m"
 	DefaultContactAuditSchedule = "@hourly"
+	// DefaultSchemaCheckSchedule applies to a ratchets.yaml server without a schedule.
+	DefaultSchemaCheckSchedule = "@every 6h"
 )
 
 func (c *SchedulerConfig) setDefaults() {
@@ -97,6 +104,20 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	}
 	if cfg.ContactAuditSchedule != "" {
 		if _, err := c.AddFunc(cfg.ContactAuditSchedule, func() { ContactAuditOnce(cfg) }); err != nil {
+			return nil, err
+		}
+	}
+	for _, server := range cfg.SchemaServers {
+		if server.Schedule == "" {
+			server.Schedule = DefaultSchemaCheckSchedule
+		}
+		period, err := schedulePeriod(server.Schedule, cfg.Now())
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: schema check of %s: schedule %q: %w", server.Name, server.Schedule, err)
+		}
+		job := &SchemaRatchet{Server: server, ClickHouse: cfg.ClickHouse, Redis: cfg.Redis, Summary: cfg.SchemaSummary,
+			Logger: cfg.Logger, Now: cfg.Now, Timeout: cfg.Timeout}
+		if _, err := c.AddFunc(server.Schedule, job.scheduled(period)); err != nil {
 			return nil, err
 		}
 	}

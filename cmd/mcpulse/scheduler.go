@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/internal/schemacheck"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/jobs"
 )
@@ -13,6 +15,8 @@ import (
 func newSchedulerCmd() *cobra.Command {
 	var (
 		redisURL, dsn, logFormat string
+		ratchets                 string
+		posthogHost, posthogKey  string
 		cfg                      jobs.SchedulerConfig
 	)
 	cmd := &cobra.Command{
@@ -24,6 +28,9 @@ func newSchedulerCmd() *cobra.Command {
                  history and reset audit, repairing missing, stale and wrong records
   contact audit  checks the event log for invitations sent while suppressed or in cooldown,
                  and repeat invitations within 7 days; stores them in contact_policy_violations
+  schema check   (with --ratchets) lists each MCP server's tools and checks the schema
+                 ratchets; every run lands in schema_check_runs and schema_check_tools, once
+                 across scheduler replicas (a Redis lock per server and period)
 
 A panicking run is logged and the scheduler lives on; a run still going when the next is due
 is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disables a job.`,
@@ -37,6 +44,24 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 			}
 			defer closeStores()
 			cfg.Redis, cfg.ClickHouse = rdb, ch
+			if ratchets != "" {
+				conf, err := schemacheck.LoadConfig(ratchets)
+				if err != nil {
+					return err
+				}
+				cfg.SchemaServers = conf.Servers
+			}
+			if posthogHost != "" {
+				if posthogKey == "" {
+					return fmt.Errorf("--posthog-host needs --posthog-api-key (or $MCPULSE_POSTHOG_API_KEY)")
+				}
+				summaries, err := jobs.NewPostHogSummaries(posthogHost, posthogKey, cfg.Logger)
+				if err != nil {
+					return err
+				}
+				defer summaries.Close() // flushes queued summaries on shutdown
+				cfg.SchemaSummary = summaries.Send
+			}
 			c, err := jobs.NewScheduler(cfg)
 			if err != nil {
 				return err
@@ -55,6 +80,9 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 	f.StringVar(&cfg.ReconcileSchedule, "reconcile", jobs.DefaultReconcileSchedule, "schedule of the suppression reconcile")
 	f.StringVar(&cfg.ContactAuditSchedule, "contact-audit", jobs.DefaultContactAuditSchedule, "schedule of the contact-policy audit")
 	f.DurationVar(&cfg.ContactAuditWindow, "contact-audit-window", 30*24*time.Hour, "how far back each contact-policy audit looks")
+	f.StringVar(&ratchets, "ratchets", "", "ratchets.yaml: the MCP servers whose tool schemas are checked on their schedules (see ratchets.example.yaml)")
+	f.StringVar(&posthogHost, "posthog-host", "", "send each schema check's summary to this PostHog instance (e.g. https://us.i.posthog.com)")
+	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv("MCPULSE_POSTHOG_API_KEY"), "PostHog project API key for --posthog-host (default $MCPULSE_POSTHOG_API_KEY)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
 }

@@ -1,0 +1,223 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
+
+	"github.com/mcpulse/mcpulse/internal/schemacheck"
+)
+
+// SchemaRatchet is the scheduled schema check of one MCP server (issue 4): list its tools,
+// check the ratchets, store the run in schema_check_runs and its tools in schema_check_tools.
+type SchemaRatchet struct {
+	Server     schemacheck.ServerConfig
+	ClickHouse driver.Conn
+	// Redis, when set, makes each scheduled run happen once across scheduler replicas.
+	Redis redis.UniversalClient
+	// Getenv reads the auth header's environment variable. Default: os.Getenv.
+	Getenv func(string) string
+	// Summary, when set, receives each run's outcome (PostHog forwarding).
+	Summary func(Run)
+	Logger  *slog.Logger
+	Now     func() time.Time
+	// Timeout bounds one run, listing included. Default: 2m.
+	Timeout time.Duration
+}
+
+// Run is one schema check's outcome: Report is nil when the server could not be checked.
+type Run struct {
+	ID        string
+	Server    string
+	StartedAt time.Time
+	Duration  time.Duration
+	Err       error
+	Report    *schemacheck.Report
+}
+
+// errRunElsewhere means another scheduler replica ran (or is running) this period's check.
+var errRunElsewhere = errors.New("another scheduler replica has this run")
+
+// RunOnce checks the server now and stores the run. A server that cannot be reached is
+// stored as a failed run (reached = 0, the error kept), never as a run with zero tools.
+func (j *SchemaRatchet) RunOnce(ctx context.Context) (Run, error) {
+	j.setDefaults()
+	started := j.Now().UTC()
+	run := Run{ID: uuid.Must(uuid.NewV7()).String(), Server: j.Server.Name, StartedAt: started}
+	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
+	defer cancel()
+	src, err := j.Server.Source(j.Getenv)
+	if err == nil {
+		var tools []schemacheck.Tool
+		tools, err = schemacheck.LoadFromServer(ctx, src)
+		if err == nil {
+			run.Report = schemacheck.Check(tools, j.Server.Settings())
+		}
+	}
+	run.Err = err
+	run.Duration = j.Now().Sub(started)
+	if serr := j.store(context.WithoutCancel(ctx), run); serr != nil {
+		return run, fmt.Errorf("store schema check of %s: %w", j.Server.Name, serr)
+	}
+	if j.Summary != nil {
+		j.Summary(run)
+	}
+	return run, nil
+}
+
+func (j *SchemaRatchet) setDefaults() {
+	if j.Getenv == nil {
+		j.Getenv = os.Getenv
+	}
+	if j.Logger == nil {
+		j.Logger = slog.New(slog.DiscardHandler)
+	}
+	if j.Now == nil {
+		j.Now = time.Now
+	}
+	if j.Timeout == 0 {
+		j.Timeout = 2 * time.Minute
+	}
+}
+
+// scheduled is the cron entry: it takes the period's Redis lock (when Redis is set), runs the
+// check and logs the outcome. A panic is left to cron.Recover; a hanging server ends at Timeout.
+func (j *SchemaRatchet) scheduled(period time.Duration) func() {
+	return func() {
+		j.setDefaults()
+		ctx := context.Background()
+		if j.Redis != nil {
+			release, err := j.claimPeriod(ctx, period)
+			if errors.Is(err, errRunElsewhere) {
+				j.Logger.Debug("schema check: another replica has this run", "server", j.Server.Name)
+				return
+			}
+			if err != nil {
+				j.Logger.Error("schema check: lock failed; running anyway", "server", j.Server.Name, "err", err)
+			} else {
+				defer release()
+			}
+		}
+		run, err := j.RunOnce(ctx)
+		switch {
+		case err != nil:
+			j.Logger.Error("schema check could not be stored", "server", j.Server.Name, "err", err)
+		case run.Err != nil:
+			j.Logger.Error("schema check failed: server not checked", "server", j.Server.Name, "err", run.Err)
+		case !run.Report.OK():
+			j.Logger.Warn("schema ratchet broke", "server", j.Server.Name, "violations", run.Report.Violations)
+		default:
+			j.Logger.Info("schema ratchet holds", "server", j.Server.Name, "tools", run.Report.Tools,
+				"oversized", run.Report.Oversized, "nested_description_coverage", run.Report.NestedDescriptionCoverage)
+		}
+	}
+}
+
+// claimPeriod makes one replica's run the period's only one: the lock (SET NX, expiring after
+// the run's Timeout) guards a running check, and the last start time, kept for one period,
+// stops a replica whose own schedule fires later in the same period.
+func (j *SchemaRatchet) claimPeriod(ctx context.Context, period time.Duration) (release func(), err error) {
+	base := "mcpulse:schemacheck:{" + j.Server.Name + "}"
+	lock, last := base+":lock", base+":last"
+	token := uuid.NewString()
+	ok, err := j.Redis.SetNX(ctx, lock, token, j.Timeout).Result()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errRunElsewhere
+	}
+	release = func() {
+		// Delete the lock only if it is still ours.
+		_ = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`).
+			Run(context.Background(), j.Redis, []string{lock}, token).Err()
+	}
+	now := j.Now()
+	if prev, err := j.Redis.Get(ctx, last).Int64(); err == nil && now.Sub(time.UnixMilli(prev)) < period/2 {
+		release()
+		return nil, errRunElsewhere
+	}
+	if err := j.Redis.Set(ctx, last, strconv.FormatInt(now.UnixMilli(), 10), period).Err(); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
+// schedulePeriod is the time between two runs of a cron spec (at least a minute).
+func schedulePeriod(spec string, now time.Time) (time.Duration, error) {
+	sched, err := cron.ParseStandard(spec)
+	if err != nil {
+		return 0, err
+	}
+	first := sched.Next(now)
+	return max(sched.Next(first).Sub(first), time.Minute), nil
+}
+
+func (j *SchemaRatchet) store(ctx context.Context, run Run) error {
+	r := run.Report
+	if r == nil {
+		r = &schemacheck.Report{Violations: []string{}, Notes: []string{}}
+	}
+	errText, reached, ok := "", uint8(1), uint8(0)
+	if run.Err != nil {
+		errText, reached = run.Err.Error(), 0
+	} else if r.OK() {
+		ok = 1
+	}
+	batch, err := j.ClickHouse.PrepareBatch(ctx, `INSERT INTO mcpulse.schema_check_runs (run_id, server, started_at, duration_ms,
+reached, error, ok, tools, char_limit, oversized, max_oversized, nested_properties, described_nested_properties,
+nested_description_coverage, min_nested_coverage, full_nested_description_coverage, name_failures, violations, notes)`)
+	if err != nil {
+		return err
+	}
+	if err := batch.Append(run.ID, run.Server, run.StartedAt, uint32(run.Duration.Milliseconds()), reached, errText, ok,
+		uint32(r.Tools), uint32(r.CharLimit), uint32(r.Oversized), uint32(r.MaxOversized), uint32(r.NestedProperties),
+		uint32(r.DescribedNestedProperties), r.NestedDescriptionCoverage, r.MinNestedCoverage, r.FullNestedDescriptionCoverage,
+		uint32(r.NameFailures), nonNil(r.Violations), nonNil(r.Notes)); err != nil {
+		_ = batch.Abort()
+		return fmt.Errorf("BUG: append run: %w", err)
+	}
+	if err := batch.Send(); err != nil {
+		return err
+	}
+	if len(r.PerTool) == 0 {
+		return nil
+	}
+	tools, err := j.ClickHouse.PrepareBatch(ctx, `INSERT INTO mcpulse.schema_check_tools (run_id, server, started_at, tool_name,
+schema_chars, oversized, nested, described, full_nested, full_described, name_ok, name_warnings, problems)`)
+	if err != nil {
+		return err
+	}
+	for _, t := range r.PerTool {
+		if err := tools.Append(run.ID, run.Server, run.StartedAt, t.Name, uint32(t.SchemaChars), b2u(t.Oversized), uint32(t.Nested),
+			uint32(t.Described), uint32(t.FullNested), uint32(t.FullDescribed), b2u(t.NameOK), nonNil(t.NameWarnings), nonNil(t.Problems)); err != nil {
+			_ = tools.Abort()
+			return fmt.Errorf("BUG: append tool: %w", err)
+		}
+	}
+	return tools.Send()
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
