@@ -20,9 +20,9 @@ properties, kafka_partition, kafka_offset, inserted_at)`
 	insertRecruitment = `INSERT INTO mcpulse.recruitment_events (uuid, timestamp, kind, distinct_id,
 identity_hash, instance_url, campaign_id, invitation_id, feature_flag, response, responded_at,
 invitation_sent_at, recruitment_reason, url_supported, form_supported, completed_calls,
-session_age_seconds, properties, kafka_partition, kafka_offset, inserted_at)`
+session_age_seconds, properties, kafka_partition, kafka_offset, inserted_at, timestamp_ms, responded_at_ms)`
 	insertAudit = `INSERT INTO mcpulse.suppression_audit (audit_id, at, action, identity_hash, distinct_id,
-instance_url, actor, reason, deleted_keys, previous_record, kafka_partition, kafka_offset)`
+instance_url, actor, reason, deleted_keys, previous_record, kafka_partition, kafka_offset, at_ms)`
 	insertDeadLetters = `INSERT INTO mcpulse.dead_letters (dead_letter_id, received_at, source_topic,
 reason, event_uuid, event, distinct_id, payload, dlq_partition, dlq_offset)`
 )

@@ -440,9 +440,13 @@ func (c *Consumer) buildRows(ctx context.Context, events []decoded) (toolRows, r
 			})
 		default:
 			r := ev.Recruitment
-			var respondedAt, invitationSentAt *time.Time
+			var (
+				respondedAt, invitationSentAt *time.Time
+				respondedAtMs                 *int64
+			)
 			if ev.Kind == ingest.KindInvitationResponse {
-				respondedAt = &r.RespondedAt
+				ms := r.RespondedAt.UnixMilli()
+				respondedAt, respondedAtMs = &r.RespondedAt, &ms
 			}
 			if at, ok := sentAt[r.InvitationID]; ok {
 				invitationSentAt = &at
@@ -456,6 +460,7 @@ func (c *Consumer) buildRows(ctx context.Context, events []decoded) (toolRows, r
 				ingest.IdentityHash(instanceURL, ev.DistinctID), instanceURL, r.CampaignID, r.InvitationID, r.FeatureFlag, r.Response, respondedAt,
 				invitationSentAt, r.Reason, boolFlag(r.URLSupported), boolFlag(r.FormSupported), r.CompletedCalls,
 				r.SessionAgeSeconds, string(ev.Properties), int32(m.Partition), m.Offset, now,
+				ev.Timestamp.UnixMilli(), respondedAtMs,
 			})
 		}
 	}
@@ -518,5 +523,5 @@ func auditRow(m *kafka.Message, a *ingest.AuditEvent) row {
 		prev = "null"
 	}
 	return row{a.UUID, a.At, a.Action, a.IdentityHash, a.DistinctID, a.InstanceURL, a.Actor, a.Reason,
-		nonNilStrings(a.DeletedKeys), prev, int32(m.Partition), m.Offset}
+		nonNilStrings(a.DeletedKeys), prev, int32(m.Partition), m.Offset, a.At.UnixMilli()}
 }

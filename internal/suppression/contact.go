@@ -66,7 +66,7 @@ type contactEvent struct {
 // replaces them) unless dryRun.
 func AuditContactPolicy(ctx context.Context, ch driver.Conn, since, now time.Time, dryRun bool) (*ContactAudit, error) {
 	histories := map[string][]contactEvent{}
-	rows, err := ch.Query(ctx, `SELECT identity_hash, kind, timestamp, ifNull(responded_at, timestamp), response, invitation_id, campaign_id, distinct_id
+	rows, err := ch.Query(ctx, `SELECT identity_hash, kind, `+eventAtMs+`, `+respondedAtMs+`, response, invitation_id, campaign_id, distinct_id
 FROM mcpulse.recruitment_events FINAL WHERE kind IN ('invitation_sent', 'response')`)
 	if err != nil {
 		return nil, fmt.Errorf("read recruitment events: %w", err)
@@ -74,15 +74,15 @@ FROM mcpulse.recruitment_events FINAL WHERE kind IN ('invitation_sent', 'respons
 	for rows.Next() {
 		var (
 			h, kind, response, inv, campaign, did string
-			ts, respondedAt                       time.Time
+			tsMs, respondedMs                     int64
 		)
-		if err := rows.Scan(&h, &kind, &ts, &respondedAt, &response, &inv, &campaign, &did); err != nil {
+		if err := rows.Scan(&h, &kind, &tsMs, &respondedMs, &response, &inv, &campaign, &did); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		e := contactEvent{at: ts.UTC(), kind: "invitation", invitationID: inv, campaign: campaign, did: did}
+		e := contactEvent{at: time.UnixMilli(tsMs).UTC(), kind: "invitation", invitationID: inv, campaign: campaign, did: did}
 		if kind == ingest.KindInvitationResponse.String() {
-			e = contactEvent{at: respondedAt.UTC(), kind: "response", state: consumers.StateFor(response)}
+			e = contactEvent{at: time.UnixMilli(respondedMs).UTC(), kind: "response", state: consumers.StateFor(response)}
 		}
 		histories[h] = append(histories[h], e)
 	}
@@ -91,20 +91,20 @@ FROM mcpulse.recruitment_events FINAL WHERE kind IN ('invitation_sent', 'respons
 		return nil, err
 	}
 	// Every reset, not only the last, lifts the suppression in force at its time.
-	allResets, err := ch.Query(ctx, `SELECT identity_hash, at FROM mcpulse.suppression_audit FINAL WHERE action = ?`, ingest.AuditActionReset)
+	allResets, err := ch.Query(ctx, `SELECT identity_hash, `+auditAtMs+` FROM mcpulse.suppression_audit FINAL WHERE action = ?`, ingest.AuditActionReset)
 	if err != nil {
 		return nil, fmt.Errorf("read resets: %w", err)
 	}
 	for allResets.Next() {
 		var (
 			h  string
-			at time.Time
+			ms int64
 		)
-		if err := allResets.Scan(&h, &at); err != nil {
+		if err := allResets.Scan(&h, &ms); err != nil {
 			allResets.Close()
 			return nil, err
 		}
-		histories[h] = append(histories[h], contactEvent{at: at.UTC(), kind: "reset"})
+		histories[h] = append(histories[h], contactEvent{at: time.UnixMilli(ms).UTC(), kind: "reset"})
 	}
 	allResets.Close()
 

@@ -190,8 +190,16 @@ func sameInstant(a string, b time.Time) bool {
 	return err == nil && t.Equal(b)
 }
 
+// Millisecond times, as Redis compares them (migration 0006); rows written before that
+// migration hold 0 / NULL there and fall back to the whole-second DateTime columns.
+const (
+	eventAtMs     = "if(timestamp_ms = 0, toInt64(toUInt32(timestamp)) * 1000, timestamp_ms)"
+	respondedAtMs = "ifNull(responded_at_ms, ifNull(toInt64(toUInt32(responded_at)) * 1000, " + eventAtMs + "))"
+	auditAtMs     = "if(at_ms = 0, toInt64(toUInt32(at)) * 1000, at_ms)"
+)
+
 func readResets(ctx context.Context, ch driver.Conn) (map[string]resetMark, error) {
-	rows, err := ch.Query(ctx, `SELECT identity_hash, max(at) AS last, argMax(actor, at), argMax(reason, at)
+	rows, err := ch.Query(ctx, `SELECT identity_hash, max(`+auditAtMs+`) AS last, argMax(actor, `+auditAtMs+`), argMax(reason, `+auditAtMs+`)
 FROM mcpulse.suppression_audit FINAL WHERE action = ? GROUP BY identity_hash`, ingest.AuditActionReset)
 	if err != nil {
 		return nil, fmt.Errorf("read resets: %w", err)
@@ -200,13 +208,14 @@ FROM mcpulse.suppression_audit FINAL WHERE action = ? GROUP BY identity_hash`, i
 	out := map[string]resetMark{}
 	for rows.Next() {
 		var (
-			h string
-			m resetMark
+			h  string
+			ms int64
+			m  resetMark
 		)
-		if err := rows.Scan(&h, &m.at, &m.actor, &m.reason); err != nil {
+		if err := rows.Scan(&h, &ms, &m.actor, &m.reason); err != nil {
 			return nil, err
 		}
-		m.at = m.at.UTC()
+		m.at = time.UnixMilli(ms).UTC()
 		out[h] = m
 	}
 	return out, rows.Err()
@@ -216,7 +225,7 @@ FROM mcpulse.suppression_audit FINAL WHERE action = ? GROUP BY identity_hash`, i
 // last reset: the latest permanent response wins; without one, the latest cancel, if its
 // cooldown has not ended by now. It returns the live records and every identity with a response.
 func foldResponses(ctx context.Context, ch driver.Conn, resets map[string]resetMark, now time.Time) (map[string]liveResponse, map[string]bool, error) {
-	rows, err := ch.Query(ctx, `SELECT identity_hash, distinct_id, campaign_id, response, ifNull(responded_at, timestamp)
+	rows, err := ch.Query(ctx, `SELECT identity_hash, distinct_id, campaign_id, response, `+respondedAtMs+`
 FROM mcpulse.recruitment_events FINAL WHERE kind = 'response'`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read responses: %w", err)
@@ -227,13 +236,14 @@ FROM mcpulse.recruitment_events FINAL WHERE kind = 'response'`)
 	for rows.Next() {
 		var (
 			h, response string
+			ms          int64
 			r           liveResponse
 		)
-		if err := rows.Scan(&h, &r.distinctID, &r.campaignID, &response, &r.at); err != nil {
+		if err := rows.Scan(&h, &r.distinctID, &r.campaignID, &response, &ms); err != nil {
 			return nil, nil, err
 		}
 		identities[h] = true
-		r.at = r.at.UTC()
+		r.at = time.UnixMilli(ms).UTC()
 		if mark, ok := resets[h]; ok && !r.at.After(mark.at) {
 			continue
 		}

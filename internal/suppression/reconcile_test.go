@@ -318,3 +318,52 @@ func TestContactPolicyAuditFindsInvitationsThatIgnoredSuppression(t *testing.T) 
 		t.Errorf("stored violations %d, %v; want 3", stored, err)
 	}
 }
+
+// Redis compares responded_at and reset_at to the millisecond; so must the reconcile and the
+// audit: a decline 1 ms after a reset stays, and a reply within the same second as its
+// invitation is no violation.
+func TestReconcileAndAuditKeepMillisecondOrder(t *testing.T) {
+	p := newPipeline(t)
+	sec := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	p.invite("ms-user", "m1", sec.Add(-time.Minute))
+	p.respond("ms-user", "m1", "decline", sec.Add(-30*time.Second))
+	p.drain()
+	p.reset("ms-user", sec.Add(258*time.Millisecond))
+	p.respond("ms-user", "m1", "accept", sec.Add(259*time.Millisecond)) // 1 ms after the reset
+	p.invite("quick", "q1", sec.Add(100*time.Millisecond))
+	p.respond("quick", "q1", "decline", sec.Add(900*time.Millisecond))
+	p.drain()
+	if rec, _ := consumers.ReadRecord(context.Background(), p.rdb, ingest.IdentityHash(instance, "ms-user")); rec == nil || rec.Response != consumers.StateAccepted {
+		t.Fatalf("the consumer did not apply the response 1 ms after the reset: %+v", rec)
+	}
+
+	ctx := context.Background()
+	before := p.records()
+	if err := p.eachNode(ctx, func(ctx context.Context, node *redis.Client) error { return node.FlushAll(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := suppression.Reconcile(ctx, p.ch, p.rdb, time.Now(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := p.records()
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("after FLUSHALL and reconcile %v, before %v (report %+v)", after, before, rep)
+	}
+	again, err := suppression.Reconcile(ctx, p.ch, p.rdb, time.Now(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.KeptNewer != 0 || again.Repairs() != 0 {
+		t.Errorf("a dry run right after reconcile reports %+v, want nothing newer than ClickHouse and no repairs", again)
+	}
+	a, err := suppression.AuditContactPolicy(ctx, p.ch, sec.Add(-time.Hour), time.Now(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range a.Violations {
+		if v.InvitationID == "q1" {
+			t.Errorf("a reply within the invitation's second is reported as %+v", v)
+		}
+	}
+}
