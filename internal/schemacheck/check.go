@@ -2,9 +2,11 @@ package schemacheck
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -112,6 +114,9 @@ type ToolResult struct {
 	NameFailure  string   `json:"name_failure,omitempty"`
 	NameWarnings []string `json:"name_warnings"`
 	Problems     []string `json:"problems"`
+	// Unmeasured says the schema's size could not be measured (not valid JSON, or nested
+	// deeper than the parser goes); such a tool breaks the run rather than passing as size 0.
+	Unmeasured bool `json:"unmeasured,omitempty"`
 }
 
 // Report is the check of one server's tools.
@@ -211,7 +216,12 @@ func checkTool(t Tool, server string, charLimit, nameMax int, inject bool, desc 
 	}
 	root, err := parseJS(t.InputSchema)
 	if err != nil {
-		tr.Problems = append(tr.Problems, fmt.Sprintf("the inputSchema is not valid JSON (%v), so its size and coverage could not be measured: fix the server's schema", err))
+		tr.Unmeasured = true
+		if errors.Is(err, errTooDeep) {
+			tr.Problems = append(tr.Problems, fmt.Sprintf("the inputSchema nests deeper than %d levels, so its size and coverage could not be measured: flatten it", maxNesting))
+		} else {
+			tr.Problems = append(tr.Problems, fmt.Sprintf("the inputSchema is not valid JSON (%v), so its size and coverage could not be measured: fix the server's schema", err))
+		}
 		return tr, buf
 	}
 	refs := &refResolver{root: root}
@@ -285,6 +295,18 @@ func summarizeReport(r *Report, s Settings) {
 		r.Notes = append(r.Notes, fmt.Sprintf(
 			"nested description coverage is %s, above the ratchet of %s: min_nested_coverage can be raised to %.2f so the share cannot fall back",
 			fmtPercent(r.NestedDescriptionCoverage), fmtPercent(r.MinNestedCoverage), raise))
+	}
+
+	var unmeasured []string
+	for _, tr := range r.PerTool {
+		if tr.Unmeasured {
+			unmeasured = append(unmeasured, tr.Name)
+		}
+	}
+	if len(unmeasured) > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf(
+			"%d %s could not be measured (%s; see their problems): a schema whose size is unknown cannot be held to the ratchets, fix %s",
+			len(unmeasured), msgPlural(len(unmeasured), "tool", "tools"), strings.Join(quoteNames(unmeasured, 5), ", "), msgPlural(len(unmeasured), "it", "them")))
 	}
 
 	if s.MaxTools > 0 && r.Tools > s.MaxTools {
@@ -397,4 +419,17 @@ func toolDisplayName(name string) string {
 		return name
 	}
 	return fmt.Sprintf("%q", name)
+}
+
+// quoteNames quotes up to n names for a message (caller-chosen text), then counts the rest.
+func quoteNames(names []string, n int) []string {
+	out := make([]string, 0, min(len(names), n)+1)
+	for i, name := range names {
+		if i == n {
+			out = append(out, fmt.Sprintf("and %d more", len(names)-n))
+			break
+		}
+		out = append(out, strconv.QuoteToGraphic(name))
+	}
+	return out
 }

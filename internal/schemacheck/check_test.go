@@ -183,3 +183,20 @@ func TestMessagesSayWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// A schema that cannot be measured (valid JSON nested past the parser's depth) breaks the run
+// instead of passing as a tool of size 0.
+func TestUnmeasurableSchemaBreaksTheRun(t *testing.T) {
+	deep := strings.Repeat(`{"type":"object","properties":{"a":`, 1200) + `{"type":"string"}` + strings.Repeat(`}}`, 1200)
+	if !json.Valid([]byte(deep)) {
+		t.Fatal("test schema is not valid JSON")
+	}
+	zero := 0
+	r := Check([]Tool{{Name: "deep", InputSchema: json.RawMessage(deep)}}, Settings{MaxOversized: &zero})
+	if r.OK() || !r.PerTool[0].Unmeasured {
+		t.Fatalf("report %+v: want the unmeasured tool to break the run", r)
+	}
+	if p := strings.Join(r.PerTool[0].Problems, " "); !strings.Contains(p, "deeper than") || strings.Contains(p, "not valid JSON") {
+		t.Errorf("problem %q: want it to say the schema nests too deep, not that it is invalid", p)
+	}
+}
