@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"os"
+	"unicode"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
@@ -71,3 +75,34 @@ func openStores(ctx context.Context, redisURL, clickhouseDSN string) (rdb redis.
 	}
 	return rdb, ch, func() { ch.Close(); rdb.Close() }, nil
 }
+
+// newJSONEncoder is json.NewEncoder for output a person may read in a terminal: besides what
+// encoding/json escapes, invisible format characters (U+202E RIGHT-TO-LEFT OVERRIDE and the
+// other Unicode Cf characters) and C1 controls in caller-chosen strings are written as \uXXXX
+// escapes, so a hostile distinct id or tool name cannot reorder or hide what is shown. The
+// output is the same JSON value.
+func newJSONEncoder(w io.Writer) *json.Encoder { return json.NewEncoder(escapeInvisible{w}) }
+
+type escapeInvisible struct{ w io.Writer }
+
+func (e escapeInvisible) Write(p []byte) (int, error) {
+	// Such runes only occur inside JSON strings (the JSON structure is ASCII), where a \u escape
+	// stands for the same character. Encoders write whole values, so no rune is split.
+	if !bytes.ContainsFunc(p, invisible) {
+		return e.w.Write(p)
+	}
+	var b bytes.Buffer
+	for _, r := range string(p) {
+		if invisible(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	if _, err := e.w.Write(b.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func invisible(r rune) bool { return (r >= 0x80 && r < 0xa0) || unicode.Is(unicode.Cf, r) }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -39,7 +38,7 @@ exit status is 1. Needs Debian packages redis-server and clickhouse-server.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
+				enc := newJSONEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(summary); err != nil {
 					return err

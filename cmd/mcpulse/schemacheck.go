@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -230,7 +229,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 	report := schemacheck.Check(tools, settings)
 	out := cmd.OutOrStdout()
 	if o.format == "json" {
-		enc := json.NewEncoder(out)
+		enc := newJSONEncoder(out)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(report); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -95,12 +94,14 @@ reasons) are printed quoted, with control characters escaped.`,
 			if conn.dsn == "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no ClickHouse DSN (set %s or pass --clickhouse): history and resets not shown\n", stores.EnvClickHouseDSN)
 			} else {
-				ch, err := stores.OpenClickHouse(ctx, conn.dsn)
-				if err != nil {
-					return err
+				// The Redis record is what an operator needs first: show it even when ClickHouse
+				// is down, and say what is missing.
+				if ch, err := stores.OpenClickHouse(ctx, conn.dsn); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v: history and resets not shown\n", err)
+				} else {
+					defer ch.Close()
+					opts.ClickHouse = ch
 				}
-				defer ch.Close()
-				opts.ClickHouse = ch
 			}
 			rep, err := suppression.Show(ctx, opts)
 			if err != nil {
@@ -334,7 +335,7 @@ to stderr. Records that are not valid JSON are listed as unreadable when no filt
 			}
 			defer rdb.Close()
 			out := cmd.OutOrStdout()
-			enc := json.NewEncoder(out)
+			enc := newJSONEncoder(out)
 			enc.SetEscapeHTML(false)
 			stats, err := suppression.List(ctx, suppression.ListOptions{Redis: rdb, State: state, Campaign: campaign},
 				func(e suppression.ListEntry) error {
@@ -357,7 +358,7 @@ to stderr. Records that are not valid JSON are listed as unreadable when no filt
 }
 
 func supprWriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	enc := newJSONEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -41,7 +40,7 @@ Cooldowns get their remaining TTL from responded_at + 7 days. Prints counts of e
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return json.NewEncoder(out).Encode(rep)
+				return newJSONEncoder(out).Encode(rep)
 			}
 			verb := "repaired"
 			if dryRun {
@@ -95,7 +94,7 @@ Exits 1 when there is any violation.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := json.NewEncoder(out).Encode(a); err != nil {
+				if err := newJSONEncoder(out).Encode(a); err != nil {
 					return err
 				}
 			} else {

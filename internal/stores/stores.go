@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	neturl "net/url"
 	"os"
@@ -83,6 +84,7 @@ func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
 // entries and must agree among them. A comma is what selects the cluster client, so a
 // cluster reached through a single seed is written with a trailing comma.
 func OpenRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
+	quietRedisOnce.Do(func() { redis.SetLogger(redisDebugLog{}) })
 	if url == "" {
 		return nil, fmt.Errorf("no Redis URL: set %s or pass --redis", EnvRedisURL)
 	}
@@ -257,4 +259,15 @@ func transientReply(err error) bool {
 		}
 	}
 	return false
+}
+
+var quietRedisOnce sync.Once
+
+// redisDebugLog sends go-redis's own log lines (connection-pool retries and the like, with
+// file:line prefixes) to slog at Debug: mcpulse reports a Redis failure once, in its own words.
+type redisDebugLog struct{}
+
+// Printf implements go-redis's internal.Logging.
+func (redisDebugLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// JSON output keeps its value but shows invisible format characters as escapes.
+func TestJSONOutputEscapesInvisibleCharacters(t *testing.T) {
+	in := map[string]string{"distinct_id": "rtl\u202egnp.exe", "c1": "a\u0085b", "plain": "café 😀"}
+	var out bytes.Buffer
+	if err := newJSONEncoder(&out).Encode(in); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.ContainsRune(out.Bytes(), '\u202e') || bytes.ContainsRune(out.Bytes(), '\u0085') {
+		t.Errorf("output %q holds raw invisible characters", out.String())
+	}
+	if !bytes.Contains(out.Bytes(), []byte(`\u202e`)) || !bytes.Contains(out.Bytes(), []byte("café 😀")) {
+		t.Errorf("output %q: want \\u202e escaped and ordinary text kept", out.String())
+	}
+	var back map[string]string
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back["distinct_id"] != in["distinct_id"] || back["c1"] != in["c1"] {
+		t.Errorf("output %q does not decode to the same value: %v %v", out.String(), back, err)
+	}
+}
