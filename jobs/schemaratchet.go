@@ -153,14 +153,14 @@ func (j *SchemaRatchet) claimPeriod(ctx context.Context, period time.Duration) (
 	return release, nil
 }
 
-// schedulePeriod is the time between two runs of a cron spec (at least a minute).
+// schedulePeriod is the time between two runs of a cron spec.
 func schedulePeriod(spec string, now time.Time) (time.Duration, error) {
 	sched, err := cron.ParseStandard(spec)
 	if err != nil {
 		return 0, err
 	}
 	first := sched.Next(now)
-	return max(sched.Next(first).Sub(first), time.Minute), nil
+	return sched.Next(first).Sub(first), nil
 }
 
 func (j *SchemaRatchet) store(ctx context.Context, run Run) error {
