@@ -2,7 +2,7 @@
 # "make deps" installs from Debian when missing (DESIGN.md §7).
 
 GO       ?= go
-PACKAGES := redis-server clickhouse-server clickhouse-client
+PACKAGES := redis-server clickhouse-server clickhouse-client nodejs npm
 # sudo only when not already root.
 SUDO     := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
@@ -16,6 +16,8 @@ deps:
 	have redis-server || missing="$$missing redis-server"; \
 	have clickhouse-server || have clickhouse || missing="$$missing clickhouse-server"; \
 	have clickhouse-client || have clickhouse || missing="$$missing clickhouse-client"; \
+	have node || missing="$$missing nodejs"; \
+	have npm || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing$$missing"; \
 		$(SUDO) apt-get update && \

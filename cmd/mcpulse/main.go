@@ -62,6 +62,7 @@ Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		newSchedulerCmd(),
 		newSuppressionCmd(),
 		newSchemacheckCmd(),
+		newGatewayCmd(),
 	)
 	return root
 }

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/ingest/gateway"
+	"github.com/mcpulse/mcpulse/internal/stores"
+)
+
+// gatewayAPIKeysEnv names the environment variable holding comma-separated API keys.
+const gatewayAPIKeysEnv = "MCPULSE_API_KEYS"
+
+func newGatewayCmd() *cobra.Command {
+	var (
+		cfg                 gateway.Config
+		brokers, keysFile   string
+		instanceURL, logFmt string
+	)
+	cmd := &cobra.Command{
+		Use:   "gateway --listen ADDR [--api-keys-file F] [--brokers host:port,...]",
+		Short: "Run the HTTP ingest gateway: PostHog's capture API and /v1/events → Kafka",
+		Long: `gateway accepts events over HTTP and publishes them to Kafka (acks from all in-sync
+replicas) before answering:
+
+  POST /batch/ /capture/ /e/ /i/v0/e/   PostHog's capture API: a single event, an array, or
+                                         {"api_key"|"token", "batch": [...], "sent_at"}; gzip via
+                                         Content-Encoding or ?compression=gzip-js; the data= form
+                                         body (base64 or plain JSON). Point a PostHog SDK's host here.
+  POST /v1/events                        a JSON array or JSON Lines of mcpulse envelopes, with
+                                         Authorization: Bearer <api key>
+  GET  /healthz /readyz /metrics         liveness, Kafka reachability, Prometheus metrics
+
+The four mcpulse kinds are validated and routed; other valid events ($identify, ...) are
+acknowledged and counted, never an error. A batch with invalid events is answered 400 naming
+each by index and field, and its valid events are still published. When the client clock is
+off by more than --skew-threshold (from the body's sent_at), every timestamp of the request is
+shifted by the same amount. Kafka unavailable or too slow: 503 with Retry-After.
+
+API keys come from --api-keys-file (one per line; blank lines and # comments ignored) and from
+$` + gatewayAPIKeysEnv + ` (comma-separated); at least one is required. Keys are never logged.
+
+On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight requests.`,
+		Example: `  MCPULSE_API_KEYS=phc_abc mcpulse gateway --listen :8080 --brokers kafka:9092
+  mcpulse gateway --listen 127.0.0.1:8080 --api-keys-file /etc/mcpulse/api-keys
+  # then, in the MCP server: new PostHog(key, { host: "http://127.0.0.1:8080" })`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			keys, err := gatewayAPIKeys(keysFile, os.Getenv(gatewayAPIKeysEnv))
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 {
+				return fmt.Errorf("no API keys: pass --api-keys-file or set %s", gatewayAPIKeysEnv)
+			}
+			cfg.APIKeys = keys
+			cfg.Brokers = stores.SplitBrokers(brokers)
+			if len(cfg.Brokers) == 0 {
+				return fmt.Errorf("no Kafka brokers: set %s or pass --brokers", stores.EnvKafkaBrokers)
+			}
+			log := newLogger(logFmt)
+			cfg.Logger = log
+			pub, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: cfg.Brokers, DefaultInstanceURL: instanceURL, Logger: log})
+			if err != nil {
+				return err
+			}
+			defer pub.Close()
+			gw, err := gateway.New(cfg, pub)
+			if err != nil {
+				return err
+			}
+			log.Info("gateway starting", "listen", cfg.Listen, "brokers", strings.Join(cfg.Brokers, ","), "api_keys", len(keys))
+			return gw.ListenAndServe(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", gateway.DefaultListen, "address to listen on, host:port")
+	f.StringVar(&keysFile, "api-keys-file", "", "file of accepted API keys, one per line (also $"+gatewayAPIKeysEnv+", comma-separated)")
+	f.StringVar(&brokers, "brokers", os.Getenv(stores.EnvKafkaBrokers), "Kafka brokers, comma-separated (default $"+stores.EnvKafkaBrokers+")")
+	f.StringVar(&instanceURL, "instance-url", ingest.DefaultInstanceURL,
+		"PostHog instance URL used for the identity hash (message key) of recruitment events without instance_url; must match the consumers'")
+	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", gateway.DefaultMaxBodyBytes, "largest request body as sent (413 above)")
+	f.Int64Var(&cfg.MaxDecompressedBytes, "max-decompressed-bytes", gateway.DefaultMaxDecompressedBytes, "largest body once gzip is inflated (413 above)")
+	f.DurationVar(&cfg.SkewThreshold, "skew-threshold", gateway.DefaultSkewThreshold, "correct timestamps by now - sent_at only when the client clock is off by more than this")
+	f.DurationVar(&cfg.KafkaTimeout, "kafka-timeout", gateway.DefaultKafkaTimeout, "how long a request waits for Kafka's acknowledgement before 503")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", gateway.DefaultShutdownTimeout, "how long shutdown waits for in-flight requests")
+	f.StringVar(&logFmt, "log-format", "text", "log format: text or json")
+	return cmd
+}
+
+// gatewayAPIKeys reads the keys of file (one per line, blank lines and # comments skipped) and
+// of env (comma-separated), without duplicates.
+func gatewayAPIKeys(file, env string) ([]string, error) {
+	var keys []string
+	seen := map[string]bool{}
+	add := func(k string) {
+		if k = strings.TrimSpace(k); k != "" && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if file != "" {
+		fh, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("--api-keys-file: %w", err)
+		}
+		defer fh.Close()
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); !strings.HasPrefix(line, "#") {
+				add(line)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("--api-keys-file: %w", err)
+		}
+		if len(keys) == 0 {
+			return nil, errors.New("--api-keys-file: no API key in the file")
+		}
+	}
+	for _, k := range strings.Split(env, ",") {
+		add(k)
+	}
+	return keys, nil
+}

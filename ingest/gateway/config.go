@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	// DefaultListen is Config.Listen's default.
+	DefaultListen = ":8080"
+	// DefaultMaxBodyBytes is Config.MaxBodyBytes's default: 1 MiB of request body as sent
+	// (compressed or not).
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxDecompressedBytes is Config.MaxDecompressedBytes's default: 10 MiB once a
+	// gzip body is inflated.
+	DefaultMaxDecompressedBytes = 10 << 20
+	// DefaultSkewThreshold is Config.SkewThreshold's default. A client clock within a minute
+	// of the gateway's is trusted as is (batching and network delays stay out of the
+	// timestamps); beyond that every timestamp of the request is shifted by now − sent_at.
+	DefaultSkewThreshold = time.Minute
+	// DefaultKafkaTimeout is Config.KafkaTimeout's default: how long a request waits for
+	// Kafka to acknowledge its events before answering 503.
+	DefaultKafkaTimeout = 10 * time.Second
+	// DefaultReadyTimeout is Config.ReadyTimeout's default (the /readyz metadata request).
+	DefaultReadyTimeout = 2 * time.Second
+	// DefaultShutdownTimeout is Config.ShutdownTimeout's default.
+	DefaultShutdownTimeout = 30 * time.Second
+	// DefaultRetryAfter is Config.RetryAfter's default: the Retry-After of a 503.
+	DefaultRetryAfter = 5 * time.Second
+)
+
+// Config configures a Gateway. Zero values mean the documented default; negative sizes and
+// durations are errors (see Validate).
+type Config struct {
+	// Listen is the address ListenAndServe listens on. Default: ":8080".
+	Listen string
+	// APIKeys are the accepted project API keys (PostHog's api_key / token, or a Bearer token
+	// on /v1/events). At least one is required. They are never logged.
+	APIKeys []string
+	// Brokers are the Kafka bootstrap brokers /readyz sends its metadata request to. Required.
+	Brokers []string
+	// MaxBodyBytes caps the request body as sent; a larger one is 413. Default: 1 MiB.
+	MaxBodyBytes int64
+	// MaxDecompressedBytes caps a gzip body once inflated, enforced while inflating (a gzip
+	// bomb is 413 without being inflated in memory). Default: 10 MiB.
+	MaxDecompressedBytes int64
+	// SkewThreshold: when |now − sent_at| exceeds it, every timestamp of the request is
+	// shifted by now − sent_at (PostHog capture's correction, applied uniformly so the order
+	// within a batch is kept). Default: 1 minute.
+	SkewThreshold time.Duration
+	// KafkaTimeout bounds the wait for Kafka's acknowledgement of a request's events; past it
+	// the request is 503 with Retry-After. Default: 10s.
+	KafkaTimeout time.Duration
+	// ReadyTimeout bounds /readyz's metadata request. Default: 2s.
+	ReadyTimeout time.Duration
+	// ShutdownTimeout bounds the draining of in-flight requests when ListenAndServe's context
+	// ends. Default: 30s.
+	ShutdownTimeout time.Duration
+	// RetryAfter is the Retry-After of a 503 (rounded up to whole seconds). Default: 5s.
+	RetryAfter time.Duration
+	// Logger receives request failures (never API keys or bodies). Default: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock (tests). Default: time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxDecompressedBytes == 0 {
+		c.MaxDecompressedBytes = DefaultMaxDecompressedBytes
+	}
+	if c.SkewThreshold == 0 {
+		c.SkewThreshold = DefaultSkewThreshold
+	}
+	if c.KafkaTimeout == 0 {
+		c.KafkaTimeout = DefaultKafkaTimeout
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports every problem at once (errors.Join, each naming its field). Zero values
+// are valid (they mean the default), except APIKeys and Brokers, which are required.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.APIKeys) == 0 {
+		errs = append(errs, errors.New("APIKeys: at least one API key is required"))
+	}
+	for i, k := range c.APIKeys {
+		if k == "" {
+			errs = append(errs, fmt.Errorf("APIKeys[%d]: empty", i))
+		}
+	}
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("Brokers: at least one host:port is required"))
+	}
+	for i, b := range c.Brokers {
+		if host, port, err := net.SplitHostPort(b); err != nil || host == "" || port == "" {
+			errs = append(errs, fmt.Errorf("Brokers[%d]: %q is not host:port", i, b))
+		}
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("MaxBodyBytes: %d is negative", c.MaxBodyBytes))
+	}
+	if c.MaxDecompressedBytes < 0 {
+		errs = append(errs, fmt.Errorf("MaxDecompressedBytes: %d is negative", c.MaxDecompressedBytes))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"SkewThreshold", c.SkewThreshold}, {"KafkaTimeout", c.KafkaTimeout}, {"ReadyTimeout", c.ReadyTimeout},
+		{"ShutdownTimeout", c.ShutdownTimeout}, {"RetryAfter", c.RetryAfter},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: %s is negative", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,169 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/posthog/posthog-go"
+
+	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/ingest/gateway"
+	"github.com/mcpulse/mcpulse/internal/testenv"
+)
+
+// TestRealClientsEndToEnd points a posthog-go client and a posthog-node client (npm, run with
+// the machine's node) at the gateway; their tool calls and recruitment events must end up
+// exactly once in ClickHouse through the consumers, and their $identify be acknowledged.
+func TestRealClientsEndToEnd(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	gw, err := gateway.New(gateway.Config{APIKeys: []string{testKey}, Brokers: env.Stack.KafkaBrokers}, env.Publisher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	defer srv.Close()
+
+	const goPrefix, nodePrefix = "0192f2a0-0000-7000-8000-", "0192f2a0-0000-7000-9000-"
+	const goCalls, nodeCalls = 25, 20
+
+	t.Run("posthog-go", func(t *testing.T) {
+		failures := &countingCallback{}
+		client, err := posthog.NewWithConfig(testKey, posthog.Config{
+			Endpoint: srv.URL, BatchSize: 10, Interval: 50 * time.Millisecond, Callback: failures,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uuid := func(n int) string { return fmt.Sprintf("%s%012d", goPrefix, n) }
+		ts := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+		for i := 1; i <= goCalls; i++ {
+			enqueue(t, client, posthog.Capture{Uuid: uuid(i), DistinctId: fmt.Sprintf("go-user-%d", i%4), Event: ingest.EventToolCall,
+				Timestamp:  ts.Add(time.Duration(i) * time.Second),
+				Properties: posthog.NewProperties().Set("$mcp_tool_name", "search").Set("$mcp_is_error", i%5 == 0)})
+		}
+		// The same tool call enqueued again (a client retry): stored once.
+		enqueue(t, client, posthog.Capture{Uuid: uuid(1), DistinctId: "go-user-1", Event: ingest.EventToolCall, Timestamp: ts.Add(time.Second),
+			Properties: posthog.NewProperties().Set("$mcp_tool_name", "search").Set("$mcp_is_error", false)})
+		rec := posthog.NewProperties().Set("campaign_id", "go-campaign").Set("invitation_id", "go-inv-1").Set("feature_flag", "mcp-interviews")
+		enqueue(t, client, posthog.Capture{Uuid: uuid(1001), DistinctId: "go-user-1", Event: ingest.EventInvitationSent, Timestamp: ts.Add(time.Minute),
+			Properties: merge(rec, posthog.NewProperties().Set("interview_recruitment_reason", "invited"))})
+		enqueue(t, client, posthog.Capture{Uuid: uuid(1002), DistinctId: "go-user-1", Event: ingest.EventBookingLinkOpened, Timestamp: ts.Add(2 * time.Minute), Properties: rec})
+		enqueue(t, client, posthog.Capture{Uuid: uuid(1003), DistinctId: "go-user-1", Event: ingest.EventInvitationResponse, Timestamp: ts.Add(3 * time.Minute),
+			Properties: merge(rec, posthog.NewProperties().Set("response", "decline"))})
+		enqueue(t, client, posthog.Identify{DistinctId: "go-user-1", Properties: posthog.NewProperties().Set("plan", "test")})
+		if err := client.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := failures.failed(); n != 0 {
+			t.Fatalf("posthog-go reported %d failed messages", n)
+		}
+	})
+
+	t.Run("posthog-node", func(t *testing.T) {
+		dir, err := filepath.Abs(filepath.Join("testdata", "node"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "posthog-node")); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "node", "send.js")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GATEWAY_URL="+srv.URL, "API_KEY="+testKey, "UUID_PREFIX="+nodePrefix, fmt.Sprintf("COUNT=%d", nodeCalls))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("node send.js: %v\n%s", err, out)
+		}
+		t.Logf("node: %s", strings.TrimSpace(string(out)))
+	})
+
+	c, err := consumers.New(consumers.Config{
+		Brokers: env.Stack.KafkaBrokers, Redis: env.Redis, ClickHouse: env.ClickHouse, DeadLetters: env.Publisher,
+		BatchWait: 100 * time.Millisecond, IdleToDrain: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.RunUntilDrained(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	count := func(query string, args ...any) int64 {
+		t.Helper()
+		var n uint64
+		if err := env.ClickHouse.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		return int64(n)
+	}
+	for _, c := range []struct {
+		prefix        string
+		calls, errors int64
+	}{{goPrefix, goCalls, goCalls / 5}, {nodePrefix, nodeCalls, nodeCalls / 4}} {
+		like := c.prefix + "%"
+		if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE toString(uuid) LIKE ?`, like); n != c.calls {
+			t.Errorf("%s: %d tool_calls rows, want exactly %d", c.prefix, n, c.calls)
+		}
+		if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE toString(uuid) LIKE ? AND is_error = 1`, like); n != c.errors {
+			t.Errorf("%s: %d failed tool calls, want %d", c.prefix, n, c.errors)
+		}
+		if n := count(`SELECT count() FROM mcpulse.recruitment_events FINAL WHERE toString(uuid) LIKE ?`, like); n != 3 {
+			t.Errorf("%s: %d recruitment_events rows, want exactly 3", c.prefix, n)
+		}
+	}
+	if n := count(`SELECT count() FROM mcpulse.dead_letters`); n != 0 {
+		t.Errorf("%d dead letters, want 0", n)
+	}
+	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE properties LIKE '%` + testKey + `%'`); n != 0 {
+		t.Errorf("%d rows store the project API key", n)
+	}
+	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE properties LIKE '%"$lib":"posthog-%'`); n != goCalls+nodeCalls {
+		t.Errorf("%d rows keep $lib, want %d", n, goCalls+nodeCalls)
+	}
+}
+
+func enqueue(t *testing.T, c posthog.Client, m posthog.Message) {
+	t.Helper()
+	if err := c.Enqueue(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func merge(a, b posthog.Properties) posthog.Properties {
+	out := posthog.NewProperties()
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+type countingCallback struct {
+	n atomic.Int64
+}
+
+func (c *countingCallback) Success(posthog.APIMessage)            {}
+func (c *countingCallback) Failure(_ posthog.APIMessage, _ error) { c.n.Add(1) }
+func (c *countingCallback) failed() int64                         { return c.n.Load() }

@@ -1,0 +1,467 @@
+// Package gateway is mcpulse's HTTP ingest gateway (issue 5): it speaks PostHog's capture API
+// (POST /batch/, /capture/, /e/, /i/v0/e/) so an MCP server already sending analytics through a
+// PostHog SDK adopts mcpulse by changing its host, and takes mcpulse envelopes on
+// POST /v1/events. Events of the four kinds (DESIGN.md §2) are validated and published to
+// Kafka with ingest.Publisher; other valid events are acknowledged and counted as unrouted.
+//
+// A request is answered only after Kafka acknowledged every event it enqueued: 200 when all
+// events were accepted, 400 naming each bad event by index and field path (its valid events are
+// still published and counted in "accepted"), 503 with Retry-After when Kafka did not
+// acknowledge in time (nothing is claimed as accepted; a retry is harmless, the consumers
+// deduplicate by uuid). A request whose body cannot be decoded (bad gzip, bad JSON, too large)
+// publishes nothing.
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+// Gateway is the HTTP ingest gateway. Create it with New; it is safe for concurrent use.
+type Gateway struct {
+	cfg     Config
+	pub     *ingest.Publisher
+	log     *slog.Logger
+	keys    [][32]byte // sha256 of each accepted API key, compared in constant time
+	metrics *metrics
+	handler http.Handler
+}
+
+// New validates cfg (after filling in defaults) and returns a Gateway publishing with pub.
+func New(cfg Config, pub *ingest.Publisher) (*Gateway, error) {
+	cfg.APIKeys = append([]string(nil), cfg.APIKeys...)
+	cfg.Brokers = append([]string(nil), cfg.Brokers...)
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gateway configuration: %w", err)
+	}
+	if pub == nil {
+		return nil, errors.New("gateway: a Publisher is required")
+	}
+	g := &Gateway{cfg: cfg, pub: pub, log: cfg.Logger, metrics: newMetrics()}
+	for _, k := range cfg.APIKeys {
+		g.keys = append(g.keys, sha256.Sum256([]byte(k)))
+	}
+	mux := http.NewServeMux()
+	for _, p := range []string{"/batch/", "/capture/", "/e/", "/i/v0/e/"} {
+		mux.Handle(p, g.ingestHandler(p, formPostHog))
+		// PostHog SDKs are configured with a host and append the path; accept it without the
+		// trailing slash too.
+		mux.Handle(strings.TrimSuffix(p, "/"), g.ingestHandler(p, formPostHog))
+	}
+	mux.Handle("/v1/events", g.ingestHandler("/v1/events", formEnvelopes))
+	mux.Handle("/healthz", g.instrument("/healthz", http.HandlerFunc(g.healthz)))
+	mux.Handle("/readyz", g.instrument("/readyz", http.HandlerFunc(g.readyz)))
+	mux.Handle("/metrics", g.instrument("/metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))
+	g.handler = mux
+	return g, nil
+}
+
+// Handler returns the gateway's HTTP handler (every endpoint).
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Registry returns the Prometheus registry behind /metrics.
+func (g *Gateway) Registry() *prometheus.Registry { return g.metrics.reg }
+
+// ListenAndServe listens on Config.Listen and serves until ctx ends, then stops accepting
+// connections and drains in-flight requests (bounded by ShutdownTimeout).
+func (g *Gateway) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return g.Serve(ctx, ln)
+}
+
+// Serve is ListenAndServe on a listener of the caller's; it closes ln.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	g.log.Info("gateway: listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("gateway: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
+	defer cancel()
+	g.log.Info("gateway: shutting down, draining in-flight requests")
+	err := srv.Shutdown(sctx)
+	<-errc
+	if err != nil {
+		return fmt.Errorf("gateway: draining in-flight requests: %w", err)
+	}
+	g.log.Info("gateway: stopped")
+	return nil
+}
+
+func (g *Gateway) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+}
+
+// readyz answers 200 when a Kafka metadata request succeeds within ReadyTimeout.
+func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.ReadyTimeout)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(g.cfg.Brokers...), Timeout: g.cfg.ReadyTimeout,
+		Transport: &kafka.Transport{DialTimeout: g.cfg.ReadyTimeout, ClientID: "mcpulse-gateway"}}
+	if _, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: ingest.ConsumedTopics}); err != nil {
+		g.log.Warn("gateway: not ready: kafka metadata request failed", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "error": "kafka unreachable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+}
+
+// statusRecorder remembers the status code for the request metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (g *Gateway) instrument(endpoint string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		if rec.code == 0 {
+			rec.code = http.StatusOK
+		}
+		g.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(rec.code)).Inc()
+		g.metrics.duration.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
+	})
+}
+
+// Response is the JSON body of an ingest endpoint's answer.
+type Response struct {
+	// Status is "ok" (200), "invalid" (400: some events or the request were bad),
+	// "unauthorized" (401), "unavailable" (503) or "error" (other failures).
+	Status string `json:"status"`
+	// Accepted is how many events were acknowledged by Kafka (0 on 503).
+	Accepted int `json:"accepted"`
+	// Unrouted is how many valid events of other names were acknowledged without routing.
+	Unrouted int `json:"unrouted"`
+	// Duplicates is how many events repeated an earlier uuid of the same request.
+	Duplicates int `json:"duplicates"`
+	// Errors lists the bad events by index in the request.
+	Errors []EventError `json:"errors,omitempty"`
+	// Error is a request-level failure.
+	Error string `json:"error,omitempty"`
+}
+
+// EventError is one bad event of a request.
+type EventError struct {
+	Index    int       `json:"index"`
+	Problems []Problem `json:"problems"`
+}
+
+// Problem is one problem with an event: a field path ("" for the whole event) and what is
+// wrong.
+type Problem struct {
+	Path    string `json:"path"`
+	Problem string `json:"problem"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (g *Gateway) ingestHandler(endpoint string, form bodyForm) http.Handler {
+	return g.instrument(endpoint, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, Response{Status: "error", Error: "method not allowed: POST only"})
+			return
+		}
+		code, resp := g.ingest(r, form)
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(g.cfg.RetryAfter.Seconds()))))
+		}
+		writeJSON(w, code, resp)
+	}))
+}
+
+// ingest handles one ingest request and returns the status and body of the answer.
+func (g *Gateway) ingest(r *http.Request, form bodyForm) (int, Response) {
+	now := g.cfg.Now()
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, g.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return http.StatusRequestEntityTooLarge, Response{Status: "error", Error: fmt.Sprintf("body exceeds %d bytes", g.cfg.MaxBodyBytes)}
+		}
+		return http.StatusBadRequest, Response{Status: "error", Error: "reading body failed"}
+	}
+	p, err := decodeBody(form, meta{
+		ContentEncoding: r.Header.Get("Content-Encoding"),
+		ContentType:     r.Header.Get("Content-Type"),
+		Compression:     r.URL.Query().Get("compression"),
+	}, body, g.cfg.MaxDecompressedBytes)
+	if err != nil {
+		var he *httpError
+		if !errors.As(err, &he) {
+			he = badRequest("%v", err)
+		}
+		status := "invalid"
+		if he.Status == http.StatusRequestEntityTooLarge || he.Status == http.StatusUnsupportedMediaType {
+			status = "error"
+		}
+		return he.Status, Response{Status: status, Error: he.Msg}
+	}
+	if msg := g.authorize(r, form, p); msg != "" {
+		return http.StatusUnauthorized, Response{Status: "unauthorized", Error: msg}
+	}
+	res := g.process(p, form, now)
+	resp := Response{Unrouted: res.unrouted, Duplicates: res.duplicates, Errors: res.errors}
+	if len(res.events) > 0 {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.cfg.KafkaTimeout)
+		err := g.pub.Publish(ctx, res.events...)
+		cancel()
+		if err != nil {
+			g.log.Warn("gateway: kafka did not acknowledge events", "events", len(res.events), "err", err)
+			g.metrics.unavailable.Add(float64(len(res.events)))
+			return http.StatusServiceUnavailable, Response{Status: "unavailable", Error: "kafka did not acknowledge the events in time; retry later"}
+		}
+	}
+	for _, ev := range res.events {
+		g.metrics.accepted.WithLabelValues(ev.Kind.String()).Inc()
+	}
+	g.metrics.unrouted.Add(float64(res.unrouted))
+	g.metrics.duplicates.Add(float64(res.duplicates))
+	g.metrics.rejected.Add(float64(len(res.errors)))
+	resp.Accepted = len(res.events)
+	if len(res.errors) > 0 {
+		resp.Status = "invalid"
+		return http.StatusBadRequest, resp
+	}
+	resp.Status = "ok"
+	return http.StatusOK, resp
+}
+
+// authorize checks the request's API keys: the body's api_key/token, the Authorization Bearer
+// token, and any key an event carries (api_key, or properties.token as posthog-js sends it).
+// At least one must be present and every one present must be known. It returns "" or the
+// error message (which never quotes a key).
+func (g *Gateway) authorize(r *http.Request, form bodyForm, p *payload) string {
+	var keys []string
+	if p.APIKey != "" {
+		keys = append(keys, p.APIKey)
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+			return "malformed Authorization header (want Bearer <api key>)"
+		}
+		keys = append(keys, strings.TrimSpace(tok))
+	}
+	if form == formPostHog {
+		for _, raw := range p.Events {
+			var ev struct {
+				APIKey     json.RawMessage            `json:"api_key"`
+				Properties map[string]json.RawMessage `json:"properties"`
+			}
+			if json.Unmarshal(raw, &ev) != nil {
+				continue
+			}
+			if k := stringField(map[string]json.RawMessage{"k": ev.APIKey}, "k"); k != "" {
+				keys = append(keys, k)
+			}
+			if k := stringField(ev.Properties, "token"); k != "" {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		if form == formEnvelopes {
+			return "missing API key: send Authorization: Bearer <api key>"
+		}
+		return "missing API key: send api_key (or token) in the body"
+	}
+	for _, k := range keys {
+		if !g.known(k) {
+			return "unknown API key"
+		}
+	}
+	return ""
+}
+
+func (g *Gateway) known(key string) bool {
+	h := sha256.Sum256([]byte(key))
+	ok := 0
+	for i := range g.keys {
+		ok |= subtle.ConstantTimeCompare(h[:], g.keys[i][:])
+	}
+	return ok == 1
+}
+
+// processed is a request's events sorted out.
+type processed struct {
+	events     []*ingest.Event // valid events of the four kinds, first of each uuid, in order
+	unrouted   int
+	duplicates int
+	errors     []EventError
+}
+
+// uuidNamespace derives the uuid of an event sent without one (posthog-go does not fill it):
+// a name-based (SHA-1, version 5) UUID over the event as sent, so a retried request gets the
+// same uuid and is deduplicated.
+var uuidNamespace = uuid.MustParse("6f1c8a52-4d3e-4c53-9b7e-6d63b0d4b9a1")
+
+// process normalizes, corrects and validates every event of a request.
+func (g *Gateway) process(p *payload, form bodyForm, now time.Time) processed {
+	var res processed
+	// sent_at skew: one shift for the whole request, so the batch keeps its order.
+	var shift time.Duration
+	if p.SentAt != "" {
+		if sent, err := time.Parse(time.RFC3339Nano, p.SentAt); err == nil {
+			if d := now.Sub(sent); d > g.cfg.SkewThreshold || d < -g.cfg.SkewThreshold {
+				shift = d
+			}
+		}
+	}
+	seen := map[uuid.UUID]bool{}
+	for i, raw := range p.Events {
+		ev, problems, unrouted := g.event(raw, form, now, shift)
+		switch {
+		case len(problems) > 0:
+			res.errors = append(res.errors, EventError{Index: i, Problems: problems})
+		case unrouted:
+			res.unrouted++
+		case seen[ev.UUID]:
+			res.duplicates++
+		default:
+			seen[ev.UUID] = true
+			res.events = append(res.events, ev)
+		}
+	}
+	return res
+}
+
+// event normalizes and validates one event. It returns the event (a routed kind), or the
+// problems, or unrouted=true for a valid event of another name.
+func (g *Gateway) event(raw json.RawMessage, form bodyForm, now time.Time, shift time.Duration) (*ingest.Event, []Problem, bool) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		return nil, []Problem{{Path: "", Problem: "bad JSON: an event must be a JSON object"}}, false
+	}
+	if form == formPostHog {
+		normalizePostHog(top)
+		if isNull(top["uuid"]) {
+			top["uuid"] = mustJSON(derivedUUID(top).String())
+		}
+	}
+	switch ts := top["timestamp"]; {
+	case isNull(ts) && form == formPostHog:
+		top["timestamp"] = mustJSON(now.UTC().Format(time.RFC3339Nano))
+	case shift != 0 && len(ts) > 0 && ts[0] == '"':
+		var s string
+		if json.Unmarshal(ts, &s) == nil {
+			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				top["timestamp"] = mustJSON(t.Add(shift).UTC().Format(time.RFC3339Nano))
+			}
+		}
+	}
+	data, err := json.Marshal(top)
+	if err != nil {
+		return nil, []Problem{{Path: "", Problem: "bad JSON: " + err.Error()}}, false
+	}
+	ev, err := ingest.Parse(data)
+	var verr *ingest.ValidationError
+	switch {
+	case err == nil:
+		return ev, nil, false
+	case errors.Is(err, ingest.ErrUnknownEvent):
+		return nil, nil, true
+	case errors.As(err, &verr):
+		problems := make([]Problem, len(verr.Problems))
+		for i, p := range verr.Problems {
+			problems[i] = Problem{Path: p.Path, Problem: p.Problem}
+		}
+		return nil, problems, false
+	default:
+		return nil, []Problem{{Path: "", Problem: err.Error()}}, false
+	}
+}
+
+// normalizePostHog maps what PostHog SDKs send onto the envelope: distinct_id from properties
+// when absent at the top (posthog-js), an absent properties object as {}, and the project key
+// (properties.token, api_key) removed so that it is never stored.
+func normalizePostHog(top map[string]json.RawMessage) {
+	delete(top, "api_key")
+	props := map[string]json.RawMessage{}
+	if raw, ok := top["properties"]; ok && !isNull(raw) {
+		if json.Unmarshal(raw, &props) != nil {
+			return // a type problem Parse reports
+		}
+	}
+	if isNull(top["distinct_id"]) {
+		if d, ok := props["distinct_id"]; ok && !isNull(d) {
+			top["distinct_id"] = d
+		} else if d, ok := props["$distinct_id"]; ok && !isNull(d) {
+			top["distinct_id"] = d
+		}
+	}
+	delete(props, "token")
+	top["properties"] = mustJSON(props)
+}
+
+func derivedUUID(top map[string]json.RawMessage) uuid.UUID {
+	data, _ := json.Marshal(map[string]json.RawMessage{
+		"event": top["event"], "distinct_id": top["distinct_id"], "timestamp": top["timestamp"], "properties": top["properties"],
+	})
+	return uuid.NewSHA1(uuidNamespace, data)
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+func mustJSON(v any) json.RawMessage {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
