@@ -55,6 +55,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
+	// AuditStored, when set, receives a batch's audit events once their suppression_audit
+	// rows are stored (before the batch's offsets are committed, so a replayed batch calls it
+	// again with the same events: the receiver deduplicates by uuid). It must not block for
+	// long. Optional.
+	AuditStored func(events []*ingest.AuditEvent)
 }
 
 func (c *Config) setDefaults() {

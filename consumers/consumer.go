@@ -263,6 +263,7 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 		bad       []ingest.DeadLetter
 		deadRows  []row
 		auditRows []row
+		audits    []*ingest.AuditEvent
 		firstSeen = map[[16]byte]string{}
 	)
 	for i := range msgs {
@@ -278,6 +279,7 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 				continue
 			}
 			auditRows = append(auditRows, auditRow(m, a))
+			audits = append(audits, a)
 			continue
 		}
 		ev, err := ingest.Parse(m.Value)
@@ -342,6 +344,9 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 		return res, fmt.Errorf("insert suppression_audit: %w", err)
 	}
 	res.audits = int64(len(auditRows))
+	if len(audits) > 0 && c.cfg.AuditStored != nil {
+		c.cfg.AuditStored(audits)
+	}
 	for _, d := range events {
 		res.stored[d.ev.Kind]++
 	}

@@ -1,84 +1,41 @@
 package jobs
 
 import (
-	"fmt"
 	"log/slog"
-	"sync/atomic"
 
-	"github.com/posthog/posthog-go"
+	"github.com/mcpulse/mcpulse/internal/forward"
 )
 
 // SchemaCheckEvent is the PostHog event a schema check's summary is sent as.
-const SchemaCheckEvent = "mcpulse schema check"
+const SchemaCheckEvent = forward.SchemaCheckEvent
 
-// PostHogSummaries forwards schema-check summaries to a PostHog project through posthog-go:
-// summary properties only (posthog-go refuses oversized messages, so no raw schemas), the run
-// id as the event uuid so a resent summary is stored once, delivery failures counted through
-// posthog-go's callback. Close flushes what is queued.
+// PostHogSummaries forwards schema-check summaries to a PostHog project: a thin adapter over
+// forward.PostHog (summary properties only, the run id as the event uuid, delivery failures
+// counted through posthog-go's callback, Close flushes).
 type PostHogSummaries struct {
-	client posthog.Client
-	failed atomic.Int64
-	log    *slog.Logger
+	*forward.PostHog
 }
 
 // NewPostHogSummaries connects to the PostHog instance at host (e.g. https://us.i.posthog.com)
 // with a project API key.
 func NewPostHogSummaries(host, apiKey string, log *slog.Logger) (*PostHogSummaries, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	p := &PostHogSummaries{log: log}
-	client, err := posthog.NewWithConfig(apiKey, posthog.Config{Endpoint: host, Callback: p})
+	p, err := forward.New(host, apiKey, log)
 	if err != nil {
-		return nil, fmt.Errorf("posthog: %w", err)
+		return nil, err
 	}
-	p.client = client
-	return p, nil
+	return &PostHogSummaries{PostHog: p}, nil
+}
+
+// SchemaSummary returns a SchedulerConfig.SchemaSummary sending each run through p.
+func SchemaSummary(p *forward.PostHog) func(Run) {
+	return func(run Run) { p.SchemaCheck(SchemaCheckOf(run)) }
+}
+
+// SchemaCheckOf is the forwarder's view of a run.
+func SchemaCheckOf(run Run) forward.SchemaCheck {
+	return forward.SchemaCheck{RunID: run.ID, Server: run.Server, StartedAt: run.StartedAt, Duration: run.Duration,
+		Err: run.Err, Report: run.Report}
 }
 
 // Send queues one run's summary.
-func (p *PostHogSummaries) Send(run Run) {
-	props := posthog.NewProperties().
-		Set("server", run.Server).
-		Set("run_id", run.ID).
-		Set("duration_ms", run.Duration.Milliseconds()).
-		Set("reached", run.Err == nil)
-	if run.Err != nil {
-		props.Set("error", run.Err.Error())
-	}
-	if r := run.Report; r != nil {
-		props.Set("ok", r.OK()).
-			Set("tools", r.Tools).
-			Set("oversized", r.Oversized).
-			Set("max_oversized", r.MaxOversized).
-			Set("char_limit", r.CharLimit).
-			Set("nested_description_coverage", r.NestedDescriptionCoverage).
-			Set("min_nested_coverage", r.MinNestedCoverage).
-			Set("full_nested_description_coverage", r.FullNestedDescriptionCoverage).
-			Set("name_failures", r.NameFailures).
-			Set("violations", r.Violations)
-	}
-	err := p.client.Enqueue(posthog.Capture{
-		Uuid: run.ID, DistinctId: "mcpulse-schemacheck:" + run.Server, Event: SchemaCheckEvent,
-		Timestamp: run.StartedAt, Properties: props,
-	})
-	if err != nil {
-		p.failed.Add(1)
-		p.log.Warn("posthog: summary not queued", "server", run.Server, "err", err)
-	}
-}
-
-// Failed is how many summaries PostHog did not accept.
-func (p *PostHogSummaries) Failed() int64 { return p.failed.Load() }
-
-// Success implements posthog.Callback.
-func (p *PostHogSummaries) Success(posthog.APIMessage) {}
-
-// Failure implements posthog.Callback: the failure is counted and logged.
-func (p *PostHogSummaries) Failure(_ posthog.APIMessage, err error) {
-	p.failed.Add(1)
-	p.log.Warn("posthog: summary not delivered", "err", err)
-}
-
-// Close flushes queued summaries and stops the client.
-func (p *PostHogSummaries) Close() error { return p.client.Close() }
+func (p *PostHogSummaries) Send(run Run) { p.SchemaCheck(SchemaCheckOf(run)) }

@@ -10,16 +10,18 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/internal/forward"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
 func newConsumeCmd() *cobra.Command {
 	var (
-		brokers, redisURL, dsn string
-		cfg                    consumers.Config
-		clientKeys             []string
-		untilDrained           bool
-		logFormat              string
+		brokers, redisURL, dsn  string
+		cfg                     consumers.Config
+		clientKeys              []string
+		untilDrained            bool
+		logFormat               string
+		posthogHost, posthogKey string
 	)
 	cmd := &cobra.Command{
 		Use:   "consume",
@@ -34,6 +36,10 @@ Redis must run with maxmemory-policy noeviction (on every master of a cluster): 
 policy can silently evict suppression and cooldown records. consume checks it at start-up
 and refuses to run otherwise, or when CONFIG GET is disabled so the policy cannot be read;
 --allow-eviction turns the refusal into a warning.
+
+With --posthog-host, every suppression reset read from the audit topic is sent to that PostHog
+project through posthog-go once its suppression_audit row is stored (summary properties only;
+the audit event's uuid, so a replayed reset is stored once); the queue is flushed on exit.
 
 Run several processes to scale out: partitions are shared among the group's members.`,
 		Example: "  mcpulse consume\n  mcpulse consume --until-drained --log-format json\n  mcpulse consume --brokers kafka:9092 --redis redis://redis:6379/0 --clickhouse clickhouse://default@clickhouse:9000/default",
@@ -55,6 +61,24 @@ Run several processes to scale out: partitions are shared among the group's memb
 			}
 			defer dlq.Close()
 			cfg.Redis, cfg.ClickHouse, cfg.DeadLetters, cfg.Logger = rdb, ch, dlq, log
+			if posthogHost != "" {
+				if posthogKey == "" {
+					return fmt.Errorf("--posthog-host needs --posthog-api-key (or $%s)", posthogAPIKeyEnv)
+				}
+				fw, err := forward.New(posthogHost, posthogKey, log)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					fw.Close() // flushes queued resets (after the consumer stopped)
+					log.Info("posthog forwarding stopped", "queued", fw.Queued(), "failed", fw.Failed())
+				}()
+				cfg.AuditStored = func(audits []*ingest.AuditEvent) {
+					for _, a := range audits {
+						fw.SuppressionReset(a)
+					}
+				}
+			}
 			if cmd.Flags().Changed("client-injected-keys") {
 				cfg.ClientInjectedKeys = clientKeys
 			}
@@ -84,6 +108,8 @@ Run several processes to scale out: partitions are shared among the group's memb
 	f.StringVar(&cfg.DefaultInstanceURL, "instance-url", "https://us.posthog.com", "PostHog instance URL for events that lack instance_url (part of the identity hash)")
 	f.StringSliceVar(&clientKeys, "client-injected-keys", ingest.DefaultClientInjectedKeys, "dotted-path patterns of input keys MCP clients add on their own; kept raw, not counted in ignored-key rollups (\"*\" matches one segment)")
 	f.BoolVar(&untilDrained, "until-drained", false, "exit 0 once every partition is consumed to its end and nothing arrived for 2s")
+	f.StringVar(&posthogHost, "posthog-host", "", "send suppression resets to this PostHog instance (e.g. https://us.i.posthog.com)")
+	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
 }

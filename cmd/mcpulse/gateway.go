@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/gateway"
+	"github.com/mcpulse/mcpulse/internal/forward"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
@@ -19,9 +20,11 @@ const gatewayAPIKeysEnv = "MCPULSE_API_KEYS"
 
 func newGatewayCmd() *cobra.Command {
 	var (
-		cfg                 gateway.Config
-		brokers, keysFile   string
-		instanceURL, logFmt string
+		cfg                     gateway.Config
+		brokers, keysFile       string
+		instanceURL, logFmt     string
+		posthogHost, posthogKey string
+		forwardUnhandled        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway --listen ADDR [--api-keys-file F] [--brokers host:port,...]",
@@ -45,6 +48,10 @@ shifted by the same amount. Kafka unavailable or too slow: 503 with Retry-After.
 
 API keys come from --api-keys-file (one per line; blank lines and # comments ignored) and from
 $` + gatewayAPIKeysEnv + ` (comma-separated); at least one is required. Keys are never logged.
+
+With --posthog-host and --forward-unhandled, the events the gateway does not route are
+forwarded unchanged (uuid kept) to that PostHog project through posthog-go, after the request
+is answered; the queue is flushed on shutdown.
 
 On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight requests.`,
 		Example: `  MCPULSE_API_KEYS=phc_abc mcpulse gateway --listen :8080 --brokers kafka:9092
@@ -71,6 +78,25 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 				return err
 			}
 			defer pub.Close()
+			if forwardUnhandled && posthogHost == "" {
+				return errors.New("--forward-unhandled needs --posthog-host")
+			}
+			if posthogHost != "" {
+				if posthogKey == "" {
+					return errors.New("--posthog-host needs --posthog-api-key (or $" + posthogAPIKeyEnv + ")")
+				}
+				fw, err := forward.New(posthogHost, posthogKey, log)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					fw.Close() // flushes queued events (after the gateway drained its requests)
+					log.Info("posthog forwarding stopped", "queued", fw.Queued(), "failed", fw.Failed())
+				}()
+				if forwardUnhandled {
+					cfg.OnUnrouted = func(evs []ingest.Envelope) { fw.Unhandled(evs...) }
+				}
+			}
 			gw, err := gateway.New(cfg, pub)
 			if err != nil {
 				return err
@@ -90,9 +116,16 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 	f.DurationVar(&cfg.SkewThreshold, "skew-threshold", gateway.DefaultSkewThreshold, "correct timestamps by now - sent_at only when the client clock is off by more than this")
 	f.DurationVar(&cfg.KafkaTimeout, "kafka-timeout", gateway.DefaultKafkaTimeout, "how long a request waits for Kafka's acknowledgement before 503")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", gateway.DefaultShutdownTimeout, "how long shutdown waits for in-flight requests")
+	f.StringVar(&posthogHost, "posthog-host", "", "PostHog instance to forward to (e.g. https://us.i.posthog.com)")
+	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")
+	f.BoolVar(&forwardUnhandled, "forward-unhandled", false, "forward the events the gateway does not route ($identify, ...) to --posthog-host")
 	f.StringVar(&logFmt, "log-format", "text", "log format: text or json")
 	return cmd
 }
+
+// posthogAPIKeyEnv names the environment variable holding the PostHog project API key that
+// mcpulse forwards derived events with.
+const posthogAPIKeyEnv = "MCPULSE_POSTHOG_API_KEY"
 
 // gatewayAPIKeys reads the keys of file (one per line, blank lines and # comments skipped) and
 // of env (comma-separated), without duplicates.

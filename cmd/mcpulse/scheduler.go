@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/internal/forward"
 	"github.com/mcpulse/mcpulse/internal/schemacheck"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/jobs"
@@ -53,14 +54,14 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 			}
 			if posthogHost != "" {
 				if posthogKey == "" {
-					return fmt.Errorf("--posthog-host needs --posthog-api-key (or $MCPULSE_POSTHOG_API_KEY)")
+					return fmt.Errorf("--posthog-host needs --posthog-api-key (or $%s)", posthogAPIKeyEnv)
 				}
-				summaries, err := jobs.NewPostHogSummaries(posthogHost, posthogKey, cfg.Logger)
+				fw, err := forward.New(posthogHost, posthogKey, cfg.Logger)
 				if err != nil {
 					return err
 				}
-				defer summaries.Close() // flushes queued summaries on shutdown
-				cfg.SchemaSummary = summaries.Send
+				defer fw.Close() // flushes queued summaries on shutdown
+				cfg.SchemaSummary = jobs.SchemaSummary(fw)
 			}
 			c, err := jobs.NewScheduler(cfg)
 			if err != nil {
@@ -82,7 +83,7 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 	f.DurationVar(&cfg.ContactAuditWindow, "contact-audit-window", 30*24*time.Hour, "how far back each contact-policy audit looks")
 	f.StringVar(&ratchets, "ratchets", "", "ratchets.yaml: the MCP servers whose tool schemas are checked on their schedules (see ratchets.example.yaml)")
 	f.StringVar(&posthogHost, "posthog-host", "", "send each schema check's summary to this PostHog instance (e.g. https://us.i.posthog.com)")
-	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv("MCPULSE_POSTHOG_API_KEY"), "PostHog project API key for --posthog-host (default $MCPULSE_POSTHOG_API_KEY)")
+	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
 }

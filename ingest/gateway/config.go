@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/mcpulse/mcpulse/ingest"
 )
 
 // Defaults of Config.
@@ -66,6 +68,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (tests). Default: time.Now.
 	Now func() time.Time
+	// OnUnrouted, when set, receives the valid events of other names ($identify, ...) that a
+	// request acknowledged without routing them (normalized: project key removed, uuid and
+	// timestamp filled in), after the request was answered, on the request's goroutine. It
+	// is not called for a request answered 503 (the client retries it). Optional.
+	OnUnrouted func(events []ingest.Envelope)
 }
 
 func (c *Config) setDefaults() {

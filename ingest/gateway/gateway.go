@@ -215,24 +215,36 @@ func (g *Gateway) ingestHandler(endpoint string, form bodyForm) http.Handler {
 			writeJSON(w, http.StatusMethodNotAllowed, Response{Status: "error", Error: "method not allowed: POST only"})
 			return
 		}
-		code, resp := g.ingest(r, form)
+		code, resp, unrouted := g.ingest(r, form)
 		if code == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(g.cfg.RetryAfter.Seconds()))))
 		}
 		writeJSON(w, code, resp)
+		if len(unrouted) > 0 && g.cfg.OnUnrouted != nil {
+			g.cfg.OnUnrouted(unrouted)
+		}
 	}))
 }
 
-// ingest handles one ingest request and returns the status and body of the answer.
-func (g *Gateway) ingest(r *http.Request, form bodyForm) (int, Response) {
+// ingest handles one ingest request and returns the status and body of the answer, and the
+// acknowledged unrouted events when Config.OnUnrouted is set.
+func (g *Gateway) ingest(r *http.Request, form bodyForm) (int, Response, []ingest.Envelope) {
+	code, resp, res := g.ingestRequest(r, form)
+	if code != http.StatusOK && code != http.StatusBadRequest {
+		return code, resp, nil
+	}
+	return code, resp, res.unroutedEvents
+}
+
+func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, processed) {
 	now := g.cfg.Now()
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, g.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return http.StatusRequestEntityTooLarge, Response{Status: "error", Error: fmt.Sprintf("body exceeds %d bytes", g.cfg.MaxBodyBytes)}
+			return http.StatusRequestEntityTooLarge, Response{Status: "error", Error: fmt.Sprintf("body exceeds %d bytes", g.cfg.MaxBodyBytes)}, processed{}
 		}
-		return http.StatusBadRequest, Response{Status: "error", Error: "reading body failed"}
+		return http.StatusBadRequest, Response{Status: "error", Error: "reading body failed"}, processed{}
 	}
 	p, err := decodeBody(form, meta{
 		ContentEncoding: r.Header.Get("Content-Encoding"),
@@ -248,10 +260,10 @@ func (g *Gateway) ingest(r *http.Request, form bodyForm) (int, Response) {
 		if he.Status == http.StatusRequestEntityTooLarge || he.Status == http.StatusUnsupportedMediaType {
 			status = "error"
 		}
-		return he.Status, Response{Status: status, Error: he.Msg}
+		return he.Status, Response{Status: status, Error: he.Msg}, processed{}
 	}
 	if msg := g.authorize(r, form, p); msg != "" {
-		return http.StatusUnauthorized, Response{Status: "unauthorized", Error: msg}
+		return http.StatusUnauthorized, Response{Status: "unauthorized", Error: msg}, processed{}
 	}
 	res := g.process(p, form, now)
 	resp := Response{Unrouted: res.unrouted, Duplicates: res.duplicates, Errors: res.errors}
@@ -262,7 +274,7 @@ func (g *Gateway) ingest(r *http.Request, form bodyForm) (int, Response) {
 		if err != nil {
 			g.log.Warn("gateway: kafka did not acknowledge events", "events", len(res.events), "err", err)
 			g.metrics.unavailable.Add(float64(len(res.events)))
-			return http.StatusServiceUnavailable, Response{Status: "unavailable", Error: "kafka did not acknowledge the events in time; retry later"}
+			return http.StatusServiceUnavailable, Response{Status: "unavailable", Error: "kafka did not acknowledge the events in time; retry later"}, processed{}
 		}
 	}
 	for _, ev := range res.events {
@@ -274,10 +286,10 @@ func (g *Gateway) ingest(r *http.Request, form bodyForm) (int, Response) {
 	resp.Accepted = len(res.events)
 	if len(res.errors) > 0 {
 		resp.Status = "invalid"
-		return http.StatusBadRequest, resp
+		return http.StatusBadRequest, resp, res
 	}
 	resp.Status = "ok"
-	return http.StatusOK, resp
+	return http.StatusOK, resp, res
 }
 
 // authorize checks the request's API keys: the body's api_key/token, the Authorization Bearer
@@ -341,7 +353,9 @@ type processed struct {
 	events     []*ingest.Event // valid events of the four kinds, first of each uuid, in order
 	unrouted   int
 	duplicates int
-	errors     []EventError
+	// unroutedEvents are the unrouted events, collected only when Config.OnUnrouted is set.
+	unroutedEvents []ingest.Envelope
+	errors         []EventError
 }
 
 // uuidNamespace derives the uuid of an event sent without one (posthog-go does not fill it):
@@ -363,12 +377,15 @@ func (g *Gateway) process(p *payload, form bodyForm, now time.Time) processed {
 	}
 	seen := map[uuid.UUID]bool{}
 	for i, raw := range p.Events {
-		ev, problems, unrouted := g.event(raw, form, now, shift)
+		ev, env, problems, unrouted := g.event(raw, form, now, shift)
 		switch {
 		case len(problems) > 0:
 			res.errors = append(res.errors, EventError{Index: i, Problems: problems})
 		case unrouted:
 			res.unrouted++
+			if g.cfg.OnUnrouted != nil {
+				res.unroutedEvents = append(res.unroutedEvents, env)
+			}
 		case seen[ev.UUID]:
 			res.duplicates++
 		default:
@@ -380,11 +397,21 @@ func (g *Gateway) process(p *payload, form bodyForm, now time.Time) processed {
 }
 
 // event normalizes and validates one event. It returns the event (a routed kind), or the
-// problems, or unrouted=true for a valid event of another name.
-func (g *Gateway) event(raw json.RawMessage, form bodyForm, now time.Time, shift time.Duration) (*ingest.Event, []Problem, bool) {
+// problems, or unrouted=true for a valid event of another name with its normalized envelope.
+func (g *Gateway) event(raw json.RawMessage, form bodyForm, now time.Time, shift time.Duration) (*ingest.Event, ingest.Envelope, []Problem, bool) {
+	ev, problems, unrouted, data := g.parseEvent(raw, form, now, shift)
+	var env ingest.Envelope
+	if unrouted && g.cfg.OnUnrouted != nil {
+		// Parse accepted every top-level field's type, so this decodes.
+		_ = json.Unmarshal(data, &env)
+	}
+	return ev, env, problems, unrouted
+}
+
+func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, now time.Time, shift time.Duration) (*ingest.Event, []Problem, bool, []byte) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
-		return nil, []Problem{{Path: "", Problem: "bad JSON: an event must be a JSON object"}}, false
+		return nil, []Problem{{Path: "", Problem: "bad JSON: an event must be a JSON object"}}, false, nil
 	}
 	if form == formPostHog {
 		normalizePostHog(top)
@@ -405,23 +432,23 @@ func (g *Gateway) event(raw json.RawMessage, form bodyForm, now time.Time, shift
 	}
 	data, err := json.Marshal(top)
 	if err != nil {
-		return nil, []Problem{{Path: "", Problem: "bad JSON: " + err.Error()}}, false
+		return nil, []Problem{{Path: "", Problem: "bad JSON: " + err.Error()}}, false, nil
 	}
 	ev, err := ingest.Parse(data)
 	var verr *ingest.ValidationError
 	switch {
 	case err == nil:
-		return ev, nil, false
+		return ev, nil, false, data
 	case errors.Is(err, ingest.ErrUnknownEvent):
-		return nil, nil, true
+		return nil, nil, true, data
 	case errors.As(err, &verr):
 		problems := make([]Problem, len(verr.Problems))
 		for i, p := range verr.Problems {
 			problems[i] = Problem{Path: p.Path, Problem: p.Problem}
 		}
-		return nil, problems, false
+		return nil, problems, false, data
 	default:
-		return nil, []Problem{{Path: "", Problem: err.Error()}}, false
+		return nil, []Problem{{Path: "", Problem: err.Error()}}, false, data
 	}
 }
 
@@ -445,6 +472,22 @@ func normalizePostHog(top map[string]json.RawMessage) {
 	}
 	delete(props, "token")
 	top["properties"] = mustJSON(props)
+}
+
+// DeriveUUID is the uuid the gateway gives an event sent without one: a version 5 uuid over
+// its event, distinct_id, timestamp and properties (an empty field counts as absent). The
+// PostHog forwarder uses it for an unrouted event without a valid uuid.
+func DeriveUUID(env *ingest.Envelope) uuid.UUID {
+	top := map[string]json.RawMessage{}
+	for name, v := range map[string]string{"event": env.Event, "distinct_id": env.DistinctID, "timestamp": env.Timestamp} {
+		if v != "" {
+			top[name] = mustJSON(v)
+		}
+	}
+	if env.Properties != nil {
+		top["properties"] = mustJSON(env.Properties)
+	}
+	return derivedUUID(top)
 }
 
 func derivedUUID(top map[string]json.RawMessage) uuid.UUID {
