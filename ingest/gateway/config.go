@@ -24,6 +24,14 @@ const (
 	// of the gateway's is trusted as is (batching and network delays stay out of the
 	// timestamps); beyond that every timestamp of the request is shifted by now − sent_at.
 	DefaultSkewThreshold = time.Minute
+	// DefaultMaxEvents is Config.MaxEvents's default: events in one request.
+	DefaultMaxEvents = 10000
+	// MaxReportedErrors is how many bad events a 400 answer lists; the rest are counted in
+	// Response.ErrorsOmitted, so a small request of many bad events cannot make a huge answer.
+	MaxReportedErrors = 100
+	// maxPlausibleSkew bounds the sent_at correction: a client clock off by more than this is
+	// not a clock error but a bad sent_at, which is then ignored.
+	maxPlausibleSkew = 366 * 24 * time.Hour
 	// DefaultKafkaTimeout is Config.KafkaTimeout's default: how long a request waits for
 	// Kafka to acknowledge its events before answering 503.
 	DefaultKafkaTimeout = 10 * time.Second
@@ -57,6 +65,8 @@ type Config struct {
 	// KafkaTimeout bounds the wait for Kafka's acknowledgement of a request's events; past it
 	// the request is 503 with Retry-After. Default: 10s.
 	KafkaTimeout time.Duration
+	// MaxEvents caps the events of one request (413 above). Default: DefaultMaxEvents.
+	MaxEvents int
 	// ReadyTimeout bounds /readyz's metadata request. Default: 2s.
 	ReadyTimeout time.Duration
 	// ShutdownTimeout bounds the draining of in-flight requests when ListenAndServe's context
@@ -87,6 +97,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SkewThreshold == 0 {
 		c.SkewThreshold = DefaultSkewThreshold
+	}
+	if c.MaxEvents == 0 {
+		c.MaxEvents = DefaultMaxEvents
 	}
 	if c.KafkaTimeout == 0 {
 		c.KafkaTimeout = DefaultKafkaTimeout

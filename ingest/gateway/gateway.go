@@ -24,6 +24,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -183,8 +184,10 @@ type Response struct {
 	Unrouted int `json:"unrouted"`
 	// Duplicates is how many events repeated an earlier uuid of the same request.
 	Duplicates int `json:"duplicates"`
-	// Errors lists the bad events by index in the request.
+	// Errors lists the bad events by index in the request (at most MaxReportedErrors).
 	Errors []EventError `json:"errors,omitempty"`
+	// ErrorsOmitted is how many more bad events there were than Errors lists.
+	ErrorsOmitted int `json:"errors_omitted,omitempty"`
 	// Error is a request-level failure.
 	Error string `json:"error,omitempty"`
 }
@@ -262,20 +265,59 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 		}
 		return he.Status, Response{Status: status, Error: he.Msg}, processed{}
 	}
+	if len(p.Events) > g.cfg.MaxEvents {
+		return http.StatusRequestEntityTooLarge, Response{Status: "error",
+			Error: fmt.Sprintf("%d events in one request, at most %d: send smaller batches", len(p.Events), g.cfg.MaxEvents)}, processed{}
+	}
 	if msg := g.authorize(r, form, p); msg != "" {
 		return http.StatusUnauthorized, Response{Status: "unauthorized", Error: msg}, processed{}
 	}
 	res := g.process(p, form, now)
-	resp := Response{Unrouted: res.unrouted, Duplicates: res.duplicates, Errors: res.errors}
 	if len(res.events) > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.cfg.KafkaTimeout)
 		err := g.pub.Publish(ctx, res.events...)
 		cancel()
 		if err != nil {
-			g.log.Warn("gateway: kafka did not acknowledge events", "events", len(res.events), "err", err)
-			g.metrics.unavailable.Add(float64(len(res.events)))
-			return http.StatusServiceUnavailable, Response{Status: "unavailable", Error: "kafka did not acknowledge the events in time; retry later"}, processed{}
+			// An event Kafka refuses for what it is (too large) is that event's error, never a
+			// reason to retry; any other failure is a 503 the client retries (events already
+			// acknowledged are deduplicated by uuid then).
+			var pe *ingest.PublishError
+			if !errors.As(err, &pe) {
+				pe = &ingest.PublishError{Total: len(res.events)}
+				for i := range res.events {
+					pe.Failed = append(pe.Failed, ingest.MessageError{Index: i, Err: err})
+				}
+			}
+			failed := map[int]bool{}
+			retriable := 0
+			for _, f := range pe.Failed {
+				failed[f.Index] = true
+				if !f.Permanent {
+					retriable++
+					continue
+				}
+				res.errors = append(res.errors, EventError{Index: res.requestIndex[f.Index], Problems: []Problem{{Problem: f.Err.Error()}}})
+			}
+			kept := res.events[:0]
+			for i, ev := range res.events {
+				if !failed[i] {
+					kept = append(kept, ev)
+				}
+			}
+			res.events = kept
+			if retriable > 0 {
+				g.log.Warn("gateway: kafka did not acknowledge events", "events", retriable, "err", err)
+				g.metrics.unavailable.Add(float64(retriable))
+				return http.StatusServiceUnavailable, Response{Status: "unavailable", Accepted: len(res.events),
+					Error: "kafka did not acknowledge the events in time; retry later"}, processed{}
+			}
+			sort.Slice(res.errors, func(i, j int) bool { return res.errors[i].Index < res.errors[j].Index })
 		}
+	}
+	resp := Response{Unrouted: res.unrouted, Duplicates: res.duplicates, Errors: res.errors}
+	if len(resp.Errors) > MaxReportedErrors {
+		resp.ErrorsOmitted = len(resp.Errors) - MaxReportedErrors
+		resp.Errors = resp.Errors[:MaxReportedErrors]
 	}
 	for _, ev := range res.events {
 		g.metrics.accepted.WithLabelValues(ev.Kind.String()).Inc()
@@ -356,6 +398,8 @@ type processed struct {
 	// unroutedEvents are the unrouted events, collected only when Config.OnUnrouted is set.
 	unroutedEvents []ingest.Envelope
 	errors         []EventError
+	// requestIndex[i] is events[i]'s index in the request.
+	requestIndex []int
 }
 
 // uuidNamespace derives the uuid of an event sent without one (posthog-go does not fill it):
@@ -370,7 +414,9 @@ func (g *Gateway) process(p *payload, form bodyForm, now time.Time) processed {
 	var shift time.Duration
 	if p.SentAt != "" {
 		if sent, err := time.Parse(time.RFC3339Nano, p.SentAt); err == nil {
-			if d := now.Sub(sent); d > g.cfg.SkewThreshold || d < -g.cfg.SkewThreshold {
+			d := now.Sub(sent)
+			plausible := d < maxPlausibleSkew && d > -maxPlausibleSkew
+			if plausible && (d > g.cfg.SkewThreshold || d < -g.cfg.SkewThreshold) {
 				shift = d
 			}
 		}
@@ -391,6 +437,7 @@ func (g *Gateway) process(p *payload, form bodyForm, now time.Time) processed {
 		default:
 			seen[ev.UUID] = true
 			res.events = append(res.events, ev)
+			res.requestIndex = append(res.requestIndex, i)
 		}
 	}
 	return res

@@ -1,0 +1,70 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/ingest/gateway"
+)
+
+// A small request of many bad events gets a bounded answer; too many events is 413.
+func TestManyBadEventsGetABoundedAnswerAndTooManyEventsAre413(t *testing.T) {
+	f := newFixture(t, func(c *gateway.Config) { c.MaxEvents = 500 })
+	var events []map[string]any
+	for i := 0; i < 300; i++ {
+		bad := toolCall(i + 1)
+		bad["uuid"] = "bad"
+		events = append(events, bad)
+	}
+	res, r := f.post("/batch/", batchBody(t, "", events...))
+	if res.StatusCode != http.StatusBadRequest || len(r.Errors) != gateway.MaxReportedErrors || r.ErrorsOmitted != 300-gateway.MaxReportedErrors {
+		t.Errorf("%d, %d errors listed, %d omitted; want 400 with %d listed and the rest counted", res.StatusCode, len(r.Errors), r.ErrorsOmitted, gateway.MaxReportedErrors)
+	}
+	for i := 0; i < 201; i++ {
+		events = append(events, toolCall(1000+i))
+	}
+	res, r = f.post("/batch/", batchBody(t, "", events...))
+	if res.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(r.Error, "at most 500") {
+		t.Errorf("%d %+v, want 413 naming the limit", res.StatusCode, r)
+	}
+	if n := len(f.messages(ingest.TopicToolCalls)); n != 0 {
+		t.Errorf("%d events published from refused requests, want 0", n)
+	}
+}
+
+// An event Kafka refuses for its size is that event's 400, not a 503 to retry forever; its
+// neighbours are stored and counted as accepted.
+func TestAnEventTooLargeForKafkaIsItsOwnErrorNotA503(t *testing.T) {
+	f := newFixture(t, func(c *gateway.Config) { c.MaxBodyBytes = 8 << 20; c.MaxDecompressedBytes = 8 << 20 })
+	big := toolCall(2)
+	big["properties"].(map[string]any)["blob"] = strings.Repeat("x", 2<<20)
+	res, r := f.post("/batch/", batchBody(t, "", toolCall(1), big, toolCall(3)))
+	if res.StatusCode != http.StatusBadRequest || r.Accepted != 2 || len(r.Errors) != 1 || r.Errors[0].Index != 1 {
+		t.Fatalf("%d %+v, want 400 with 2 accepted and index 1 refused", res.StatusCode, r)
+	}
+	if n := len(f.messages(ingest.TopicToolCalls)); n != 2 {
+		t.Errorf("%d tool calls published, want 2", n)
+	}
+}
+
+// A sent_at implausibly far from now is ignored instead of shifting valid timestamps.
+func TestImplausibleSentAtIsIgnored(t *testing.T) {
+	f := newFixture(t, nil)
+	ev := toolCall(1)
+	ev["timestamp"] = time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
+	res, r := f.post("/batch/", batchBody(t, "0001-01-01T00:00:00Z", ev))
+	if res.StatusCode != http.StatusOK || r.Accepted != 1 {
+		t.Fatalf("%d %+v, want the event accepted unshifted", res.StatusCode, r)
+	}
+	msgs := f.messages(ingest.TopicToolCalls)
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	if got := envelopeOf(t, msgs[0]).Timestamp; !strings.HasPrefix(got, ev["timestamp"].(string)[:13]) {
+		t.Errorf("timestamp %s, want %s unshifted", got, ev["timestamp"])
+	}
+
+}
