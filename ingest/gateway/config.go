@@ -147,6 +147,9 @@ func (c Config) Validate() error {
 	if c.MaxDecompressedBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxDecompressedBytes: %d is negative", c.MaxDecompressedBytes))
 	}
+	if c.ShutdownTimeout > 0 && c.KafkaTimeout > 0 && c.ShutdownTimeout <= c.KafkaTimeout {
+		errs = append(errs, fmt.Errorf("ShutdownTimeout: %s must exceed KafkaTimeout %s, or a request waiting on Kafka at shutdown loses its answer", c.ShutdownTimeout, c.KafkaTimeout))
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration

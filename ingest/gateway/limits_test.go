@@ -68,3 +68,12 @@ func TestImplausibleSentAtIsIgnored(t *testing.T) {
 	}
 
 }
+
+// A shutdown shorter than the Kafka wait would cut off a request's answer: refused up front.
+func TestShutdownTimeoutMustExceedKafkaTimeout(t *testing.T) {
+	_, err := gateway.New(gateway.Config{APIKeys: []string{"k"}, Brokers: []string{"127.0.0.1:9092"},
+		KafkaTimeout: 20 * time.Second, ShutdownTimeout: 5 * time.Second}, &ingest.Publisher{})
+	if err == nil || !strings.Contains(err.Error(), "ShutdownTimeout") {
+		t.Fatalf("error %v, want ShutdownTimeout refused", err)
+	}
+}
