@@ -3,7 +3,6 @@ package ingest
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -18,50 +17,48 @@ import (
 // there; JSON produced by a JavaScript sender is always valid UTF-8. A lone UTF-16 surrogate,
 // which JSON.stringify writes as a \udXXX escape, cannot be held in a Go string at all.)
 func IdentityHash(instanceURL, distinctID string) string {
-	var b strings.Builder
-	b.Grow(len(instanceURL) + len(distinctID) + 8)
-	b.WriteByte('[')
-	writeJSString(&b, instanceURL)
-	b.WriteByte(',')
-	writeJSString(&b, distinctID)
-	b.WriteByte(']')
-	sum := sha256.Sum256([]byte(b.String()))
+	b := make([]byte, 0, len(instanceURL)+len(distinctID)+8)
+	b = append(b, '[')
+	b = AppendJSString(b, instanceURL)
+	b = append(b, ',')
+	b = AppendJSString(b, distinctID)
+	b = append(b, ']')
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
-// writeJSString writes s as ECMAScript's JSON.stringify quotes a string (ECMA-262
-// QuoteJSONString): '"' and '\' backslash-escaped; \b \t \n \f \r as short escapes; every
-// other code point below U+0020 as \u00xx with lowercase hex; everything else, including
-// U+2028, U+2029, '<', '>' and '&', written as is. Go's encoding/json differs on the last
-// group, which is why the hash cannot use it.
-func writeJSString(b *strings.Builder, s string) {
+// AppendJSString appends s quoted as ECMAScript's JSON.stringify quotes a string (ECMA-262
+// QuoteJSONString): '"' and '\' backslash-escaped; \b \t \n \f \r as short escapes; every other
+// code point below U+0020 as \u00xx with lowercase hex; everything else, including U+2028,
+// U+2029, '<', '>' and '&', written as is (invalid UTF-8 as U+FFFD). Go's encoding/json differs
+// on the last group, which is why the identity hash, and a corpus that must look as a PostHog
+// SDK sends it, cannot use it.
+func AppendJSString(b []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
-	b.WriteByte('"')
+	b = append(b, '"')
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		i += size
 		switch {
 		case r == '"':
-			b.WriteString(`\"`)
+			b = append(b, `\"`...)
 		case r == '\\':
-			b.WriteString(`\\`)
+			b = append(b, `\\`...)
 		case r == '\b':
-			b.WriteString(`\b`)
+			b = append(b, `\b`...)
 		case r == '\t':
-			b.WriteString(`\t`)
+			b = append(b, `\t`...)
 		case r == '\n':
-			b.WriteString(`\n`)
+			b = append(b, `\n`...)
 		case r == '\f':
-			b.WriteString(`\f`)
+			b = append(b, `\f`...)
 		case r == '\r':
-			b.WriteString(`\r`)
+			b = append(b, `\r`...)
 		case r < 0x20:
-			b.WriteString(`\u00`)
-			b.WriteByte(hexDigits[r>>4])
-			b.WriteByte(hexDigits[r&0xf])
+			b = append(b, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
 		default:
-			b.WriteRune(r) // RuneError for invalid bytes: U+FFFD
+			b = utf8.AppendRune(b, r) // RuneError for invalid bytes: U+FFFD
 		}
 	}
-	b.WriteByte('"')
+	return append(b, '"')
 }

@@ -3,7 +3,8 @@ package gen
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/mcpulse/mcpulse/ingest"
 )
 
 // Event names (DESIGN.md §2), spelled out here so the generator does not lean on ingest.
@@ -210,71 +211,27 @@ func appendDiag(p []kv, d *diagRec) []kv {
 // timestamp text are written as given; raw values in props are written verbatim.
 func appendEvent(b []byte, uuid, name, distinctID, ts string, props []kv) []byte {
 	b = append(b, `{"uuid":`...)
-	b = appendJSONString(b, uuid)
+	b = ingest.AppendJSString(b, uuid)
 	b = append(b, `,"event":`...)
-	b = appendJSONString(b, name)
+	b = ingest.AppendJSString(b, name)
 	b = append(b, `,"distinct_id":`...)
-	b = appendJSONString(b, distinctID)
+	b = ingest.AppendJSString(b, distinctID)
 	b = append(b, `,"timestamp":`...)
-	b = appendJSONString(b, ts)
+	b = ingest.AppendJSString(b, ts)
 	b = append(b, `,"properties":{`...)
 	for i, p := range props {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, p.k)
+		b = ingest.AppendJSString(b, p.k)
 		b = append(b, ':')
 		if p.str {
-			b = appendJSONString(b, p.v)
+			b = ingest.AppendJSString(b, p.v)
 		} else {
 			b = append(b, p.v...)
 		}
 	}
 	return append(b, "}}"...)
-}
-
-// appendJSONString quotes s the way JavaScript's JSON.stringify does (what PostHog's SDKs
-// send): '"' and '\' escaped, control characters below U+0020 escaped, everything else
-// (including '<', '>', '&', U+2028 and U+2029) written raw. So lines must be split on '\n'
-// only, never on Unicode line separators.
-func appendJSONString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				b = append(b, `\ufffd`...)
-			} else {
-				b = append(b, s[i:i+size]...)
-			}
-			i += size
-			continue
-		}
-		switch {
-		case c == '"':
-			b = append(b, '\\', '"')
-		case c == '\\':
-			b = append(b, '\\', '\\')
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c == '\b':
-			b = append(b, '\\', 'b')
-		case c == '\f':
-			b = append(b, '\\', 'f')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		default:
-			b = append(b, c)
-		}
-		i++
-	}
-	return append(b, '"')
 }
 
 func jsonStringArray(items []string) string {
@@ -283,7 +240,7 @@ func jsonStringArray(items []string) string {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s)
+		b = ingest.AppendJSString(b, s)
 	}
 	return string(append(b, ']'))
 }

@@ -682,7 +682,7 @@ func appendJSNumber(b []byte, f float64) []byte {
 //	a lone surrogate U+D800..U+DFFF -> \udxxx (lowercase hex)
 //	everything else, including "/", U+007F, U+2028 and U+2029, as is.
 //
-// The rules match ingest/identity.go writeJSString, plus the lone surrogates that Go
+// The rules match ingest.AppendJSString, plus the lone surrogates that Go
 // strings elsewhere cannot carry.
 func appendJSString(b []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
