@@ -67,10 +67,20 @@ func TestSchemaCheckSummariesReachPostHog(t *testing.T) {
 		if e["event"] != SchemaCheckEvent || !strings.HasPrefix(e["uuid"].(string), "0192f2a0-") || props["run_id"] != e["uuid"] {
 			t.Errorf("event %v: want %q with the run id as uuid", e, SchemaCheckEvent)
 		}
-		for k := range props {
-			if strings.Contains(k, "schema") && k != "run_id" {
-				t.Errorf("summary carries %q: only summary figures may be sent", k)
+		if _, ok := props["per_tool"]; ok {
+			t.Errorf("summary %v carries per-tool results: only summary figures may be sent", props)
+		}
+		switch props["server"] {
+		case "posthog":
+			if props["reached"] != true || props["tools"] != float64(40) || props["oversized"] != float64(2) || props["ok"] != true {
+				t.Errorf("summary of the checked run %v, want reached, 40 tools, 2 oversized, ok", props)
 			}
+		case "down":
+			if props["reached"] != false || props["error"] != "connection refused" || props["tools"] != nil {
+				t.Errorf("summary of the failed run %v, want reached false, the error and no figures", props)
+			}
+		default:
+			t.Errorf("summary for unexpected server %v", props["server"])
 		}
 	}
 	if p.Failed() != 0 {
