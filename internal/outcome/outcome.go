@@ -6,8 +6,10 @@ package outcome
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"time"
 )
@@ -190,7 +192,7 @@ func Compare(want, got *Outcome, now time.Time) []string {
 		}
 		live[h] = s
 	}
-	for _, h := range sortedKeys(live) {
+	for _, h := range slices.Sorted(maps.Keys(live)) {
 		g, ok := got.Suppression[h]
 		switch {
 		case !ok:
@@ -199,7 +201,7 @@ func Compare(want, got *Outcome, now time.Time) []string {
 			out = append(out, fmt.Sprintf("suppression %s: want %+v, got %+v", h, live[h], g))
 		}
 	}
-	for _, h := range sortedKeys(got.Suppression) {
+	for _, h := range slices.Sorted(maps.Keys(got.Suppression)) {
 		if _, ok := live[h]; !ok {
 			out = append(out, fmt.Sprintf("suppression %s: unexpected record %+v", h, got.Suppression[h]))
 		}
@@ -223,7 +225,7 @@ func compareCounts(what string, want, got map[string]int64) []string {
 	for k := range got {
 		keys[k] = true
 	}
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		if want[k] != got[k] {
 			out = append(out, fmt.Sprintf("%s %s: want %d, got %d", what, k, want[k], got[k]))
 		}
@@ -256,13 +258,4 @@ func compareRows[R any](table string, want, got []R, key func(R) string) []strin
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -168,7 +169,7 @@ func display(s string) string {
 func (s *Summary) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "== events stored, by kind")
-	for _, k := range sortedNames(s.EventsByKind) {
+	for _, k := range slices.Sorted(maps.Keys(s.EventsByKind)) {
 		fmt.Fprintf(tw, "  %s\t%d\n", k, s.EventsByKind[k])
 	}
 	fmt.Fprintf(tw, "  duplicates dropped\t%d\n", s.DuplicatesDropped)
@@ -187,7 +188,7 @@ func (s *Summary) Print(w io.Writer) {
 	tw.Flush()
 
 	fmt.Fprintln(w, "\n== gate-reason shares per campaign (tool calls that carried a reason)")
-	for _, c := range sortedNames(s.GateReasonShares) {
+	for _, c := range slices.Sorted(maps.Keys(s.GateReasonShares)) {
 		name := c
 		if name == "" {
 			name = "(no campaign)"
@@ -225,13 +226,4 @@ func (s *Summary) Print(w io.Writer) {
 		q := strconv.QuoteToGraphic(m) // rows carry caller-chosen strings
 		fmt.Fprintln(w, "  "+q[1:len(q)-1])
 	}
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
