@@ -63,6 +63,7 @@ Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		newSuppressionCmd(),
 		newSchemacheckCmd(),
 		newGatewayCmd(),
+		newBenchCmd(),
 	)
 	return root
 }
