@@ -105,21 +105,11 @@ type Applied struct {
 	Checksum string
 }
 
-// Up creates database mcpulse if needed and applies every migration not yet recorded, in
-// order, recording each after all its statements succeeded. It returns the migrations it
-// applied now (none when the schema is current). A recorded migration whose embedded file
-// changed since is reported in the log, not re-run.
-func Up(ctx context.Context, conn driver.Conn, log *slog.Logger) ([]Migration, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	all, err := All()
-	if err != nil {
-		return nil, err
-	}
-	for _, st := range []string{
-		"CREATE DATABASE IF NOT EXISTS " + Database,
-		`CREATE TABLE IF NOT EXISTS ` + Database + `.schema_migrations
+// Bootstrap are the statements Up runs before any migration: the database and the table
+// recording applied migrations.
+var Bootstrap = []string{
+	"CREATE DATABASE IF NOT EXISTS " + Database,
+	`CREATE TABLE IF NOT EXISTS ` + Database + `.schema_migrations
 (
     version UInt32,
     name String,
@@ -128,7 +118,38 @@ func Up(ctx context.Context, conn driver.Conn, log *slog.Logger) ([]Migration, e
 )
 ENGINE = ReplacingMergeTree()
 ORDER BY version`,
-	} {
+}
+
+// Options choose the variant of the schema Up creates.
+type Options struct {
+	// Cluster, when set, is the ClickHouse cluster (a remote_servers key) every statement
+	// runs ON CLUSTER, with replicated tables (ClusterStatement). Default: "", one server.
+	Cluster string
+}
+
+// Up creates database mcpulse if needed and applies every migration not yet recorded, in
+// order, recording each after all its statements succeeded. It returns the migrations it
+// applied now (none when the schema is current). A recorded migration whose embedded file
+// changed since is reported in the log, not re-run.
+func Up(ctx context.Context, conn driver.Conn, log *slog.Logger) ([]Migration, error) {
+	return UpWith(ctx, conn, log, Options{})
+}
+
+// UpWith is Up for the schema variant of opts. On a cluster, conn may be any host of it: the
+// statements run ON CLUSTER, and schema_migrations is itself replicated.
+func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Options) ([]Migration, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	bootstrap, err := BootstrapForCluster(opts.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range bootstrap {
 		if err := conn.Exec(ctx, st); err != nil {
 			return nil, fmt.Errorf("prepare migrations table: %w", err)
 		}
@@ -146,7 +167,11 @@ ORDER BY version`,
 			continue
 		}
 		start := time.Now()
-		for i, st := range m.Statements {
+		statements, err := m.ForCluster(opts.Cluster)
+		if err != nil {
+			return done, err
+		}
+		for i, st := range statements {
 			if err := conn.Exec(ctx, st); err != nil {
 				return done, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
 			}
@@ -158,6 +183,18 @@ ORDER BY version`,
 		done = append(done, m)
 	}
 	return done, nil
+}
+
+// BootstrapForCluster returns Bootstrap rewritten by ClusterStatement.
+func BootstrapForCluster(cluster string) ([]string, error) {
+	out := make([]string, len(Bootstrap))
+	for i, st := range Bootstrap {
+		var err error
+		if out[i], err = ClusterStatement(st, cluster); err != nil {
+			return nil, fmt.Errorf("bootstrap statement %d: %w", i+1, err)
+		}
+	}
+	return out, nil
 }
 
 func record(ctx context.Context, conn driver.Conn, m Migration) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,14 +17,18 @@ func newMigrateCmd() *cobra.Command {
 		Use:   "migrate",
 		Short: "Manage the ClickHouse schema (database mcpulse)",
 	}
-	var dsn string
+	var dsn, cluster string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Create or upgrade database mcpulse: raw tables, rollups, materialized views, analyst views",
 		Long: `Applies every embedded migration (migrations/sql/NNNN_name.sql) not yet recorded in
 mcpulse.schema_migrations, in order. Safe to run any number of times: the statements are
-idempotent and applied versions are skipped. Works on ClickHouse 18.16 and current releases.`,
-		Example: "  mcpulse migrate up\n  mcpulse migrate up --clickhouse clickhouse://default@127.0.0.1:9000/default",
+idempotent and applied versions are skipped. Works on ClickHouse 18.16 and current releases.
+
+With --cluster NAME every statement runs ON CLUSTER NAME and every table is a
+Replicated*MergeTree under the {shard} and {replica} macros (docs/scaling.md); the hosts
+need those macros and ClickHouse Keeper. "mcpulse migrate sql --cluster NAME" prints the SQL.`,
+		Example: "  mcpulse migrate up\n  mcpulse migrate up --clickhouse clickhouse://default@127.0.0.1:9000/default\n  mcpulse migrate up --cluster mcpulse_cluster",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			conn, err := stores.OpenClickHouse(ctx, dsn)
@@ -31,8 +36,13 @@ idempotent and applied versions are skipped. Works on ClickHouse 18.16 and curre
 				return err
 			}
 			defer conn.Close()
+			if cluster != "" {
+				if err := migrations.ValidClusterName(cluster); err != nil {
+					return fmt.Errorf("--cluster: %w", err)
+				}
+			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			applied, err := migrations.Up(ctx, conn, log)
+			applied, err := migrations.UpWith(ctx, conn, log, migrations.Options{Cluster: cluster})
 			if err != nil {
 				return err
 			}
@@ -46,6 +56,51 @@ idempotent and applied versions are skipped. Works on ClickHouse 18.16 and curre
 		},
 	}
 	up.Flags().StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
-	cmd.AddCommand(up)
+	up.Flags().StringVar(&cluster, "cluster", "", "create the replicated schema ON CLUSTER this cluster (a remote_servers name)")
+
+	var sqlCluster string
+	sql := &cobra.Command{
+		Use:   "sql [--cluster NAME]",
+		Short: "Print the SQL migrate up runs on an empty server (or cluster), without connecting",
+		Long: `Prints every statement "mcpulse migrate up" runs on an empty server, in order, each ended
+by ";" and a blank line, under a "-- NNNN_name" comment per migration; recording the
+versions in schema_migrations is not shown. With --cluster NAME it prints the cluster
+variant: ON CLUSTER NAME and Replicated*MergeTree engines, from the same migration files.`,
+		Example: "  mcpulse migrate sql\n  mcpulse migrate sql --cluster mcpulse_cluster > schema.sql",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sqlCluster != "" {
+				if err := migrations.ValidClusterName(sqlCluster); err != nil {
+					return fmt.Errorf("--cluster: %w", err)
+				}
+			}
+			all, err := migrations.All()
+			if err != nil {
+				return err
+			}
+			boot, err := migrations.BootstrapForCluster(sqlCluster)
+			if err != nil {
+				return err
+			}
+			w := bufio.NewWriter(cmd.OutOrStdout())
+			fmt.Fprintln(w, "-- bootstrap")
+			for _, st := range boot {
+				fmt.Fprintf(w, "%s;\n\n", st)
+			}
+			for _, m := range all {
+				sts, err := m.ForCluster(sqlCluster)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "-- %04d_%s\n", m.Version, m.Name)
+				for _, st := range sts {
+					fmt.Fprintf(w, "%s;\n\n", st)
+				}
+			}
+			return w.Flush()
+		},
+	}
+	sql.Flags().StringVar(&sqlCluster, "cluster", "", "print the replicated variant ON CLUSTER this cluster")
+	cmd.AddCommand(up, sql)
 	return groupOnly(cmd)
 }

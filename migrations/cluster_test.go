@@ -1,0 +1,163 @@
+package migrations_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	chparser "github.com/AfterShip/clickhouse-sql-parser/parser"
+
+	"github.com/mcpulse/mcpulse/migrations"
+)
+
+// allStatements returns the bootstrap and every migration's statements for cluster.
+func allStatements(t *testing.T, cluster string) []string {
+	t.Helper()
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := migrations.BootstrapForCluster(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all {
+		sts, err := m.ForCluster(cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sts...)
+	}
+	return out
+}
+
+func TestPlainStatementsAreTheFilesUnchanged(t *testing.T) {
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all {
+		sts, err := m.ForCluster("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range sts {
+			if sts[i] != m.Statements[i] {
+				t.Errorf("%04d statement %d changed without a cluster:\n%s\nwant\n%s", m.Version, i+1, sts[i], m.Statements[i])
+			}
+		}
+	}
+	boot, err := migrations.BootstrapForCluster("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range boot {
+		if boot[i] != migrations.Bootstrap[i] {
+			t.Errorf("bootstrap statement %d changed without a cluster", i+1)
+		}
+	}
+}
+
+var (
+	createRE  = regexp.MustCompile(`(?is)^\s*(CREATE\s+(?:DATABASE|TABLE|MATERIALIZED\s+VIEW|VIEW)|ALTER\s+TABLE)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\S+)`)
+	mergeTree = regexp.MustCompile(`\b(\w*)MergeTree\(([^()]*)\)`)
+)
+
+// Every statement of every migration runs on every host, every table is replicated under the
+// shard and replica macros, its own engine arguments kept, and nothing else changes.
+func TestClusterStatementsRunOnClusterWithReplicatedEngines(t *testing.T) {
+	plain, cluster := allStatements(t, ""), allStatements(t, "prod")
+	if len(plain) != len(cluster) {
+		t.Fatalf("%d plain statements, %d cluster ones", len(plain), len(cluster))
+	}
+	tables := 0
+	for i := range plain {
+		p, c := plain[i], cluster[i]
+		m := createRE.FindStringSubmatch(p)
+		if m == nil {
+			t.Errorf("statement kind not covered by this test:\n%s", p)
+			continue
+		}
+		head := m[0]
+		if !strings.HasPrefix(c, head+" ON CLUSTER prod") {
+			t.Errorf("cluster statement does not start %q:\n%s", head+" ON CLUSTER prod", c)
+			continue
+		}
+		rest := strings.TrimPrefix(c, head+" ON CLUSTER prod")
+		pe, ce := mergeTree.FindStringSubmatch(p), mergeTree.FindStringSubmatch(rest)
+		if pe == nil {
+			if rest != strings.TrimPrefix(p, head) {
+				t.Errorf("non-table statement changed beyond ON CLUSTER:\n%s\nfrom\n%s", c, p)
+			}
+			continue
+		}
+		tables++
+		name := strings.SplitN(m[2], ".", 2)
+		wantArgs := "'/clickhouse/tables/{shard}/" + name[0] + "/" + name[1] + "', '{replica}'"
+		if pe[2] != "" {
+			wantArgs += ", " + pe[2]
+		}
+		if ce == nil || ce[1] != "Replicated"+pe[1] || ce[2] != wantArgs {
+			t.Errorf("%s: engine %v, want Replicated%sMergeTree(%s)", m[2], ce, pe[1], wantArgs)
+			continue
+		}
+		if strings.Replace(rest, ce[0], pe[0], 1) != strings.TrimPrefix(p, head) {
+			t.Errorf("%s changed beyond ON CLUSTER and the engine:\n%s", m[2], c)
+		}
+	}
+	if tables < 12 { // 11 in the migrations and schema_migrations
+		t.Errorf("%d replicated tables, want at least 12", tables)
+	}
+}
+
+// The emitted SQL parses as ClickHouse SQL (AfterShip's parser), and the parsed statements
+// carry the cluster and replicated engines.
+func TestClusterStatementsParse(t *testing.T) {
+	for _, cluster := range []string{"prod", "eu-west_1"} {
+		for _, st := range allStatements(t, cluster) {
+			stmts, err := chparser.NewParser(st).ParseStmts()
+			if err != nil {
+				t.Errorf("cluster %s: %v\n%s", cluster, err, st)
+				continue
+			}
+			if len(stmts) != 1 {
+				t.Errorf("parsed %d statements, want 1:\n%s", len(stmts), st)
+				continue
+			}
+			out := stmts[0].String()
+			if !strings.Contains(out, "ON CLUSTER") {
+				t.Errorf("parsed statement lost ON CLUSTER: %s", out)
+			}
+			if strings.Contains(st, "MergeTree(") && !strings.Contains(out, "Replicated") {
+				t.Errorf("parsed table is not replicated: %s", out)
+			}
+		}
+	}
+}
+
+func TestClusterStatementRefusesWhatItCannotRewrite(t *testing.T) {
+	for _, tc := range []struct{ name, stmt, cluster string }{
+		{"bad cluster name", "CREATE DATABASE IF NOT EXISTS mcpulse", "prod; DROP TABLE x"},
+		{"cluster name with a quote", "CREATE DATABASE IF NOT EXISTS mcpulse", "a`b"},
+		{"unknown statement", "SYSTEM RELOAD DICTIONARIES", "prod"},
+		{"table without database", "CREATE TABLE t (a UInt8) ENGINE = MergeTree() ORDER BY a", "prod"},
+		{"engine with nested arguments", "CREATE TABLE d.t (a UInt8) ENGINE = SummingMergeTree((a)) ORDER BY a", "prod"},
+		{"log engine", "CREATE TABLE d.t (a UInt8) ENGINE = Log", "prod"},
+		{"already on cluster", "CREATE VIEW d.v ON CLUSTER other AS SELECT 1", "prod"},
+		{"materialized view with an inner table", "CREATE MATERIALIZED VIEW d.v ENGINE = MergeTree() ORDER BY a AS SELECT 1 AS a", "prod"},
+	} {
+		if got, err := migrations.ClusterStatement(tc.stmt, tc.cluster); err == nil {
+			t.Errorf("%s: ClusterStatement = %q, want an error", tc.name, got)
+		}
+	}
+	got, err := migrations.ClusterStatement("INSERT INTO d.t SELECT 1", "prod")
+	if err != nil || got != "INSERT INTO d.t SELECT 1" {
+		t.Errorf("INSERT: %q, %v; want it unchanged", got, err)
+	}
+	got, err = migrations.ClusterStatement("CREATE TABLE IF NOT EXISTS d.t (a UInt8) ENGINE = MergeTree ORDER BY a", "eu-1")
+	want := "CREATE TABLE IF NOT EXISTS d.t ON CLUSTER `eu-1` (a UInt8) ENGINE = MergeTree ORDER BY a"
+	want = strings.Replace(want, "MergeTree", "ReplicatedMergeTree('/clickhouse/tables/{shard}/d/t', '{replica}')", 1)
+	if err != nil || got != want {
+		t.Errorf("MergeTree without parentheses, hyphenated cluster:\n got %q, %v\nwant %q", got, err, want)
+	}
+}
