@@ -43,6 +43,8 @@ type SchedulerConfig struct {
 	SchemaServers []schemacheck.ServerConfig
 	// SchemaSummary, when set, receives every schema check's outcome (PostHog forwarding).
 	SchemaSummary func(Run)
+	// Metrics, when set, records every scheduled run (NewJobMetrics). Default: nil, none.
+	Metrics *JobMetrics
 }
 
 // The schedules `mcpulse scheduler` uses unless told otherwise.
@@ -98,12 +100,12 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	}
 	c := newCron(cfg.Logger)
 	if cfg.ReconcileSchedule != "" {
-		if _, err := c.AddFunc(cfg.ReconcileSchedule, func() { ReconcileOnce(cfg) }); err != nil {
+		if _, err := c.AddFunc(cfg.ReconcileSchedule, cfg.Metrics.wrap(JobReconcile, func() error { return ReconcileOnce(cfg) })); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.ContactAuditSchedule != "" {
-		if _, err := c.AddFunc(cfg.ContactAuditSchedule, func() { ContactAuditOnce(cfg) }); err != nil {
+		if _, err := c.AddFunc(cfg.ContactAuditSchedule, cfg.Metrics.wrap(JobContactAudit, func() error { return ContactAuditOnce(cfg) })); err != nil {
 			return nil, err
 		}
 	}
@@ -117,7 +119,7 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 		}
 		job := &SchemaRatchet{Server: server, ClickHouse: cfg.ClickHouse, Redis: cfg.Redis, Summary: cfg.SchemaSummary,
 			Logger: cfg.Logger, Now: cfg.Now, Timeout: cfg.Timeout}
-		if _, err := c.AddFunc(server.Schedule, job.scheduled(period)); err != nil {
+		if _, err := c.AddFunc(server.Schedule, cfg.Metrics.wrap(JobSchemaCheck, job.scheduled(period))); err != nil {
 			return nil, err
 		}
 	}
@@ -132,8 +134,8 @@ func newCron(log *slog.Logger) *cron.Cron {
 	return cron.New(cron.WithChain(cron.SkipIfStillRunning(logger), cron.Recover(logger)), cron.WithLogger(logger))
 }
 
-// ReconcileOnce runs one suppression reconcile and logs its report.
-func ReconcileOnce(cfg SchedulerConfig) {
+// ReconcileOnce runs one suppression reconcile and logs its report; the error is also logged.
+func ReconcileOnce(cfg SchedulerConfig) error {
 	cfg.setDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
@@ -141,15 +143,17 @@ func ReconcileOnce(cfg SchedulerConfig) {
 	rep, err := suppression.Reconcile(ctx, cfg.ClickHouse, cfg.Redis, cfg.Now(), false)
 	if err != nil {
 		cfg.Logger.Error("suppression reconcile failed", "err", err, "took", time.Since(start))
-		return
+		return err
 	}
 	cfg.Logger.Info("suppression reconcile", "identities", rep.Identities, "live", rep.Live, "repairs", rep.Repairs(),
 		"missing", rep.Missing, "stale", rep.Stale, "wrong", rep.Wrong, "resets_restored", rep.ResetsRestored,
 		"kept_newer", rep.KeptNewer, "unknown_to_clickhouse", rep.UnknownToClickHouse, "took", time.Since(start))
+	return nil
 }
 
-// ContactAuditOnce runs one contact-policy audit over ContactAuditWindow and logs its counts.
-func ContactAuditOnce(cfg SchedulerConfig) {
+// ContactAuditOnce runs one contact-policy audit over ContactAuditWindow and logs its counts;
+// the error is also logged.
+func ContactAuditOnce(cfg SchedulerConfig) error {
 	cfg.setDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
@@ -157,9 +161,10 @@ func ContactAuditOnce(cfg SchedulerConfig) {
 	a, err := suppression.AuditContactPolicy(ctx, cfg.ClickHouse, now.Add(-cfg.ContactAuditWindow), now, false)
 	if err != nil {
 		cfg.Logger.Error("contact-policy audit failed", "err", err)
-		return
+		return err
 	}
 	cfg.Logger.Info("contact-policy audit", "invitations", a.Invitations, "violations", len(a.Violations))
+	return nil
 }
 
 // cronLogger adapts slog to cron.Logger.

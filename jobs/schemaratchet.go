@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,16 +91,18 @@ func (j *SchemaRatchet) setDefaults() {
 }
 
 // scheduled is the cron entry: it takes the period's Redis lock (when Redis is set), runs the
-// check and logs the outcome. A panic is left to cron.Recover; a hanging server ends at Timeout.
-func (j *SchemaRatchet) scheduled(period time.Duration) func() {
-	return func() {
+// check and logs the outcome; it returns errSkipped when another replica has the run, and the
+// failure of a check that could not run or be stored. A panic is left to cron.Recover; a
+// hanging server ends at Timeout.
+func (j *SchemaRatchet) scheduled(period time.Duration) func() error {
+	return func() error {
 		j.setDefaults()
 		ctx := context.Background()
 		if j.Redis != nil {
 			release, err := j.claimPeriod(ctx, period)
 			if errors.Is(err, errRunElsewhere) {
 				j.Logger.Debug("schema check: another replica has this run", "server", j.Server.Name)
-				return
+				return errSkipped
 			}
 			if err != nil {
 				j.Logger.Error("schema check: lock failed; running anyway", "server", j.Server.Name, "err", err)
@@ -119,6 +122,7 @@ func (j *SchemaRatchet) scheduled(period time.Duration) func() {
 			j.Logger.Info("schema ratchet holds", "server", j.Server.Name, "tools", run.Report.Tools,
 				"oversized", run.Report.Oversized, "nested_description_coverage", run.Report.NestedDescriptionCoverage)
 		}
+		return cmp.Or(err, run.Err)
 	}
 }
 
