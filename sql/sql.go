@@ -2,7 +2,12 @@
 // analysts can run the same text in clickhouse-client, Grafana or Metabase. Queries read the
 // analyst views (v_*) and the raw tables with FINAL; parameters are bound by the driver
 // ({name:Type} placeholders are not used because ClickHouse 18.16 lacks them: filters are
-// positional "?" arguments bound by clickhouse-go, never string-built).
+// positional "?" arguments bound by clickhouse-go, never string-built). Each file states its
+// parameters, in order, in its header comment, and uses "?" for nothing else.
+//
+// panel_*.sql are the dashboard panels' queries (dashboards/*.yaml names them), reading the
+// rollups and analyst views; raw_*.sql compute the same figures from the deduplicated raw
+// tables, with the same parameters, as the dashboards benchmark's peer and the tests' check.
 package sql
 
 import (

@@ -1,6 +1,8 @@
 // Package demo runs the whole pipeline once on the embedded stack: start the stack, migrate,
 // generate a corpus, publish it, consume until drained, and compare every figure the stores
-// hold with the corpus's expected outcome. `mcpulse demo` and the end-to-end test use it.
+// hold with the corpus's expected outcome; then it leaves the history the dashboards show and
+// the corpus cannot hold (schema check runs, suppression resets: see history.go).
+// `mcpulse demo`, `mcpulse bench dashboards` and the end-to-end tests use it.
 package demo
 
 import (
@@ -38,6 +40,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Stack, when set, is used instead of starting one (its stores must be empty).
 	Stack *devstack.Stack
+	// NoHistory skips what the demo leaves after its comparison for the dashboards: schema
+	// check runs of the scheduler's ratchet job over the generator's MCP servers (served on
+	// loopback) and two suppression resets through the ops reset path. Default: false (left).
+	NoHistory bool
 }
 
 // Run executes the demo and returns its summary, whose Mismatches list every figure that
@@ -157,10 +163,6 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 		return nil, err
 	}
 	elapsed := time.Since(began)
-	stopConsumer()
-	if err := <-consumed; err != nil {
-		return nil, err
-	}
 
 	step("comparing the stores with %s", filepath.Base(corpus)+".expected.json")
 	observed, err := report.Observe(ctx, ch, rdb)
@@ -182,6 +184,24 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	}
 	if summary.Mismatches == nil {
 		summary.Mismatches = []string{}
+	}
+
+	// After the comparison, so it is unchanged: history for the dashboards that the corpus
+	// does not hold (the consumers are still running to store the resets' audit events).
+	if !cfg.NoHistory {
+		runs, err := recordSchemaChecks(ctx, ch, genCfg.End)
+		if err != nil {
+			return nil, err
+		}
+		reset, err := resetSomeIdentities(ctx, ch, rdb, pub, expected, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		step("left history for the dashboards: %d schema check runs, %d suppression resets", runs, len(reset))
+	}
+	stopConsumer()
+	if err := <-consumed; err != nil {
+		return nil, err
 	}
 	return summary, nil
 }

@@ -76,4 +76,37 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	if len(recomputed.Funnel) == 0 || len(recomputed.IgnoredKeyRates) == 0 {
 		t.Error("recomputation returned no rows")
 	}
+
+	// After the comparison the demo left history for the dashboards: every corpus server
+	// checked once per planned run (stored by the scheduler's job, distinct start times), and
+	// two identities reset through the ops path (records gone, audit stored by the consumers).
+	var runs, starts, servers, audits uint64
+	if err := ch.QueryRow(ctx, `SELECT count(), uniqExact(started_at), uniqExact(server) FROM mcpulse.schema_check_runs FINAL WHERE reached = 1`).
+		Scan(&runs, &starts, &servers); err != nil {
+		t.Fatal(err)
+	}
+	if servers != 4 || runs != servers*4 || starts != runs {
+		t.Errorf("%d schema check runs of %d servers at %d start times; want 4 runs of each of 4 servers, all distinct", runs, servers, starts)
+	}
+	rows, err := ch.Query(ctx, `SELECT identity_hash FROM mcpulse.suppression_audit FINAL WHERE actor = 'mcpulse demo'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		audits++
+		if n, err := rdb.Exists(ctx, "mcp:interview:{"+h+"}:response").Result(); err != nil || n != 0 {
+			t.Errorf("reset identity %s still has a record (%d, %v)", h, n, err)
+		}
+		if _, ok := expected.Suppression[h]; !ok {
+			t.Errorf("reset identity %s had no expected record", h)
+		}
+	}
+	if audits != 2 {
+		t.Errorf("%d resets audited, want 2", audits)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math"
 	"path"
 	"sort"
@@ -20,6 +21,17 @@ import (
 var toolSchemaFiles embed.FS
 
 const toolSchemaDir = "testdata/toolschemas"
+
+// ToolSchemaFiles returns the embedded tool schema files as they were copied (see
+// toolSchemaFiles and loadTools for their formats), rooted at their directory: the demo serves
+// them as MCP servers to leave schema-check history.
+func ToolSchemaFiles() fs.FS {
+	sub, err := fs.Sub(toolSchemaFiles, toolSchemaDir)
+	if err != nil {
+		panic("BUG: " + err.Error())
+	}
+	return sub
+}
 
 // tool is one MCP tool the generator calls: its name, the server it belongs to (the `source`
 // property) and its decoded JSON Schema inputSchema.

@@ -1,0 +1,467 @@
+package dashboards
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/internal/suppression"
+)
+
+func mustLoad(t *testing.T) []Dashboard {
+	t.Helper()
+	ds, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func panelByID(t *testing.T, dashboard, id string) Panel {
+	t.Helper()
+	for _, d := range mustLoad(t) {
+		for _, p := range d.Panels {
+			if d.Name == dashboard && p.ID == id {
+				return p
+			}
+		}
+	}
+	t.Fatalf("no panel %s/%s", dashboard, id)
+	return Panel{}
+}
+
+func run(t *testing.T, p Panel, f Filters) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), demoData.ch, p, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// col is the index of the named column; it fails the test when there is none.
+func col(t *testing.T, res *Result, name string) int {
+	t.Helper()
+	for i, c := range res.Columns {
+		if c.Name == name {
+			return i
+		}
+	}
+	t.Fatalf("no column %q in %v", name, res.Columns)
+	return -1
+}
+
+func num(v any) float64 {
+	f, ok := v.(float64)
+	if !ok {
+		panic(fmt.Sprintf("BUG in the test: %v (%T) is not a number", v, v))
+	}
+	return f
+}
+
+// sameRows compares two results cell by cell (numbers to 1e-9, relative).
+func sameRows(a, b *Result) error {
+	if len(a.Columns) != len(b.Columns) {
+		return fmt.Errorf("columns %v and %v", a.Columns, b.Columns)
+	}
+	for i := range a.Columns {
+		if a.Columns[i].Name != b.Columns[i].Name {
+			return fmt.Errorf("column %d: %s and %s", i, a.Columns[i].Name, b.Columns[i].Name)
+		}
+	}
+	if len(a.Rows) != len(b.Rows) {
+		return fmt.Errorf("%d and %d rows", len(a.Rows), len(b.Rows))
+	}
+	for r := range a.Rows {
+		for c := range a.Rows[r] {
+			x, y := a.Rows[r][c], b.Rows[r][c]
+			if fx, ok := x.(float64); ok {
+				if fy, ok := y.(float64); ok && math.Abs(fx-fy) <= 1e-9*math.Max(1, math.Abs(fx)) {
+					continue
+				}
+			}
+			if tx, ok := x.(time.Time); ok {
+				if ty, ok := y.(time.Time); ok && tx.Equal(ty) {
+					continue
+				}
+			}
+			if x != y {
+				return fmt.Errorf("row %d, %s: %v and %v", r, a.Columns[c].Name, x, y)
+			}
+		}
+	}
+	return nil
+}
+
+// Every panel of every dashboard runs on ClickHouse 18.16 over the demo's data with the
+// default filters (and has rows) and with each filter it names set: it returns the X, Y and
+// Series columns it names, a set filter narrows the rows it shows, and the figures equal its
+// raw-table equivalent's under the same filters.
+func TestEveryPanelRunsWithEachFilter(t *testing.T) {
+	withDemoData(t)
+	end := demoData.end
+	from, to := end.Add(-30*time.Hour), end.Add(-90*time.Minute)
+	filterSets := []struct {
+		name  string
+		param string // the Params entry that makes the set apply; "" = always
+		f     Filters
+	}{
+		{"default", "", Filters{}},
+		{"range", ParamFrom, Filters{From: from, To: to}},
+		{"campaign", ParamCampaign, Filters{Campaign: "sql-editor-research"}},
+		{"client", ParamClient, Filters{Client: "cursor"}},
+		{"tool", ParamTool, Filters{Tool: "execute-sql"}},
+		{"limit", ParamLimit, Filters{Limit: 2}},
+		{"hostile strings", ParamClient, Filters{Client: "x' OR 1=1 --", Campaign: `\'; DROP TABLE t`, Tool: "?"}},
+	}
+	// Panels whose limit applies per group (column) rather than to the whole result.
+	limitPerGroup := map[string]string{"ignored-key-rate-over-time": "tool_name", "top-ignored-key-paths": "tool_name"}
+	for _, d := range mustLoad(t) {
+		for _, p := range d.Panels {
+			for _, fs := range filterSets {
+				if fs.param != "" && !slices.Contains(p.Params, fs.param) {
+					continue
+				}
+				t.Run(d.Name+"/"+p.ID+"/"+fs.name, func(t *testing.T) {
+					res := run(t, p, fs.f)
+					for _, c := range p.Columns() {
+						col(t, res, c)
+					}
+					if len(res.Columns) == 0 {
+						t.Fatal("no columns")
+					}
+					switch {
+					case fs.name == "default" && len(res.Rows) == 0:
+						t.Fatal("no rows on the demo's data")
+					case fs.name == "hostile strings" && len(res.Rows) != 0:
+						t.Fatalf("%d rows for a client nobody has: %v", len(res.Rows), res.Rows)
+					}
+					checkNarrowed(t, p, res, fs.f, limitPerGroup[p.ID])
+					if p.RawQuery != "" {
+						raw, err := runQuery(context.Background(), demoData.ch, p.RawQuery, fs.f.Args(p))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := sameRows(res, raw); err != nil {
+							t.Errorf("differs from %s: %v", p.RawQuery, err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// checkNarrowed checks that the rows respect the filters the panel applies.
+func checkNarrowed(t *testing.T, p Panel, res *Result, f Filters, limitGroup string) {
+	t.Helper()
+	has := func(name string) int {
+		for i, c := range res.Columns {
+			if c.Name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, check := range []struct {
+		param, column, value string
+	}{
+		{ParamTool, "tool_name", f.Tool},
+		{ParamCampaign, "campaign_id", f.Campaign},
+		{ParamClient, "client", f.Client},
+	} {
+		if i := has(check.column); i >= 0 && check.value != "" && slices.Contains(p.Params, check.param) {
+			for _, row := range res.Rows {
+				if row[i] != check.value {
+					t.Errorf("%s filter %q: a row has %s %v", check.param, check.value, check.column, row[i])
+				}
+			}
+		}
+	}
+	if !f.From.IsZero() && slices.Contains(p.Params, ParamFrom) {
+		for _, name := range []string{"hour", "started_at", "at", "last_seen"} {
+			i := has(name)
+			if i < 0 {
+				continue
+			}
+			for _, row := range res.Rows {
+				if v := row[i].(time.Time); v.Before(f.From) || !v.Before(f.To) {
+					t.Errorf("%s %v outside [%v, %v)", name, v, f.From, f.To)
+				}
+			}
+		}
+	}
+	if f.Limit > 0 && slices.Contains(p.Params, ParamLimit) {
+		groups := map[any]int{}
+		for _, row := range res.Rows {
+			if limitGroup == "" {
+				groups[nil]++
+			} else {
+				groups[row[col(t, res, limitGroup)]]++
+			}
+		}
+		switch {
+		case p.ID == "ignored-key-rate-over-time" && len(groups) > f.Limit:
+			t.Errorf("%d tools, limit %d", len(groups), f.Limit)
+		case p.ID != "ignored-key-rate-over-time":
+			for g, n := range groups {
+				if n > f.Limit {
+					t.Errorf("%d rows (group %v), limit %d", n, g, f.Limit)
+				}
+			}
+		}
+	}
+}
+
+// The funnel and the reach panels equal the generator's expected outcome, computed from the
+// corpus with plain maps (internal/gen), summed over the days in range.
+func TestFunnelEqualsExpectedOutcome(t *testing.T) {
+	withDemoData(t)
+	funnel := panelByID(t, "recruitment-campaigns", "funnel")
+	reach := panelByID(t, "recruitment-campaigns", "reach")
+	days := map[string]bool{}
+	for _, r := range demoData.expected.Funnel {
+		days[r.Day] = true
+	}
+	if len(days) < 2 {
+		t.Fatalf("expected funnel spans %d days, want at least 2", len(days))
+	}
+	firstDay, _ := time.Parse("2006-01-02", slices.Sorted(maps.Keys(days))[1])
+	for _, f := range []Filters{
+		{},
+		{From: firstDay, To: firstDay.Add(24 * time.Hour)},
+		{From: firstDay.Add(time.Second), Campaign: "mcp-exec-study"}, // the day starting before From is out
+	} {
+		want := map[string][6]float64{}
+		people := map[string]float64{}
+		rowsPerCampaign := map[string]int{}
+		for _, r := range demoData.expected.Funnel {
+			day, _ := time.Parse("2006-01-02", r.Day)
+			if (!f.From.IsZero() && day.Before(f.From)) || (!f.To.IsZero() && !day.Before(f.To)) ||
+				(f.Campaign != "" && r.CampaignID != f.Campaign) {
+				continue
+			}
+			w := want[r.CampaignID]
+			for i, v := range []int64{r.Invitations, r.FirstOpens, r.Accepted, r.Declined, r.Cancelled, r.Unanswered} {
+				w[i] += float64(v)
+			}
+			want[r.CampaignID] = w
+			people[r.CampaignID] += float64(r.People)
+			rowsPerCampaign[r.CampaignID]++
+		}
+		res := run(t, funnel, f)
+		got := map[string][6]float64{}
+		for _, row := range res.Rows {
+			var g [6]float64
+			for i, c := range []string{"sent", "first_opens", "accepted", "declined", "cancelled", "unanswered"} {
+				g[i] = num(row[col(t, res, c)])
+			}
+			got[row[col(t, res, "campaign_id")].(string)] = g
+		}
+		if len(want) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("filters %+v: funnel %v, expected outcome %v", f, got, want)
+		}
+		// People are distinct over the range: comparable with the per-day expected figures
+		// only where one expected row makes up the campaign's range.
+		res = run(t, reach, f)
+		for _, row := range res.Rows {
+			c := row[col(t, res, "campaign_id")].(string)
+			if rowsPerCampaign[c] == 1 && num(row[col(t, res, "people")]) != people[c] {
+				t.Errorf("filters %+v: %s reached %v people, expected %v", f, c, row[col(t, res, "people")], people[c])
+			}
+			if num(row[col(t, res, "attempts")]) != want[c][0] {
+				t.Errorf("filters %+v: %s attempts %v, expected %v", f, c, row[col(t, res, "attempts")], want[c][0])
+			}
+		}
+	}
+}
+
+// The ignored-key rate panels equal the generator's expected outcome: per tool, and per tool
+// and hour, summed over clients (or for one client).
+func TestIgnoredKeyRatesEqualExpectedOutcome(t *testing.T) {
+	withDemoData(t)
+	ranked := panelByID(t, "tool-diagnostics", "tools-by-ignored-key-rate")
+	overTime := panelByID(t, "tool-diagnostics", "ignored-key-rate-over-time")
+	for _, f := range []Filters{{Limit: MaxLimit}, {Limit: MaxLimit, Client: "claude-code"}} {
+		perTool := map[string][2]int64{}
+		perHour := map[string][2]int64{}
+		for _, r := range demoData.expected.IgnoredKeyRates {
+			if f.Client != "" && r.ClientName != f.Client {
+				continue
+			}
+			v := perTool[r.ToolName]
+			perTool[r.ToolName] = [2]int64{v[0] + r.SuccessfulCalls, v[1] + r.CallsWithIgnoredKeys}
+			k := r.Hour + " " + r.ToolName
+			v = perHour[k]
+			perHour[k] = [2]int64{v[0] + r.SuccessfulCalls, v[1] + r.CallsWithIgnoredKeys}
+		}
+		res := run(t, ranked, f)
+		seen := 0
+		for _, row := range res.Rows {
+			tool := row[col(t, res, "tool_name")].(string)
+			w := perTool[tool]
+			rate := num(row[col(t, res, "ignored_key_rate")])
+			if num(row[col(t, res, "calls")]) != float64(w[0]) || num(row[col(t, res, "calls_with_ignored")]) != float64(w[1]) ||
+				math.Abs(rate-float64(w[1])/float64(w[0])) > 1e-12 {
+				t.Errorf("client %q, %s: %v; expected %d calls, %d with ignored keys", f.Client, tool, row, w[0], w[1])
+			}
+			seen++
+		}
+		withCalls := 0
+		for _, w := range perTool {
+			if w[0] > 0 {
+				withCalls++
+			}
+		}
+		if seen != withCalls || seen == 0 {
+			t.Errorf("client %q: %d tools ranked, expected %d with successful calls", f.Client, seen, withCalls)
+		}
+		for i := 1; i < len(res.Rows); i++ {
+			if num(res.Rows[i-1][col(t, res, "ignored_key_rate")]) < num(res.Rows[i][col(t, res, "ignored_key_rate")]) {
+				t.Errorf("not ranked worst first at row %d", i)
+			}
+		}
+
+		res = run(t, overTime, f)
+		if len(res.Rows) != len(perHour) {
+			t.Errorf("client %q: %d hour × tool rows, expected %d", f.Client, len(res.Rows), len(perHour))
+		}
+		for _, row := range res.Rows {
+			k := row[col(t, res, "hour")].(time.Time).Format("2006-01-02 15:04:05") + " " + row[col(t, res, "tool_name")].(string)
+			w := perHour[k]
+			want := 0.0
+			if w[0] > 0 {
+				want = float64(w[1]) / float64(w[0])
+			}
+			if num(row[col(t, res, "successful_calls")]) != float64(w[0]) || math.Abs(num(row[col(t, res, "ignored_key_rate")])-want) > 1e-12 {
+				t.Errorf("client %q, %s: %v; expected %v", f.Client, k, row, w)
+			}
+		}
+	}
+}
+
+// Identities by state agree with Redis, which the consumers and the ops resets keep: as many
+// accepted, declined and cooldown identities as records, and the demo's two resets.
+func TestIdentitiesByStateMatchRedis(t *testing.T) {
+	withDemoData(t)
+	res := run(t, panelByID(t, "suppression-data-quality", "identities-by-state"), Filters{})
+	got := map[string]float64{}
+	total := 0.0
+	for _, row := range res.Rows {
+		got[row[col(t, res, "state")].(string)] = num(row[col(t, res, "identities")])
+		total += num(row[col(t, res, "identities")])
+	}
+	records, err := suppression.ScanRecords(context.Background(), demoData.rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inRedis := map[string]float64{}
+	for _, r := range records {
+		inRedis[r.Response]++
+	}
+	for state, response := range map[string]string{"accepted": consumers.StateAccepted, "declined": consumers.StateDeclined, "cooldown": consumers.StateCooldown} {
+		if got[state] != inRedis[response] || got[state] == 0 {
+			t.Errorf("%s: %v identities, Redis holds %v %s records (want equal, > 0)", state, got[state], inRedis[response], response)
+		}
+	}
+	if got["reset"] != 2 {
+		t.Errorf("reset: %v identities, want the demo's 2", got["reset"])
+	}
+	var invited uint64
+	if err := demoData.ch.QueryRow(context.Background(), "SELECT uniqExact(identity_hash) FROM mcpulse.recruitment_events").Scan(&invited); err != nil {
+		t.Fatal(err)
+	}
+	if total != float64(invited) {
+		t.Errorf("%v identities in all states, %d in recruitment_events", total, invited)
+	}
+}
+
+// Dead letters fall into a few reason classes that together count every malformed line of the
+// corpus, each with an example as stored.
+func TestDeadLettersByReasonClass(t *testing.T) {
+	withDemoData(t)
+	res := run(t, panelByID(t, "suppression-data-quality", "dead-letters-by-reason"), Filters{Limit: MaxLimit})
+	total := 0.0
+	for _, row := range res.Rows {
+		class, example := row[col(t, res, "reason_class")].(string), row[col(t, res, "example")].(string)
+		total += num(row[col(t, res, "dead_letters")])
+		if strings.HasPrefix(class, "line ") || strings.ContainsAny(strings.ReplaceAll(class, "3339", ""), "0123456789") || !strings.HasPrefix(example, "line ") {
+			t.Errorf("class %q (example %q): want the line and numbers masked, the example as stored", class, example)
+		}
+	}
+	if malformed := float64(demoData.expected.Corpus.Malformed); total != malformed || len(res.Rows) > 15 || len(res.Rows) < 5 {
+		t.Errorf("%d classes counting %v dead letters; want 5 to 15 classes counting the corpus's %v malformed lines", len(res.Rows), total, malformed)
+	}
+}
+
+// The schema ratchet panels show every run the demo stored, per server, with the ratchets it
+// checked against, and the latest run's offending tools (PostHog's two oversized tools first).
+func TestSchemaRatchetPanelsShowTheDemoRuns(t *testing.T) {
+	withDemoData(t)
+	res := run(t, panelByID(t, "schema-ratchet", "oversized-vs-ratchet"), Filters{})
+	series := map[string][]float64{}
+	for _, row := range res.Rows {
+		s := row[col(t, res, "series")].(string)
+		series[s] = append(series[s], num(row[col(t, res, "value")]))
+	}
+	if len(series) != 8 || fmt.Sprint(series["posthog: max_oversized"]) != "[4 3 2 2]" || fmt.Sprint(series["posthog: oversized"]) != "[2 2 2 2]" {
+		t.Errorf("oversized series %v; want 4 servers × 2, PostHog's 2 oversized tools against 4, 3, 2, 2", series)
+	}
+	res = run(t, panelByID(t, "schema-ratchet", "coverage-vs-minimum"), Filters{})
+	series = map[string][]float64{}
+	for _, row := range res.Rows {
+		s := row[col(t, res, "series")].(string)
+		series[s] = append(series[s], num(row[col(t, res, "value")]))
+	}
+	if got := fmt.Sprint(series["sentry-mcp: min_nested_coverage"]); got != "[0.3 0.4 0.5 0.55]" {
+		t.Errorf("sentry-mcp min_nested_coverage %s, want the demo's ratchets", got)
+	}
+	res = run(t, panelByID(t, "schema-ratchet", "offending-tools"), Filters{})
+	var top []string
+	for _, row := range res.Rows[:min(2, len(res.Rows))] {
+		top = append(top, fmt.Sprint(row[col(t, res, "server")], "/", row[col(t, res, "tool_name")], " ", row[col(t, res, "why")]))
+	}
+	slices.Sort(top)
+	if fmt.Sprint(top) != "[posthog/exec oversized posthog/survey-create oversized; undescribed nested properties]" {
+		t.Errorf("top offending tools %v, want PostHog's exec and survey-create (oversized)", top)
+	}
+}
+
+// Recent resets list the demo's two resets with their reason and previous state; the schema
+// panel puts each tool's latest check beside its rate, NULL for a tool no server serves.
+func TestResetsAndSchemaBesideRates(t *testing.T) {
+	withDemoData(t)
+	res := run(t, panelByID(t, "suppression-data-quality", "recent-resets"), Filters{})
+	var prev []string
+	for _, row := range res.Rows {
+		if row[col(t, res, "reason")] != "demo: the person asked to be invited again" || row[col(t, res, "actor")] != "mcpulse demo" ||
+			row[col(t, res, "distinct_id")] == "" {
+			t.Errorf("reset %v", row)
+		}
+		prev = append(prev, row[col(t, res, "previous_state")].(string))
+	}
+	slices.Sort(prev)
+	if fmt.Sprint(prev) != "[cooldown declined]" {
+		t.Errorf("previous states %v, want the demo's declined and cooldown identities", prev)
+	}
+
+	res = run(t, panelByID(t, "tool-diagnostics", "schema-vs-ignored-key-rate"), Filters{Limit: MaxLimit})
+	byTool := map[string][]any{}
+	for _, row := range res.Rows {
+		byTool[row[col(t, res, "tool_name")].(string)] = row
+	}
+	sql := byTool["execute-sql"]
+	if sql == nil || sql[col(t, res, "server")] != "posthog" || num(sql[col(t, res, "schema_chars")]) <= 0 {
+		t.Errorf("execute-sql: %v, want its posthog schema check", sql)
+	}
+	// query-run is a tool of PostHog's retired standalone server, which the demo does not check.
+	if q := byTool["query-run"]; q == nil || q[col(t, res, "server")] != nil || q[col(t, res, "schema_chars")] != nil {
+		t.Errorf("query-run: %v, want NULL schema columns", q)
+	}
+}

@@ -1,0 +1,17 @@
+-- Tools ranked by ignored-key rate in the range, with their call volume (successful calls, and
+-- those with at least one counted ignored key). Tools without a successful call are left out.
+-- Parameters, in order: from, to (DateTime UTC: the hours starting from..to, both included),
+-- client twice, tool twice (String, '' = all), limit (UInt64: how many tools).
+SELECT
+    tool_name,
+    uniqExactMerge(successful_calls) AS calls,
+    uniqExactMerge(calls_with_ignored_keys) AS calls_with_ignored,
+    calls_with_ignored / calls AS ignored_key_rate
+FROM mcpulse.ignored_key_rates_hourly
+WHERE hour >= ? AND hour <= ?
+    AND (? = '' OR client_name = ?)
+    AND (? = '' OR tool_name = ?)
+GROUP BY tool_name
+HAVING calls > 0
+ORDER BY ignored_key_rate DESC, calls DESC, tool_name
+LIMIT ?
