@@ -6,6 +6,18 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -o /mcpulse ./cmd/mcpulse
 
-FROM gcr.io/distroless/static-debian12
+# The dashboards' chart library, installed from the pinned package-lock.json (no CDN at run
+# time); "mcpulse dashboards" finds it in dashboards/web beside the binary.
+FROM node:20-bookworm-slim AS web
+WORKDIR /web
+COPY dashboards/web/package.json dashboards/web/package-lock.json ./
+RUN npm ci --no-audit --no-fund
+
+# No shell and no curl: the compose health checks run "mcpulse healthcheck URL". The services
+# serve on 8080 (gateway, dashboards) and 9100 (--metrics-listen of consume and scheduler).
+FROM gcr.io/distroless/static-debian12:nonroot
+USER nonroot
+EXPOSE 8080 9100
 COPY --from=build /mcpulse /mcpulse
+COPY --from=web /web/node_modules/chart.js/dist/chart.umd.min.js /dashboards/web/node_modules/chart.js/dist/chart.umd.min.js
 ENTRYPOINT ["/mcpulse"]

@@ -2,11 +2,11 @@
 # "make deps" installs from Debian when missing (DESIGN.md §7).
 
 GO       ?= go
-PACKAGES := redis-server clickhouse-server clickhouse-client nodejs npm
+PACKAGES := redis-server clickhouse-server clickhouse-client nodejs npm chromium
 # sudo only when not already root.
 SUDO     := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: deps test demo build
+.PHONY: deps web test demo build
 
 # Installs whichever of $(PACKAGES) is missing; a package counts as present when its command
 # is found (on PATH or in /usr/sbin), or the newer single "clickhouse" binary stands in.
@@ -18,6 +18,7 @@ deps:
 	have clickhouse-client || have clickhouse || missing="$$missing clickhouse-client"; \
 	have node || missing="$$missing nodejs"; \
 	have npm || missing="$$missing npm"; \
+	have chromium || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing$$missing"; \
 		$(SUDO) apt-get update && \
@@ -26,10 +27,15 @@ deps:
 		echo "make deps: $(PACKAGES) already installed"; \
 	fi
 
-test: deps
+# The dashboards' chart library (Chart.js, pinned in dashboards/web/package-lock.json), served
+# from disk by "mcpulse dashboards" and "mcpulse demo --serve".
+web: deps
+	npm ci --prefix dashboards/web --no-audit --no-fund
+
+test: deps web
 	$(GO) test ./... -count=1 -timeout 20m
 
-demo: deps
+demo: deps web
 	$(GO) run ./cmd/mcpulse demo
 
 build:

@@ -2,10 +2,15 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/internal/dashserver"
 	"github.com/mcpulse/mcpulse/internal/demo"
+	"github.com/mcpulse/mcpulse/internal/devstack"
+	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -13,6 +18,8 @@ func newDemoCmd() *cobra.Command {
 		cfg      demo.Config
 		asJSON   bool
 		logLevel string
+		serve    string
+		web      dashboardsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -25,12 +32,37 @@ ignored-key rate and their top ignored keys, gate-reason shares and the funnel p
 identities suppressed and in cooldown, and the end-to-end throughput.
 
 Every figure is compared with the corpus's expected outcome; a mismatch is printed and the
-exit status is 1. Needs Debian packages redis-server and clickhouse-server.`,
-		Example: "  mcpulse demo\n  mcpulse demo --events 20000 --seed 7 --json",
+exit status is 1. Needs Debian packages redis-server and clickhouse-server.
+
+With --serve ADDR the stack keeps running after the summary and the dashboards (see
+"mcpulse dashboards --help") are served on ADDR over the demo's data until Ctrl-C; the URL is
+printed. --assets, --token and --basic-auth work as for "mcpulse dashboards".`,
+		Example: "  mcpulse demo\n  mcpulse demo --events 20000 --seed 7 --json\n  mcpulse demo --serve 127.0.0.1:8090",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Progress = cmd.ErrOrStderr()
 			if logLevel != "" {
 				cfg.Logger = newLogger("text")
+			}
+			var webCfg dashserver.Config
+			if serve != "" {
+				// Checked before the run, so a missing chart library does not cost a whole demo.
+				if err := web.apply(&webCfg); err != nil {
+					return err
+				}
+				webCfg.Listen, webCfg.Logger = serve, cfg.Logger
+				stackDir := ""
+				if cfg.DataDir != "" {
+					stackDir = filepath.Join(cfg.DataDir, "stack")
+				}
+				fmt.Fprintln(cfg.Progress, "▸ starting the embedded stack (kfake, redis-server, clickhouse-server); it keeps running for --serve")
+				start := time.Now()
+				stack, err := devstack.Start(cmd.Context(), devstack.Config{DataDir: stackDir, Logger: cfg.Logger})
+				if err != nil {
+					return err
+				}
+				defer stack.Close()
+				fmt.Fprintf(cfg.Progress, "▸ stack ready in %.1fs\n", time.Since(start).Seconds())
+				cfg.Stack = stack
 			}
 			summary, err := demo.Run(cmd.Context(), cfg)
 			if err != nil {
@@ -47,6 +79,21 @@ exit status is 1. Needs Debian packages redis-server and clickhouse-server.`,
 				fmt.Fprintln(out)
 				summary.Print(out)
 			}
+			if serve != "" {
+				ch, err := stores.OpenClickHouse(cmd.Context(), cfg.Stack.ClickHouseDSN)
+				if err != nil {
+					return err
+				}
+				defer ch.Close()
+				webCfg.ClickHouse = ch
+				urlOut := out
+				if asJSON {
+					urlOut = cmd.ErrOrStderr() // stdout holds exactly one JSON object
+				}
+				if err := serveDashboards(cmd.Context(), webCfg, urlOut); err != nil {
+					return err
+				}
+			}
 			if len(summary.Mismatches) > 0 {
 				return exitCodeError{code: 1, msg: fmt.Sprintf("%d figures differ from the expected outcome", len(summary.Mismatches))}
 			}
@@ -60,5 +107,7 @@ exit status is 1. Needs Debian packages redis-server and clickhouse-server.`,
 	f.BoolVar(&asJSON, "json", false, `print the summary as one JSON object (with "mismatches", empty when all agree)`)
 	f.StringVar(&logLevel, "verbose", "", "log the services' activity to stderr")
 	f.Lookup("verbose").NoOptDefVal = "info"
+	f.StringVar(&serve, "serve", "", "after the summary, serve the dashboards on this address (host:port) until Ctrl-C")
+	web.register(cmd)
 	return cmd
 }

@@ -63,7 +63,9 @@ Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		newSuppressionCmd(),
 		newSchemacheckCmd(),
 		newGatewayCmd(),
+		newDashboardsCmd(),
 		newBenchCmd(),
+		newHealthcheckCmd(),
 	)
 	return root
 }
