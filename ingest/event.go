@@ -5,7 +5,7 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/json"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/segmentio/encoding/json"
 )
 
 // Event names, as PostHog's MCP analytics SDK and PostHog's MCP server send them (DESIGN.md §2),
@@ -226,12 +227,17 @@ type Recruitment struct {
 // field keeps its last value.
 func Parse(data []byte) (*Event, error) {
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field == "" {
-			return nil, fmt.Errorf("bad JSON: an event must be a JSON object, got %s", typeErr.Value)
+	// segmentio/encoding/json is the fast path (same results); a refused event is decoded
+	// again by encoding/json, whose error texts are the documented ones.
+	if json.Unmarshal(data, &top) != nil {
+		top = nil
+		if err := stdjson.Unmarshal(data, &top); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) && typeErr.Field == "" {
+				return nil, fmt.Errorf("bad JSON: an event must be a JSON object, got %s", typeErr.Value)
+			}
+			return nil, fmt.Errorf("bad JSON: %w", err)
 		}
-		return nil, fmt.Errorf("bad JSON: %w", err)
 	}
 	if top == nil {
 		return nil, errors.New("bad JSON: an event must be a JSON object, got null")

@@ -2,12 +2,13 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/segmentio/encoding/json"
 )
 
 // propertyReader reads typed properties and records a FieldError for each property of the
