@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpulse/mcpulse/ingest"
@@ -46,8 +47,14 @@ type Config struct {
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
 	// while the store stays down (consumption pauses; nothing is committed). Default: 250ms.
 	RetryBackoff time.Duration
-	// MaxRetryBackoff caps RetryBackoff. Default: 10s.
+	// MaxRetryBackoff caps RetryBackoff. It bounds how long consumption can stay paused after
+	// a store returns (issue 7: resume within 10 s). Default: 5s.
 	MaxRetryBackoff time.Duration
+	// SessionTimeout is the consumer-group session timeout: a member that stops heartbeating
+	// (killed) keeps its partitions this long before they move. Heartbeats go every third of
+	// it (at most 3s); a rebalance waits this long for members to rejoin. The broker must
+	// admit it (Kafka's group.min.session.timeout.ms, 6s by default). Default: 10s.
+	SessionTimeout time.Duration
 	// IdleToDrain is, for RunUntilDrained, how long nothing may arrive before the consumer
 	// checks that every partition is consumed to its end. Default: 2s.
 	IdleToDrain time.Duration
@@ -55,6 +62,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
+	// Registerer, when set, gets the consumer's Prometheus metrics (see Metrics); New fails
+	// when they are already registered there. Default: nil, no metrics.
+	Registerer prometheus.Registerer
 	// AuditStored, when set, receives a batch's audit events once their suppression_audit
 	// rows are stored (before the batch's offsets are committed, so a replayed batch calls it
 	// again with the same events: the receiver deduplicates by uuid). It must not block for
@@ -88,7 +98,10 @@ func (c *Config) setDefaults() {
 		c.RetryBackoff = 250 * time.Millisecond
 	}
 	if c.MaxRetryBackoff == 0 {
-		c.MaxRetryBackoff = 10 * time.Second
+		c.MaxRetryBackoff = 5 * time.Second
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
 	}
 	if c.IdleToDrain == 0 {
 		c.IdleToDrain = 2 * time.Second
@@ -115,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DeadLetters == nil {
 		errs = append(errs, errors.New("consumer: no dead-letter publisher"))
+	}
+	if c.SessionTimeout < time.Second {
+		errs = append(errs, errors.New("consumer: SessionTimeout must be at least 1s"))
 	}
 	if c.BatchSize < 0 {
 		errs = append(errs, errors.New("consumer: BatchSize must be positive"))

@@ -35,6 +35,8 @@ type Consumer struct {
 	reader *kafka.Reader
 	client *kafka.Client
 	stats  counters
+
+	metrics *Metrics // nil without Config.Registerer
 }
 
 // Stats are a consumer's running totals since it started.
@@ -75,19 +77,24 @@ func New(cfg Config) (*Consumer, error) {
 		MinBytes:       1,
 		MaxBytes:       16 << 20,
 		MaxWait:        500 * time.Millisecond,
-		QueueCapacity:  cfg.BatchSize,
+		QueueCapacity:  min(cfg.BatchSize, readerQueue),
 		StartOffset:    kafka.FirstOffset,
 		CommitInterval: 0, // synchronous commits: an offset is committed only after the stores hold the batch
 		ReadBackoffMin: 50 * time.Millisecond,
 		ReadBackoffMax: time.Second,
 		Logger:         nil,
 		// A member that died is noticed after SessionTimeout, and its partitions move then.
-		SessionTimeout:    10 * time.Second,
-		HeartbeatInterval: 3 * time.Second,
-		RebalanceTimeout:  10 * time.Second,
+		SessionTimeout:    cfg.SessionTimeout,
+		HeartbeatInterval: min(cfg.SessionTimeout/3, 3*time.Second),
+		RebalanceTimeout:  cfg.SessionTimeout,
 		ErrorLogger:       kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(cfg.Logger, fmt.Sprintf(msg, args...)) }),
 	})
 	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
+	var err error
+	if c.metrics, err = newMetrics(cfg.Registerer, c); err != nil { // last: a scrape may come at once
+		c.reader.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -136,15 +143,34 @@ func (c *Consumer) Run(ctx context.Context) error { return c.run(ctx, false) }
 func (c *Consumer) RunUntilDrained(ctx context.Context) error { return c.run(ctx, true) }
 
 func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
+	// The next batch is fetched and prepared while this one is stored (pipeline.go).
+	fetchCtx, stopFetching := context.WithCancel(ctx)
+	batches := make(chan fetched, 1)
+	go c.fetchLoop(fetchCtx, batches)
+	defer func() { // wait for the fetch stage, so Close never races a fetch
+		stopFetching()
+		for range batches {
+		}
+	}()
+
 	lastMessage := time.Now()
 	for {
-		msgs, err := c.fill(ctx)
+		var f fetched
+		select {
+		case <-ctx.Done():
+			return nil
+		case f = <-batches:
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("fetch from Kafka: %w", err)
+		if f.err != nil {
+			return fmt.Errorf("fetch from Kafka: %w", f.err)
 		}
+		if f.batch == nil {
+			return nil // the fetch stage ended with ctx
+		}
+		msgs := f.batch.msgs
 		if len(msgs) == 0 {
 			if untilDrained && time.Since(lastMessage) >= c.cfg.IdleToDrain {
 				done, err := c.drained(ctx)
@@ -158,7 +184,7 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 		}
 		lastMessage = time.Now()
 		c.stats.messages.Add(int64(len(msgs)))
-		if err := c.storeWithRetry(ctx, msgs); err != nil {
+		if err := c.storeWithRetry(ctx, f.batch); err != nil {
 			return nil // only a cancelled context ends the retries
 		}
 		if err := c.reader.CommitMessages(ctx, msgs...); err != nil {
@@ -194,10 +220,11 @@ func (c *Consumer) fill(ctx context.Context) ([]kafka.Message, error) {
 
 // storeWithRetry stores a batch, retrying with capped exponential backoff until it succeeds or
 // ctx is cancelled (the only error it returns).
-func (c *Consumer) storeWithRetry(ctx context.Context, msgs []kafka.Message) error {
+func (c *Consumer) storeWithRetry(ctx context.Context, p *prepared) error {
+	msgs := p.msgs
 	backoff := c.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		res, err := c.store(ctx, msgs)
+		res, err := c.store(ctx, p)
 		if err == nil {
 			c.account(res)
 			if attempt > 1 {
@@ -227,9 +254,11 @@ type batchResult struct {
 	deadLetters  int64
 	audits       int64
 	suppression  map[string]int64
+	batchMetrics
 }
 
 func (c *Consumer) account(r batchResult) {
+	c.metrics.account(&r)
 	for k, n := range r.stored {
 		c.stats.stored[k].Add(n)
 	}
@@ -254,48 +283,14 @@ func position(m *kafka.Message) string {
 	return m.Topic + "/" + strconv.Itoa(m.Partition) + "/" + strconv.FormatInt(m.Offset, 10)
 }
 
-// store runs decode ▸ validate ▸ dedup ▸ Redis ▸ ClickHouse for one batch. It is idempotent:
-// running it again on the same messages changes no store.
-func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult, error) {
+// store runs dedup ▸ Redis ▸ ClickHouse for one prepared batch. It is idempotent: running it
+// again on the same batch changes no store, and it does not modify p, so a failed attempt can
+// be retried with the same p.
+func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) {
 	res := batchResult{suppression: map[string]int64{}}
-	var (
-		events    []decoded
-		bad       []ingest.DeadLetter
-		deadRows  []row
-		auditRows []row
-		audits    []*ingest.AuditEvent
-		firstSeen = map[[16]byte]string{}
-	)
-	for i := range msgs {
-		m := &msgs[i]
-		switch m.Topic {
-		case ingest.TopicDeadLetters:
-			deadRows = append(deadRows, deadLetterRow(m))
-			continue
-		case ingest.TopicAudit:
-			a, err := ingest.ParseAuditEvent(m.Value)
-			if err != nil {
-				bad = append(bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: "audit event: " + err.Error(), Source: m.Topic})
-				continue
-			}
-			auditRows = append(auditRows, auditRow(m, a))
-			audits = append(audits, a)
-			continue
-		}
-		ev, err := ingest.Parse(m.Value)
-		if err != nil {
-			bad = append(bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: err.Error(), Source: m.Topic})
-			continue
-		}
-		pos := position(m)
-		if prev, seen := firstSeen[ev.UUID]; seen {
-			if prev != pos { // the same message fetched twice (after a rebalance) is not a duplicate
-				res.duplicates++
-			}
-			continue
-		}
-		firstSeen[ev.UUID] = pos
-		events = append(events, decoded{msg: m, ev: ev, pos: pos})
+	msgs, events, bad, deadRows, auditRows, audits := p.msgs, p.events, p.bad, p.deadRows, p.auditRows, p.audits
+	for _, k := range p.inBatchDups {
+		res.duplicate(k)
 	}
 
 	// Dedup across batches and consumers: keep the events whose uuid this position owns.
@@ -308,12 +303,12 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 		if err != nil {
 			return res, err
 		}
-		kept := events[:0]
+		kept := make([]decoded, 0, len(events)) // not in place: p.events serves a retry
 		for i, d := range events {
 			if owned[i] {
 				kept = append(kept, d)
 			} else {
-				res.duplicates++
+				res.duplicate(d.ev.Kind)
 			}
 		}
 		events = kept
@@ -351,6 +346,7 @@ func (c *Consumer) store(ctx context.Context, msgs []kafka.Message) (batchResult
 		res.stored[d.ev.Kind]++
 	}
 	res.deadLettered = int64(len(bad))
+	res.classifyDeadLetters(bad, msgs)
 	res.deadLetters = int64(len(deadRows))
 	return res, nil
 }

@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/segmentio/kafka-go"
@@ -52,7 +53,8 @@ func (c *Consumer) Lag(ctx context.Context) ([]PartitionLag, error) {
 	if err != nil {
 		return nil, fmt.Errorf("committed offsets: %w", err)
 	}
-	if committed.Error != nil {
+	// A group that has not committed yet may not exist: nothing is committed then.
+	if committed.Error != nil && !errors.Is(committed.Error, kafka.GroupIdNotFound) {
 		return nil, fmt.Errorf("committed offsets: %w", committed.Error)
 	}
 	listed, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: ends})

@@ -5,12 +5,14 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/forward"
+	"github.com/mcpulse/mcpulse/internal/obs"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
@@ -22,6 +24,7 @@ func newConsumeCmd() *cobra.Command {
 		untilDrained            bool
 		logFormat               string
 		posthogHost, posthogKey string
+		metricsListen           string
 	)
 	cmd := &cobra.Command{
 		Use:   "consume",
@@ -82,11 +85,20 @@ Run several processes to scale out: partitions are shared among the group's memb
 			if cmd.Flags().Changed("client-injected-keys") {
 				cfg.ClientInjectedKeys = clientKeys
 			}
+			reg := newProcessRegistry()
+			if metricsListen != "" {
+				cfg.Registerer = reg
+			}
 			c, err := consumers.New(cfg)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
+			stopMetrics, err := serveMetrics(ctx, metricsListen, reg, log, obs.RedisCheck(rdb), obs.ClickHouseCheck(ch), obs.KafkaCheck(cfg.Brokers))
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			log.Info("consumer started", "brokers", strings.Join(cfg.Brokers, ","), "group", cfg.GroupID, "until_drained", untilDrained)
 			if untilDrained {
 				err = c.RunUntilDrained(ctx)
@@ -105,12 +117,14 @@ Run several processes to scale out: partitions are shared among the group's memb
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.StringVar(&cfg.GroupID, "group", consumers.DefaultGroupID, "Kafka consumer group")
 	f.IntVar(&cfg.BatchSize, "batch-size", 5000, "most messages stored and committed together")
+	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 10*time.Second, "consumer-group session timeout: how long a member that died keeps its partitions (the broker must allow it)")
 	f.StringVar(&cfg.DefaultInstanceURL, "instance-url", "https://us.posthog.com", "PostHog instance URL for events that lack instance_url (part of the identity hash)")
 	f.StringSliceVar(&clientKeys, "client-injected-keys", ingest.DefaultClientInjectedKeys, "dotted-path patterns of input keys MCP clients add on their own; kept raw, not counted in ignored-key rollups (\"*\" matches one segment)")
 	f.BoolVar(&untilDrained, "until-drained", false, "exit 0 once every partition is consumed to its end and nothing arrived for 2s")
 	f.StringVar(&posthogHost, "posthog-host", "", "send suppression resets to this PostHog instance (e.g. https://us.i.posthog.com)")
 	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	addMetricsListenFlag(f, &metricsListen)
 	return cmd
 }
 

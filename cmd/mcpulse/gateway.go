@@ -12,6 +12,7 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/gateway"
 	"github.com/mcpulse/mcpulse/internal/forward"
+	"github.com/mcpulse/mcpulse/internal/obs"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
@@ -25,6 +26,7 @@ func newGatewayCmd() *cobra.Command {
 		instanceURL, logFmt     string
 		posthogHost, posthogKey string
 		forwardUnhandled        bool
+		metricsListen           string
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway --listen ADDR [--api-keys-file F] [--brokers host:port,...]",
@@ -101,6 +103,11 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 			if err != nil {
 				return err
 			}
+			stopMetrics, err := serveMetrics(cmd.Context(), metricsListen, gw.Registry(), log, obs.KafkaCheck(cfg.Brokers, ingest.ConsumedTopics...))
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			log.Info("gateway starting", "listen", cfg.Listen, "brokers", strings.Join(cfg.Brokers, ","), "api_keys", len(keys))
 			return gw.ListenAndServe(cmd.Context())
 		},
@@ -120,6 +127,7 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")
 	f.BoolVar(&forwardUnhandled, "forward-unhandled", false, "forward the events the gateway does not route ($identify, ...) to --posthog-host")
 	f.StringVar(&logFmt, "log-format", "text", "log format: text or json")
+	f.StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics, /healthz and /readyz on this host:port, apart from --listen (\"\" = only on --listen)")
 	return cmd
 }
 

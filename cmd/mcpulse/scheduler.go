@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/internal/forward"
+	"github.com/mcpulse/mcpulse/internal/obs"
 	"github.com/mcpulse/mcpulse/internal/schemacheck"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/jobs"
@@ -16,6 +17,7 @@ import (
 func newSchedulerCmd() *cobra.Command {
 	var (
 		redisURL, dsn, logFormat string
+		metricsListen            string
 		ratchets                 string
 		posthogHost, posthogKey  string
 		cfg                      jobs.SchedulerConfig
@@ -63,10 +65,19 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 				defer fw.Close() // flushes queued summaries on shutdown
 				cfg.SchemaSummary = jobs.SchemaSummary(fw)
 			}
+			reg := newProcessRegistry()
+			if cfg.Metrics, err = jobs.NewJobMetrics(reg); err != nil {
+				return err
+			}
 			c, err := jobs.NewScheduler(cfg)
 			if err != nil {
 				return err
 			}
+			stopMetrics, err := serveMetrics(ctx, metricsListen, reg, cfg.Logger, obs.RedisCheck(rdb), obs.ClickHouseCheck(ch))
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			c.Start()
 			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule)
 			<-ctx.Done()
@@ -85,5 +96,6 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 	f.StringVar(&posthogHost, "posthog-host", "", "send each schema check's summary to this PostHog instance (e.g. https://us.i.posthog.com)")
 	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	addMetricsListenFlag(f, &metricsListen)
 	return cmd
 }

@@ -1,0 +1,374 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+// Store label values of the store metrics.
+const (
+	storeRedis      = "redis"
+	storeClickHouse = "clickhouse"
+)
+
+// lagTimeout bounds the Kafka requests one scrape makes for mcpulse_consumer_lag.
+const lagTimeout = 3 * time.Second
+
+// Metrics are a consumer's Prometheus metrics (issue 7, part 3), registered on
+// Config.Registerer by New:
+//
+//	mcpulse_consumer_messages_total                       counter    messages read from Kafka
+//	mcpulse_consumer_events_stored_total{kind}            counter    events stored, by kind (tool_call, ...)
+//	mcpulse_consumer_duplicates_total{kind}               counter    events dropped as duplicates of an earlier uuid
+//	mcpulse_consumer_dead_lettered_total{class}           counter    malformed events sent to the dead-letter topic
+//	mcpulse_consumer_dead_letters_recorded_total{class}   counter    dead-letter topic messages stored in dead_letters
+//	mcpulse_consumer_audits_recorded_total                counter    audit events stored in suppression_audit
+//	mcpulse_consumer_suppression_outcomes_total{outcome}  counter    suppression script results (written, older, ...)
+//	mcpulse_consumer_batches_committed_total              counter    batches stored and committed
+//	mcpulse_consumer_store_retries_total                  counter    batch attempts that failed on a store and were retried
+//	mcpulse_consumer_store_write_seconds{store}           histogram  one batched write: a Redis pipeline, a ClickHouse insert
+//	mcpulse_consumer_store_errors_total{store}            counter    failed Redis pipelines and ClickHouse calls
+//	mcpulse_consumer_rebalances_total                     counter    consumer group rebalances seen by this member
+//	mcpulse_consumer_lag{topic,partition}                 gauge      messages the group has not committed, asked on scrape
+//	mcpulse_consumer_lag_errors_total                     counter    scrapes whose lag request to Kafka failed
+//
+// The class label of dead letters is DeadLetterClass of the reason: a small fixed set, never
+// the reason's free text (which quotes caller-chosen values).
+type Metrics struct {
+	c *Consumer
+
+	duplicates        *prometheus.CounterVec
+	deadLettered      *prometheus.CounterVec
+	deadLettersStored *prometheus.CounterVec
+	storeWrite        *prometheus.HistogramVec
+	storeErrors       *prometheus.CounterVec
+
+	rebalances atomic.Int64
+	lagErrors  atomic.Int64
+	lagMu      sync.Mutex // one lag request at a time, however many scrapes run
+
+	messages, stored, audits, suppression, batches, retries, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
+}
+
+// newMetrics wraps c's stores to feed the store metrics (instrumentStores) and registers
+// c's metrics on reg; a nil reg means none (nil Metrics, whose methods do nothing). c must
+// be complete: a scrape may come at once.
+func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &Metrics{
+		c: c,
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpulse_consumer_duplicates_total", Help: "Events dropped because their uuid was already claimed, by kind.",
+		}, []string{"kind"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpulse_consumer_dead_lettered_total", Help: "Malformed events this consumer sent to the dead-letter topic, by reason class.",
+		}, []string{"class"}),
+		deadLettersStored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpulse_consumer_dead_letters_recorded_total", Help: "Dead-letter topic messages stored in table dead_letters, by reason class.",
+		}, []string{"class"}),
+		storeWrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpulse_consumer_store_write_seconds",
+			Help:    "Latency of one batched store write: a Redis pipeline round trip, or a ClickHouse batch insert from prepare to send.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5ms .. ~16s
+		}, []string{"store"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpulse_consumer_store_errors_total", Help: "Failed Redis pipelines and ClickHouse calls made by the consumer, by store.",
+		}, []string{"store"}),
+		messages:       prometheus.NewDesc("mcpulse_consumer_messages_total", "Messages read from Kafka.", nil, nil),
+		stored:         prometheus.NewDesc("mcpulse_consumer_events_stored_total", "Events stored in ClickHouse, by kind.", []string{"kind"}, nil),
+		audits:         prometheus.NewDesc("mcpulse_consumer_audits_recorded_total", "Audit events stored in suppression_audit.", nil, nil),
+		suppression:    prometheus.NewDesc("mcpulse_consumer_suppression_outcomes_total", "Results of the Redis suppression script, by outcome.", []string{"outcome"}, nil),
+		batches:        prometheus.NewDesc("mcpulse_consumer_batches_committed_total", "Batches stored and committed.", nil, nil),
+		retries:        prometheus.NewDesc("mcpulse_consumer_store_retries_total", "Batch attempts that failed on a store and were retried.", nil, nil),
+		rebalancesDesc: prometheus.NewDesc("mcpulse_consumer_rebalances_total", "Consumer group rebalances seen by this member.", nil, nil),
+		lag:            prometheus.NewDesc("mcpulse_consumer_lag", "Messages of a partition the consumer group has not committed yet (asked of Kafka on each scrape).", []string{"topic", "partition"}, nil),
+		lagErrorsDesc:  prometheus.NewDesc("mcpulse_consumer_lag_errors_total", "Scrapes whose consumer lag request to Kafka failed.", nil, nil),
+	}
+	for k := ingest.KindToolCall; k <= ingest.KindInvitationResponse; k++ {
+		m.duplicates.WithLabelValues(k.String()) // export zeros, so rate() sees the first one
+	}
+	c.cfg.Redis, c.cfg.ClickHouse = m.instrumentStores(c.cfg.Redis, c.cfg.ClickHouse)
+	var registered []prometheus.Collector
+	for _, col := range []prometheus.Collector{m.duplicates, m.deadLettered, m.deadLettersStored, m.storeWrite, m.storeErrors, m} {
+		if err := reg.Register(col); err != nil {
+			for _, r := range registered {
+				reg.Unregister(r)
+			}
+			return nil, fmt.Errorf("consumer metrics: %w", err)
+		}
+		registered = append(registered, col)
+	}
+	return m, nil
+}
+
+// Describe implements prometheus.Collector for the metrics read from Stats, the reader and
+// Kafka at scrape time.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.rebalancesDesc, m.lag, m.lagErrorsDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. It asks Kafka for the group's lag (at most
+// lagTimeout); when that fails, the lag series are left out and the error is counted.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	s := m.c.Stats()
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(m.messages, s.Messages)
+	for kind, n := range s.Stored {
+		counter(m.stored, n, kind)
+	}
+	counter(m.audits, s.Audits)
+	for outcome, n := range s.Suppression {
+		counter(m.suppression, n, outcome)
+	}
+	counter(m.batches, s.Batches)
+	counter(m.retries, s.StoreRetries)
+	// kafka-go's Reader.Stats reports counts since its previous call: keep the running total.
+	counter(m.rebalancesDesc, m.rebalances.Add(m.c.reader.Stats().Rebalances))
+
+	m.lagMu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)
+	lag, err := m.c.Lag(ctx)
+	cancel()
+	m.lagMu.Unlock()
+	if err != nil {
+		m.c.cfg.Logger.Warn("consumer lag for metrics failed", "err", err)
+		m.lagErrors.Add(1)
+	}
+	for _, l := range lag {
+		ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, float64(l.Lag), l.Topic, strconv.Itoa(l.Partition))
+	}
+	counter(m.lagErrorsDesc, m.lagErrors.Load())
+}
+
+// batchMetrics is what a stored batch adds to the labelled counters; batchResult embeds it.
+type batchMetrics struct {
+	duplicatesByKind    [5]int64         // by ingest.Kind
+	deadLetteredByClass map[string]int64 // sent to the dead-letter topic
+	recordedByClass     map[string]int64 // dead-letter topic messages stored
+}
+
+// duplicate counts one event of kind k dropped as a duplicate.
+func (r *batchResult) duplicate(k ingest.Kind) {
+	r.duplicates++
+	r.duplicatesByKind[k]++
+}
+
+// classifyDeadLetters counts the batch's dead letters by class: bad (sent to the dead-letter
+// topic by this batch) and the dead-letter topic messages among msgs (stored in dead_letters).
+func (r *batchResult) classifyDeadLetters(bad []ingest.DeadLetter, msgs []kafka.Message) {
+	for _, d := range bad {
+		if r.deadLetteredByClass == nil {
+			r.deadLetteredByClass = map[string]int64{}
+		}
+		r.deadLetteredByClass[DeadLetterClass(d.Reason)]++
+	}
+	for i := range msgs {
+		if msgs[i].Topic != ingest.TopicDeadLetters {
+			continue
+		}
+		reason := ""
+		for _, h := range msgs[i].Headers {
+			if h.Key == ingest.HeaderError {
+				reason = string(h.Value)
+			}
+		}
+		if r.recordedByClass == nil {
+			r.recordedByClass = map[string]int64{}
+		}
+		r.recordedByClass[DeadLetterClass(reason)]++
+	}
+}
+
+// account adds a stored batch's labelled counts.
+func (m *Metrics) account(r *batchResult) {
+	if m == nil {
+		return
+	}
+	for k, n := range r.duplicatesByKind {
+		if n > 0 {
+			m.duplicates.WithLabelValues(ingest.Kind(k).String()).Add(float64(n))
+		}
+	}
+	for class, n := range r.deadLetteredByClass {
+		m.deadLettered.WithLabelValues(class).Add(float64(n))
+	}
+	for class, n := range r.recordedByClass {
+		m.deadLettersStored.WithLabelValues(class).Add(float64(n))
+	}
+}
+
+// Dead-letter reason classes (DeadLetterClass).
+const (
+	ClassBadJSON      = "bad_json"      // not JSON, or not a JSON object
+	ClassUnknownEvent = "unknown_event" // an event name that is none of the four kinds
+	ClassTooLarge     = "too_large"     // a JSONL line over ingest.MaxLineBytes
+	ClassAudit        = "audit"         // an audit-topic event that failed to parse
+	ClassOther        = "other"         // anything else, including an empty reason
+	// A field problem is "invalid_" + the top-level field: invalid_uuid, invalid_event,
+	// invalid_distinct_id, invalid_timestamp, invalid_properties.
+)
+
+// topFields are the envelope fields a field problem's class may name (ingest.Envelope).
+var topFields = map[string]bool{"uuid": true, "event": true, "distinct_id": true, "timestamp": true, "properties": true}
+
+// DeadLetterClass maps a dead letter's free-text reason to one of a small fixed set of
+// classes fit for a metric label: ClassBadJSON, ClassUnknownEvent, ClassTooLarge,
+// ClassAudit, "invalid_<field>" for a problem at an envelope field (the first problem
+// listed), or ClassOther. A "line N: " prefix (ingest.PublishFile) is ignored.
+func DeadLetterClass(reason string) string {
+	if rest, ok := strings.CutPrefix(reason, "line "); ok {
+		if i := strings.Index(rest, ": "); i > 0 {
+			if _, err := strconv.Atoi(rest[:i]); err == nil {
+				reason = rest[i+2:]
+			}
+		}
+	}
+	switch {
+	case strings.HasPrefix(reason, "audit event: "):
+		return ClassAudit
+	case strings.HasPrefix(reason, "bad JSON"):
+		return ClassBadJSON
+	case strings.HasPrefix(reason, ingest.ErrUnknownEvent.Error()):
+		return ClassUnknownEvent
+	case strings.HasPrefix(reason, "line is ") && strings.Contains(reason, "longer than"):
+		return ClassTooLarge
+	}
+	path, _, ok := strings.Cut(reason, ": ")
+	if !ok {
+		return ClassOther
+	}
+	if i := strings.IndexAny(path, ".["); i >= 0 {
+		path = path[:i]
+	}
+	if topFields[path] {
+		return "invalid_" + path
+	}
+	return ClassOther
+}
+
+// instrumentStores returns cfg's Redis client and ClickHouse connection wrapped to feed the
+// store metrics (unchanged when m is nil). The wrappers see the consumer's batched writes:
+// Redis pipelines (Pipeline, Pipelined, TxPipeline, TxPipelined) and ClickHouse batches,
+// queries and statements; the callers' clients are not modified.
+func (m *Metrics) instrumentStores(rdb redis.UniversalClient, ch driver.Conn) (redis.UniversalClient, driver.Conn) {
+	if m == nil {
+		return rdb, ch
+	}
+	return &metricsRedis{UniversalClient: rdb, m: m}, &metricsClickHouse{Conn: ch, m: m}
+}
+
+func (m *Metrics) observe(store string, start time.Time, err error) {
+	m.storeWrite.WithLabelValues(store).Observe(time.Since(start).Seconds())
+	m.failed(store, err)
+}
+
+func (m *Metrics) failed(store string, err error) {
+	// NOSCRIPT is how runScripts learns to send EVAL: the store is fine.
+	if err != nil && !isNoScript(err) && !errors.Is(err, redis.Nil) {
+		m.storeErrors.WithLabelValues(store).Inc()
+	}
+}
+
+type metricsRedis struct {
+	redis.UniversalClient
+	m *Metrics
+}
+
+func (r *metricsRedis) Pipeline() redis.Pipeliner {
+	return &metricsPipe{Pipeliner: r.UniversalClient.Pipeline(), m: r.m}
+}
+
+func (r *metricsRedis) TxPipeline() redis.Pipeliner {
+	return &metricsPipe{Pipeliner: r.UniversalClient.TxPipeline(), m: r.m}
+}
+
+func (r *metricsRedis) Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error) {
+	return r.Pipeline().Pipelined(ctx, fn)
+}
+
+func (r *metricsRedis) TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error) {
+	return r.TxPipeline().Pipelined(ctx, fn)
+}
+
+type metricsPipe struct {
+	redis.Pipeliner
+	m *Metrics
+}
+
+func (p *metricsPipe) Exec(ctx context.Context) ([]redis.Cmder, error) {
+	start := time.Now()
+	cmds, err := p.Pipeliner.Exec(ctx)
+	p.m.observe(storeRedis, start, err)
+	return cmds, err
+}
+
+func (p *metricsPipe) Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error) {
+	if err := fn(p); err != nil {
+		return nil, err
+	}
+	return p.Exec(ctx)
+}
+
+type metricsClickHouse struct {
+	driver.Conn
+	m *Metrics
+}
+
+func (c *metricsClickHouse) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	start := time.Now()
+	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
+	if err != nil {
+		c.m.failed(storeClickHouse, err)
+		return nil, err
+	}
+	return &metricsBatch{Batch: b, m: c.m, start: start}, nil
+}
+
+func (c *metricsClickHouse) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	rows, err := c.Conn.Query(ctx, query, args...)
+	c.m.failed(storeClickHouse, err)
+	return rows, err
+}
+
+func (c *metricsClickHouse) Exec(ctx context.Context, query string, args ...any) error {
+	err := c.Conn.Exec(ctx, query, args...)
+	c.m.failed(storeClickHouse, err)
+	return err
+}
+
+func (c *metricsClickHouse) Select(ctx context.Context, dest any, query string, args ...any) error {
+	err := c.Conn.Select(ctx, dest, query, args...)
+	c.m.failed(storeClickHouse, err)
+	return err
+}
+
+type metricsBatch struct {
+	driver.Batch
+	m     *Metrics
+	start time.Time
+}
+
+func (b *metricsBatch) Send() error {
+	err := b.Batch.Send()
+	b.m.observe(storeClickHouse, b.start, err)
+	return err
+}

@@ -1,0 +1,135 @@
+package consumers
+
+import (
+	"context"
+	"runtime"
+	"sync"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+// Pipelining (issue 7). A batch goes through two stages: prepare (decode ▸ validate ▸ in-batch
+// dedup: pure computation on the messages, no store touched) and store (dedup claims ▸ Redis ▸
+// ClickHouse ▸ commit). The next batch is fetched and prepared while the current one is
+// stored, so decoding overlaps the stores' round trips; stores and commits stay sequential,
+// in fetch order, and a batch's offsets are still committed only after the stores hold it
+// (DESIGN.md §5). Preparing touches no store, so nothing a prepared batch does is visible
+// before its turn; a batch whose store is retried is not prepared again.
+
+// prepared is a fetched batch after prepare.
+type prepared struct {
+	msgs      []kafka.Message
+	events    []decoded // valid events, the first of each uuid in the batch
+	bad       []ingest.DeadLetter
+	deadRows  []row
+	auditRows []row
+	audits    []*ingest.AuditEvent
+	// inBatchDups are the kinds of events dropped because an earlier message of the batch
+	// carried their uuid.
+	inBatchDups []ingest.Kind
+}
+
+// fetched is one unit of the fetch stage's output: a prepared batch, or the fetch error.
+type fetched struct {
+	batch *prepared
+	err   error
+}
+
+// fetchLoop fills and prepares batches and hands them to out (capacity 1: one batch is
+// prepared ahead of the one being stored) until ctx ends or a fetch fails. An empty batch
+// (nothing arrived for BatchWait) is handed on too, so the store stage can check for drain.
+func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
+	defer close(out)
+	for {
+		msgs, err := c.fill(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			select {
+			case out <- fetched{err: err}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		p := c.prepare(msgs)
+		select {
+		case out <- fetched{batch: p}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// parallelDecodeMin is the batch size from which events are decoded on several goroutines.
+const parallelDecodeMin = 1000
+
+// prepare decodes and validates msgs (in parallel chunks for a large batch: ingest.Parse is
+// a pure function) and drops in-batch duplicates, keeping the first message of each uuid.
+func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
+	type parsed struct {
+		ev  *ingest.Event
+		err error
+	}
+	out := make([]parsed, len(msgs))
+	parse := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if t := msgs[i].Topic; t == ingest.TopicDeadLetters || t == ingest.TopicAudit {
+				continue
+			}
+			out[i].ev, out[i].err = ingest.Parse(msgs[i].Value)
+		}
+	}
+	if workers := min(runtime.GOMAXPROCS(0), len(msgs)/parallelDecodeMin); workers > 1 {
+		var wg sync.WaitGroup
+		chunk := (len(msgs) + workers - 1) / workers
+		for lo := 0; lo < len(msgs); lo += chunk {
+			wg.Go(func() { parse(lo, min(lo+chunk, len(msgs))) })
+		}
+		wg.Wait()
+	} else {
+		parse(0, len(msgs))
+	}
+
+	p := &prepared{msgs: msgs, events: make([]decoded, 0, len(msgs))}
+	firstSeen := make(map[[16]byte]string, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Topic {
+		case ingest.TopicDeadLetters:
+			p.deadRows = append(p.deadRows, deadLetterRow(m))
+			continue
+		case ingest.TopicAudit:
+			a, err := ingest.ParseAuditEvent(m.Value)
+			if err != nil {
+				p.bad = append(p.bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: "audit event: " + err.Error(), Source: m.Topic})
+				continue
+			}
+			p.auditRows = append(p.auditRows, auditRow(m, a))
+			p.audits = append(p.audits, a)
+			continue
+		}
+		ev, err := out[i].ev, out[i].err
+		if err != nil {
+			p.bad = append(p.bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: err.Error(), Source: m.Topic})
+			continue
+		}
+		pos := position(m)
+		if prev, seen := firstSeen[ev.UUID]; seen {
+			if prev != pos { // the same message fetched twice (after a rebalance) is not a duplicate
+				p.inBatchDups = append(p.inBatchDups, ev.Kind)
+			}
+			continue
+		}
+		firstSeen[ev.UUID] = pos
+		p.events = append(p.events, decoded{msg: m, ev: ev, pos: pos})
+	}
+	return p
+}
+
+// readerQueue caps the kafka-go reader's QueueCapacity (messages fetched ahead of fill): the
+// fetch stage already reads one batch ahead, and a queue of a whole batch more would only
+// hold memory.
+const readerQueue = 1000
