@@ -13,6 +13,7 @@ const (
 	JobReconcile    = "reconcile"
 	JobContactAudit = "contact_audit"
 	JobSchemaCheck  = "schema_check"
+	JobSeal         = "seal"
 )
 
 // Run outcomes, the outcome label of mcpulse_job_runs_total.

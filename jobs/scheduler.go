@@ -1,6 +1,6 @@
 // Package jobs runs mcpulse's scheduled jobs with robfig/cron: suppression reconcile (Redis
-// rebuilt from ClickHouse), the contact-policy audit and the schema ratchet of each configured
-// MCP server.
+// rebuilt from ClickHouse), the contact-policy audit, the rollup seal and the schema ratchet
+// of each configured MCP server.
 package jobs
 
 import (
@@ -30,6 +30,9 @@ type SchedulerConfig struct {
 	// ContactAuditSchedule is the cron spec of the contact-policy audit. "" disables it.
 	// Default: "@hourly".
 	ContactAuditSchedule string
+	// SealSchedule is the cron spec of the rollup seal (SealIgnoredKeyRates). "" disables it.
+	// Default: "@every 5m".
+	SealSchedule string
 	// ContactAuditWindow is how far back each contact-policy audit looks. Default: 30 days.
 	ContactAuditWindow time.Duration
 	// Timeout bounds one run of any job. Default: 10m.
@@ -51,6 +54,7 @@ type SchedulerConfig struct {
 const (
 	DefaultReconcileSchedule    = "@every 15m"
 	DefaultContactAuditSchedule = "@hourly"
+	DefaultSealSchedule         = "@every 5m"
 	// DefaultSchemaCheckSchedule applies to a ratchets.yaml server without a schedule.
 	DefaultSchemaCheckSchedule = "@every 6h"
 )
@@ -79,7 +83,7 @@ func (c *SchedulerConfig) Validate() error {
 	if c.ClickHouse == nil {
 		errs = append(errs, errors.New("scheduler: no ClickHouse connection"))
 	}
-	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule} {
+	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "seal": c.SealSchedule} {
 		if spec == "" {
 			continue
 		}
@@ -106,6 +110,11 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	}
 	if cfg.ContactAuditSchedule != "" {
 		if _, err := c.AddFunc(cfg.ContactAuditSchedule, cfg.Metrics.wrap(JobContactAudit, func() error { return ContactAuditOnce(cfg) })); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.SealSchedule != "" {
+		if _, err := c.AddFunc(cfg.SealSchedule, cfg.Metrics.wrap(JobSeal, func() error { return SealOnce(cfg) })); err != nil {
 			return nil, err
 		}
 	}

@@ -31,6 +31,9 @@ func newSchedulerCmd() *cobra.Command {
                  history and reset audit, repairing missing, stale and wrong records
   contact audit  checks the event log for invitations sent while suppressed or in cooldown,
                  and repeat invitations within 7 days; stores them in contact_policy_violations
+  seal           recomputes every closed hour (before the previous hour) of the ignored-key
+                 rate rollup as exact counts in ignored_key_rates_hourly_sealed, which the
+                 tool-diagnostics panels read instead of the uuid states
   schema check   (with --ratchets) lists each MCP server's tools and checks the schema
                  ratchets; every run lands in schema_check_runs and schema_check_tools, once
                  across scheduler replicas (a Redis lock per server and period)
@@ -79,7 +82,7 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 			}
 			defer stopMetrics()
 			c.Start()
-			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule)
+			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule, "seal", cfg.SealSchedule)
 			<-ctx.Done()
 			<-c.Stop().Done() // let a running job finish
 			cfg.Logger.Info("scheduler stopped")
@@ -91,6 +94,7 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.StringVar(&cfg.ReconcileSchedule, "reconcile", jobs.DefaultReconcileSchedule, "schedule of the suppression reconcile")
 	f.StringVar(&cfg.ContactAuditSchedule, "contact-audit", jobs.DefaultContactAuditSchedule, "schedule of the contact-policy audit")
+	f.StringVar(&cfg.SealSchedule, "seal", jobs.DefaultSealSchedule, "schedule of the rollup seal (closed hours of the ignored-key rates as exact counts)")
 	f.DurationVar(&cfg.ContactAuditWindow, "contact-audit-window", 30*24*time.Hour, "how far back each contact-policy audit looks")
 	f.StringVar(&ratchets, "ratchets", "", "ratchets.yaml: the MCP servers whose tool schemas are checked on their schedules (see ratchets.example.yaml)")
 	f.StringVar(&posthogHost, "posthog-host", "", "send each schema check's summary to this PostHog instance (e.g. https://us.i.posthog.com)")
