@@ -25,7 +25,7 @@ against mcpulse by hand:
 
   Kafka       in-process (franz-go kfake), one broker on a free 127.0.0.1 port, in memory,
               with topics mcp_tool_calls, mcp_recruitment, mcpulse_dlq and mcpulse_audit
-  Redis       a redis-server child on a free 127.0.0.1 port, no persistence, noeviction
+  Redis       a redis-server child on a free 127.0.0.1 port, AOF in the data dir, noeviction
   ClickHouse  a clickhouse-server child on free 127.0.0.1 ports (native and HTTP)
 
 When the stack is up, three lines go to stdout, ready for a shell:

@@ -105,8 +105,9 @@ func clickHouseUsers() []byte {
 }
 
 // startClickHouse runs the server from a generated config in <DataDir>/clickhouse and waits
-// for a native-protocol ping.
-func (s *Stack) startClickHouse(ctx context.Context, argv []string) error {
+// for a native-protocol ping. fixedPorts nil chooses free native and HTTP ports (retried on a
+// lost port race); otherwise they are used as is, once.
+func (s *Stack) startClickHouse(ctx context.Context, argv []string, fixedPorts []int) error {
 	dir := filepath.Join(s.DataDir, "clickhouse")
 	for _, sub := range []string{"data", "tmp", "user_files", "format_schemas"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
@@ -118,9 +119,12 @@ func (s *Stack) startClickHouse(ctx context.Context, argv []string) error {
 	}
 	var lastErr error
 	for range startAttempts {
-		ports, err := freePorts(2)
-		if err != nil {
-			return err
+		ports := fixedPorts
+		if ports == nil {
+			var err error
+			if ports, err = freePorts(2); err != nil {
+				return err
+			}
 		}
 		confPath := filepath.Join(dir, "config.xml")
 		if err := os.WriteFile(confPath, []byte(clickHouseConfig(dir, ports[0], ports[1])), 0o644); err != nil {
@@ -138,13 +142,13 @@ func (s *Stack) startClickHouse(ctx context.Context, argv []string) error {
 		dsn := fmt.Sprintf("clickhouse://default@127.0.0.1:%d/default?dial_timeout=5s", ports[0])
 		err = pingClickHouse(ctx, c, dsn)
 		if err == nil {
-			s.ch, s.ClickHouseDSN = c, dsn
+			s.ch, s.chPorts, s.ClickHouseDSN = c, ports, dsn
 			s.log.Info("devstack: clickhouse ready", "dsn", dsn, "http_port", ports[1], "pid", c.pid())
 			return nil
 		}
 		lastErr = c.failure(err)
 		_ = c.stop(5 * time.Second)
-		if !c.logMentions("already in use") {
+		if fixedPorts != nil || !c.logMentions("already in use") {
 			break
 		}
 	}

@@ -55,7 +55,8 @@ func (rc *RedisCluster) URL() string {
 // each in its own subdirectory of dir (a fresh temporary directory, removed on Close, when
 // dir is ""), assigns them a third of the slots each with CLUSTER ADDSLOTSRANGE, joins them
 // with CLUSTER MEET, and waits until every node reports cluster_state:ok and sees three
-// masters. Like the stack's redis it has no persistence and maxmemory-policy noeviction.
+// masters. Unlike the stack's redis it has no persistence (a throw-away cluster); like it,
+// maxmemory-policy noeviction.
 // ctx bounds the start-up only; Close stops the nodes. log receives start and stop progress at
 // Info; nil discards it. Start-up takes about two seconds (see clusterReadyTimeout).
 //

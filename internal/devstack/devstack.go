@@ -43,11 +43,25 @@ const (
 // Config configures Start. The zero value is valid: a throw-away stack in a temporary
 // directory with every service embedded.
 type Config struct {
-	// DataDir holds the services' data and logs (kafka is in memory; redis/ and clickhouse/
-	// subdirectories hold the others' files and logs). It is created if missing and kept on
-	// Close, so a stack restarted on the same directory keeps its ClickHouse tables.
+	// DataDir holds the services' data and logs (redis/ and clickhouse/ subdirectories hold
+	// their files and logs; kafka/ the embedded Kafka's log when PersistKafka is set). It is
+	// created if missing and kept on Close, so a stack restarted on the same directory keeps
+	// its ClickHouse tables and its Redis data (AOF).
 	// Default: "" — a fresh temporary directory, removed on Close.
 	DataDir string
+
+	// PersistKafka keeps the embedded Kafka's topics, records, committed offsets and group
+	// state in <DataDir>/kafka (kfake.DataDir) instead of memory, so RestartKafka is a real
+	// broker restart and a stack started again on the same DataDir finds its topics. Writes
+	// go through the page cache (no fsync per batch), like Kafka's default flush policy.
+	// Default: false (in memory).
+	PersistKafka bool
+
+	// GroupMinSessionTimeout is the smallest consumer-group session timeout the embedded
+	// Kafka accepts (kfake.GroupMinSessionTimeout). Lower it so a test can run consumers with
+	// a short session timeout, making a killed member's partitions move quickly.
+	// Default: 6s (Kafka's group.min.session.timeout.ms).
+	GroupMinSessionTimeout time.Duration
 
 	// Partitions is the partition count of every topic created on the embedded Kafka.
 	// Default: 4.
@@ -77,6 +91,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.GroupMinSessionTimeout == 0 {
+		c.GroupMinSessionTimeout = 6 * time.Second
+	}
 }
 
 // Validate reports every problem with the configuration at once (after defaults are applied,
@@ -90,6 +107,9 @@ func (c Config) Validate() error {
 		if t == "" {
 			errs = append(errs, fmt.Errorf("devstack: Topics[%d] is empty", i))
 		}
+	}
+	if c.GroupMinSessionTimeout < 0 {
+		errs = append(errs, fmt.Errorf("devstack: GroupMinSessionTimeout must not be negative, got %s", c.GroupMinSessionTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -108,13 +128,24 @@ type Stack struct {
 	// DataDir is the directory holding the embedded services' data and logs.
 	DataDir string
 
-	log       *slog.Logger
-	tempDir   bool
-	kafka     *kfake.Cluster
-	redis     *child
-	ch        *child
-	closeOnce sync.Once
-	closeErr  error
+	log     *slog.Logger
+	tempDir bool
+
+	// mu guards the service handles below against a stop, start or restart (restart.go)
+	// running concurrently with another or with Close.
+	mu           sync.Mutex
+	closed       bool
+	kafka        *kfake.Cluster
+	kafkaOpts    []kfake.Opt // NewCluster options, kept for RestartKafka (with the port fixed)
+	kafkaPersist bool
+	redis        *child
+	redisBin     string
+	redisPort    int
+	ch           *child
+	chArgv       []string
+	chPorts      []int // native (TCP) and HTTP ports
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // Start starts every service the configuration asks for and waits until each answers
@@ -156,7 +187,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 	}
 
-	if extRedis == "" || extCH == "" {
+	s.redisBin, s.chArgv = redisBin, chCmd
+
+	if extRedis == "" || extCH == "" || (extKafka == "" && cfg.PersistKafka) {
 		if err := s.makeDataDir(cfg.DataDir); err != nil {
 			return nil, err
 		}
@@ -181,13 +214,13 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		s.RedisURL = extRedis
 		s.log.Info("devstack: using external redis", "url", extRedis)
 	} else {
-		wg.Go(func() { redisErr = s.startRedis(ctx, redisBin) })
+		wg.Go(func() { redisErr = s.startRedis(ctx, redisBin, 0) })
 	}
 	if extCH != "" {
 		s.ClickHouseDSN = extCH
 		s.log.Info("devstack: using external clickhouse", "dsn", extCH)
 	} else {
-		wg.Go(func() { chErr = s.startClickHouse(ctx, chCmd) })
+		wg.Go(func() { chErr = s.startClickHouse(ctx, chCmd, nil) })
 	}
 	wg.Wait()
 	if err := errors.Join(redisErr, chErr); err != nil {
@@ -230,11 +263,15 @@ func (s *Stack) Env() []string {
 }
 
 // Close stops the embedded services: each child process gets SIGTERM, then SIGKILL if it has
-// not exited within its bound (ClickHouse 20 s, redis 10 s); the Kafka cluster is closed;
+// not exited within its bound (ClickHouse 20 s, redis 10 s); a child already stopped with
+// StopRedis or StopClickHouse is left as it is; the Kafka cluster is closed;
 // a temporary data directory is removed. External services are left alone. Close is
 // idempotent and safe for concurrent use; later calls return the first call's result.
 func (s *Stack) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.closeOnce.Do(func() {
+		s.closed = true
 		var wg sync.WaitGroup
 		var errCH, errRedis error
 		if s.ch != nil {
