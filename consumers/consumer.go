@@ -187,7 +187,7 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 		if err := c.storeWithRetry(ctx, f.batch); err != nil {
 			return nil // only a cancelled context ends the retries
 		}
-		if err := c.reader.CommitMessages(ctx, msgs...); err != nil {
+		if err := c.commitWithRetry(ctx, msgs); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -198,6 +198,37 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 		}
 		c.stats.batches.Add(1)
 	}
+}
+
+// commitAttempts bounds commitWithRetry: a commit that still fails is left to the next batch's
+// commit or to the partition's next owner.
+const commitAttempts = 5
+
+// commitWithRetry commits a stored batch's offsets, retrying a failed commit with the store
+// backoff (at most commitAttempts tries). kafka-go's reader does not rewind after a failed
+// commit, so without a retry a partition that receives no further message would keep its old
+// committed offset, and lag would stay up, until new traffic arrived (seen after a broker
+// restart). Committing late is safe even if the partition has moved: the batch is stored, and
+// the new owner only re-reads from an earlier offset, which changes nothing.
+func (c *Consumer) commitWithRetry(ctx context.Context, msgs []kafka.Message) error {
+	backoff := c.cfg.RetryBackoff
+	var err error
+	for attempt := 1; attempt <= commitAttempts; attempt++ {
+		if err = c.reader.CommitMessages(ctx, msgs...); err == nil || ctx.Err() != nil {
+			return err
+		}
+		if attempt == commitAttempts {
+			break
+		}
+		c.cfg.Logger.Info("commit failed; retrying", "attempt", attempt, "retry_in", backoff, "messages", len(msgs), "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
+	}
+	return err
 }
 
 // fill reads up to BatchSize messages, waiting at most BatchWait for the batch to fill.
