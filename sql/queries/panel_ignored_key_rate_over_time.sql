@@ -1,10 +1,7 @@
 -- Ignored-key rate per tool and hour (DESIGN.md §4: calls with at least one counted ignored
 -- key divided by successful calls) for the tools with the most successful calls in the range.
--- Closed hours come from ignored_key_rates_hourly_sealed (plain exact counts, the newest seal of
--- each key by FINAL) below the newest watermark in rollup_seals; later hours (all of them
--- before the first seal, when the watermark reads 1970-01-01) come from the uniqExact states,
--- merged per hour, tool and client first. A tool call's uuid has one hour, tool and client, so
--- the keys' sets are disjoint and their counts add up (jobs.SealIgnoredKeyRates).
+-- Reads v_ignored_key_rate_counts_hourly: sealed exact counts for closed hours, uniqExact
+-- states after the seal watermark (migration 0008, jobs.SealIgnoredKeyRates).
 -- Parameters, in order: from, to (DateTime UTC: the hours starting from..to, both included),
 -- client twice, tool twice (String, '' = all), limit (UInt64: how many tools).
 SELECT
@@ -26,29 +23,9 @@ FROM
         SELECT
             hour,
             tool_name,
-            sum(key_calls) AS hour_calls,
-            sum(key_ignored) AS hour_ignored
-        FROM
-        (
-            SELECT
-                hour,
-                tool_name,
-                client_name,
-                successful_calls AS key_calls,
-                calls_with_ignored_keys AS key_ignored
-            FROM mcpulse.ignored_key_rates_hourly_sealed FINAL
-            WHERE hour < (SELECT max(sealed_through) FROM mcpulse.rollup_seals FINAL WHERE rollup = 'ignored_key_rates_hourly')
-            UNION ALL
-            SELECT
-                hour,
-                tool_name,
-                client_name,
-                uniqExactMerge(successful_calls) AS key_calls,
-                uniqExactMerge(calls_with_ignored_keys) AS key_ignored
-            FROM mcpulse.ignored_key_rates_hourly
-            WHERE hour >= (SELECT max(sealed_through) FROM mcpulse.rollup_seals FINAL WHERE rollup = 'ignored_key_rates_hourly')
-            GROUP BY hour, tool_name, client_name
-        )
+            sum(successful_calls) AS hour_calls,
+            sum(calls_with_ignored_keys) AS hour_ignored
+        FROM mcpulse.v_ignored_key_rate_counts_hourly
         WHERE hour >= ? AND hour <= ?
             AND (? = '' OR client_name = ?)
             AND (? = '' OR tool_name = ?)

@@ -3,11 +3,8 @@
 -- schema size in UTF-16 units, whether it is oversized, and its nested description coverage
 -- (described / nested properties; 1 when there are none). Tools never checked have NULL
 -- schema columns.
--- Closed hours come from ignored_key_rates_hourly_sealed (plain exact counts, the newest seal of
--- each key by FINAL) below the newest watermark in rollup_seals; later hours (all of them
--- before the first seal, when the watermark reads 1970-01-01) come from the uniqExact states,
--- merged per hour, tool and client first. A tool call's uuid has one hour, tool and client, so
--- the keys' sets are disjoint and their counts add up (jobs.SealIgnoredKeyRates).
+-- Reads v_ignored_key_rate_counts_hourly: sealed exact counts for closed hours, uniqExact
+-- states after the seal watermark (migration 0008, jobs.SealIgnoredKeyRates).
 -- Parameters, in order: from, to (DateTime UTC: the hours starting from..to, both included),
 -- client twice, tool twice (String, '' = all), limit (UInt64: how many tools).
 SELECT
@@ -23,30 +20,10 @@ FROM
 (
     SELECT
         tool_name,
-        sum(key_calls) AS calls,
-        sum(key_ignored) AS calls_with_ignored,
+        sum(successful_calls) AS calls,
+        sum(calls_with_ignored_keys) AS calls_with_ignored,
         calls_with_ignored / calls AS ignored_key_rate
-    FROM
-    (
-        SELECT
-            hour,
-            tool_name,
-            client_name,
-            successful_calls AS key_calls,
-            calls_with_ignored_keys AS key_ignored
-        FROM mcpulse.ignored_key_rates_hourly_sealed FINAL
-        WHERE hour < (SELECT max(sealed_through) FROM mcpulse.rollup_seals FINAL WHERE rollup = 'ignored_key_rates_hourly')
-        UNION ALL
-        SELECT
-            hour,
-            tool_name,
-            client_name,
-            uniqExactMerge(successful_calls) AS key_calls,
-            uniqExactMerge(calls_with_ignored_keys) AS key_ignored
-        FROM mcpulse.ignored_key_rates_hourly
-        WHERE hour >= (SELECT max(sealed_through) FROM mcpulse.rollup_seals FINAL WHERE rollup = 'ignored_key_rates_hourly')
-        GROUP BY hour, tool_name, client_name
-    )
+    FROM mcpulse.v_ignored_key_rate_counts_hourly
     WHERE hour >= ? AND hour <= ?
         AND (? = '' OR client_name = ?)
         AND (? = '' OR tool_name = ?)
