@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -22,5 +23,16 @@ func TestJSONOutputEscapesInvisibleCharacters(t *testing.T) {
 	var back map[string]string
 	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back["distinct_id"] != in["distinct_id"] || back["c1"] != in["c1"] {
 		t.Errorf("output %q does not decode to the same value: %v %v", out.String(), back, err)
+	}
+}
+
+func TestNewLoggerRefusesAnUnknownFormat(t *testing.T) {
+	for _, format := range []string{"", "text", "json"} {
+		if _, err := newLogger(format); err != nil {
+			t.Errorf("newLogger(%q): %v", format, err)
+		}
+	}
+	if _, err := newLogger("jsn"); err == nil || !strings.Contains(err.Error(), `"jsn"`) {
+		t.Errorf(`newLogger("jsn") = %v, want an error naming the value`, err)
 	}
 }

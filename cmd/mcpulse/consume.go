@@ -48,7 +48,10 @@ Run several processes to scale out: partitions are shared among the group's memb
 		Example: "  mcpulse consume\n  mcpulse consume --until-drained --log-format json\n  mcpulse consume --brokers kafka:9092 --redis redis://redis:6379/0 --clickhouse clickhouse://default@clickhouse:9000/default",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			log := newLogger(logFormat)
+			log, err := newLogger(logFormat)
+			if err != nil {
+				return err
+			}
 			cfg.Brokers = stores.SplitBrokers(brokers)
 			if len(cfg.Brokers) == 0 {
 				return fmt.Errorf("no Kafka brokers: set %s or pass --brokers", stores.EnvKafkaBrokers)
@@ -128,10 +131,14 @@ Run several processes to scale out: partitions are shared among the group's memb
 	return cmd
 }
 
-// newLogger returns a slog logger on stderr in the chosen format.
-func newLogger(format string) *slog.Logger {
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+// newLogger returns a slog logger on stderr in the chosen format, "text" or "json"; any other
+// format is an error that names the flag, so a typo never silently switches a service's logs.
+func newLogger(format string) (*slog.Logger, error) {
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	return nil, fmt.Errorf("--log-format must be \"text\" or \"json\", got %q", format)
 }

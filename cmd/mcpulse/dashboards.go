@@ -103,7 +103,11 @@ The chart library is installed from npm with:
 			if err := flags.apply(&cfg); err != nil {
 				return err
 			}
-			cfg.Logger = newLogger(logFmt)
+			logger, err := newLogger(logFmt)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
 			ch, err := stores.OpenClickHouse(cmd.Context(), dsn)
 			if err != nil {
 				return err

@@ -41,7 +41,7 @@ printed. --assets, --token and --basic-auth work as for "mcpulse dashboards".`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Progress = cmd.ErrOrStderr()
 			if logLevel != "" {
-				cfg.Logger = newLogger("text")
+				cfg.Logger, _ = newLogger("text") // a constant, valid format
 			}
 			var webCfg dashserver.Config
 			if serve != "" {

@@ -73,7 +73,10 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 			if len(cfg.Brokers) == 0 {
 				return fmt.Errorf("no Kafka brokers: set %s or pass --brokers", stores.EnvKafkaBrokers)
 			}
-			log := newLogger(logFmt)
+			log, err := newLogger(logFmt)
+			if err != nil {
+				return err
+			}
 			cfg.Logger = log
 			pub, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: cfg.Brokers, DefaultInstanceURL: instanceURL, Logger: log})
 			if err != nil {

@@ -43,7 +43,10 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 		Example: "  mcpulse scheduler\n  mcpulse scheduler --reconcile '@every 5m' --contact-audit ''",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cfg.Logger = newLogger(logFormat)
+			var err error
+			if cfg.Logger, err = newLogger(logFormat); err != nil {
+				return err
+			}
 			rdb, ch, closeStores, err := openStores(ctx, redisURL, dsn)
 			if err != nil {
 				return err
