@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/internal/gen"
+	"github.com/mcpulse/mcpulse/internal/mcptest"
 	"github.com/mcpulse/mcpulse/internal/outcome"
 	"github.com/mcpulse/mcpulse/internal/schemacheck"
 	"github.com/mcpulse/mcpulse/internal/suppression"
@@ -46,12 +47,7 @@ var schemaCheckRuns = []struct {
 
 // servedTool is one tool as a demo MCP server lists it; InputSchema is the corpus file's raw
 // JSON, so the check measures the bytes the real server serves.
-type servedTool struct {
-	Name        string          `json:"name"`
-	Title       string          `json:"title"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"inputSchema"`
-}
+type servedTool = mcptest.Tool
 
 // corpusServers reads the generator's embedded tool schemas (gen.ToolSchemaFiles) into one tool
 // list per MCP server: github-mcp-server's snapshots and PostHog's schemas (the tools the
@@ -103,50 +99,6 @@ func corpusServers() (map[string][]servedTool, error) {
 	return out, nil
 }
 
-// newCorpusMCPServer is an MCP server (the official Go SDK) that lists tools with their input
-// schemas byte for byte. The SDK refuses to register a schema whose root is not
-// {"type":"object"} (Sentry's whoami is served as {}), so such a tool is registered with
-// {"type":"object"} and its real schema put back into the tools/list result.
-func newCorpusMCPServer(name string, tools []servedTool) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: name, Version: "demo"}, nil)
-	swapped := map[string]json.RawMessage{}
-	for _, t := range tools {
-		schema := t.InputSchema
-		var root struct {
-			Type any `json:"type"`
-		}
-		if json.Unmarshal(schema, &root) != nil || root.Type != "object" {
-			swapped[t.Name] = t.InputSchema
-			schema = json.RawMessage(`{"type":"object"}`)
-		}
-		srv.AddTool(&mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: schema},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "demo server: listing only"}}}, nil
-			})
-	}
-	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			res, err := next(ctx, method, req)
-			list, ok := res.(*mcp.ListToolsResult)
-			if err != nil || method != "tools/list" || !ok || len(swapped) == 0 {
-				return res, err
-			}
-			out := *list
-			out.Tools = make([]*mcp.Tool, len(list.Tools))
-			for i, t := range list.Tools {
-				if schema, ok := swapped[t.Name]; ok {
-					c := *t
-					c.InputSchema = schema
-					t = &c
-				}
-				out.Tools[i] = t
-			}
-			return &out, nil
-		}
-	})
-	return srv
-}
-
 // recordSchemaChecks serves every corpus server over Streamable HTTP on loopback and runs the
 // scheduler's schema ratchet job (jobs.SchemaRatchet.RunOnce, which stores each run in
 // schema_check_runs and schema_check_tools) once per schemaCheckRuns entry, its clock set to
@@ -158,7 +110,7 @@ func recordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int
 	}
 	mux := http.NewServeMux()
 	for name, tools := range servers {
-		srv := newCorpusMCPServer(name, tools)
+		srv := mcptest.NewServer(tools, 0).Server
 		mux.Handle("/"+name+"/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

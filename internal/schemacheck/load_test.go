@@ -21,7 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpulse/mcpulse/internal/schemacheck/internal/mcptest"
+	"github.com/mcpulse/mcpulse/internal/mcptest"
 )
 
 // corpusRoot is testdata/mcp-tool-schemas at the repository root.

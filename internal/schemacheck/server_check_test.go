@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpulse/mcpulse/internal/schemacheck/internal/mcptest"
+	"github.com/mcpulse/mcpulse/internal/mcptest"
 )
 
 // The whole path a scheduled check takes: a real MCP server (the official Go SDK) serves a

@@ -1,6 +1,7 @@
 // Package mcptest serves the tool schemas of the corpus (testdata/mcp-tool-schemas) from a real
-// MCP server built with the official Go SDK, for schemacheck's tests: over Streamable HTTP in
-// the test process, over stdio from the re-executed test binary.
+// MCP server built with the official Go SDK: for schemacheck's tests (over Streamable HTTP in
+// the test process, over stdio from the re-executed test binary) and for the demo's
+// schema-check history (internal/demo).
 //
 // It reads the corpus with its own code, one layout per set, independent of
 // schemacheck.LoadFromFile, so that the tests compare two separate readings.
@@ -21,10 +22,10 @@ import (
 
 // Tool is a corpus tool as the server serves it: InputSchema is the corpus file's raw JSON.
 type Tool struct {
-	Name        string
-	Title       string
-	Description string
-	InputSchema json.RawMessage
+	Name        string          `json:"name"`
+	Title       string          `json:"title"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
 }
 
 // Sets are the corpus sets the tests serve, each with the corpus path (relative to the corpus
