@@ -67,10 +67,11 @@ func clickHouseConfig(dir string, tcpPort, httpPort int) string {
     <mark_cache_size>268435456</mark_cache_size>
     <uncompressed_cache_size>268435456</uncompressed_cache_size>
     <max_concurrent_queries>100</max_concurrent_queries>
+    <macros><%s>%s</%s></macros>
 </yandex>
 `, x(filepath.Join(dir, "server.log")), x(filepath.Join(dir, "server.err.log")),
 		tcpPort, httpPort, d("data"), d("tmp"), d("user_files"), d("format_schemas"),
-		x(filepath.Join(dir, "users.xml")))
+		x(filepath.Join(dir, "users.xml")), identityMacro, x(dir), identityMacro)
 }
 
 // fallbackUsersXML is used when the packaged users.xml is absent (a bare "clickhouse"
@@ -140,7 +141,7 @@ func (s *Stack) startClickHouse(ctx context.Context, argv []string, fixedPorts [
 		}
 		c.extra = []string{filepath.Join(dir, "server.err.log")}
 		dsn := fmt.Sprintf("clickhouse://default@127.0.0.1:%d/default?dial_timeout=5s", ports[0])
-		err = pingClickHouse(ctx, c, dsn)
+		err = pingClickHouse(ctx, c, dsn, dir)
 		if err == nil {
 			s.ch, s.chPorts, s.ClickHouseDSN = c, ports, dsn
 			s.log.Info("devstack: clickhouse ready", "dsn", dsn, "http_port", ports[1], "pid", c.pid())
@@ -155,7 +156,14 @@ func (s *Stack) startClickHouse(ctx context.Context, argv []string, fixedPorts [
 	return lastErr
 }
 
-func pingClickHouse(ctx context.Context, c *child, dsn string) error {
+// identityMacro names the macro in the generated config whose value is the server's own
+// directory, so start-up can tell its server from another one on the same port.
+const identityMacro = "mcpulse_devstack_dir"
+
+// pingClickHouse waits until the server at dsn answers and is the one started in dir. A
+// server that lost a port race exits, but another stack's server on that port would answer
+// the ping; two tests sharing one server would then run their migrations into each other.
+func pingClickHouse(ctx context.Context, c *child, dsn, dir string) error {
 	opts, err := clickhouse.ParseDSN(dsn)
 	if err != nil {
 		return fmt.Errorf("BUG: generated clickhouse DSN %q: %w", dsn, err)
@@ -165,5 +173,15 @@ func pingClickHouse(ctx context.Context, c *child, dsn string) error {
 		return err
 	}
 	defer conn.Close()
-	return waitHealthy(ctx, c, clickHouseHealthTimeout, conn.Ping)
+	return waitHealthy(ctx, c, clickHouseHealthTimeout, func(ctx context.Context) error {
+		var got string
+		err := conn.QueryRow(ctx, "SELECT substitution FROM system.macros WHERE macro = ?", identityMacro).Scan(&got)
+		if err != nil {
+			return err
+		}
+		if got != dir {
+			return fmt.Errorf("%s answers for the server in %q, not this stack's", opts.Addr[0], got)
+		}
+		return nil
+	})
 }

@@ -149,7 +149,9 @@ type Stack struct {
 }
 
 // Start starts every service the configuration asks for and waits until each answers
-// (redis: PING within 20 s; ClickHouse: a native-protocol ping within 60 s). ctx bounds the
+// as itself (redis: PING and INFO naming its process within 20 s; ClickHouse: a query of its
+// identity macro within 60 s, so a server that lost its port to another stack's fails
+// instead of passing that one off as its own). ctx bounds the
 // start-up only: cancelling it later does not stop the stack; Close does.
 //
 // Errors: an invalid Config; a *MissingBinaryError when redis-server or clickhouse-server is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -338,4 +339,29 @@ func alive(pid int) bool {
 		return s[i+2] != 'Z'
 	}
 	return true
+}
+
+// A server that loses its port to another stack's server must not adopt that server: when
+// both answered the start-up ping, two parallel tests once shared one ClickHouse and ran
+// their migrations into each other. Starting on the first stack's ports fails instead.
+func TestServerStartedOnAnotherStacksPortFailsInsteadOfAdoptingIt(t *testing.T) {
+	a := startStack(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := &Stack{DataDir: t.TempDir(), log: slog.New(slog.DiscardHandler)}
+	t.Cleanup(func() { _ = b.Close() })
+
+	if err := b.startRedis(ctx, a.redisBin, a.redisPort); err == nil {
+		t.Errorf("redis on the other stack's port %d: started, want an error", a.redisPort)
+	} else if !strings.Contains(err.Error(), "already in use") {
+		t.Errorf("redis on the other stack's port: %v, want the server's address-in-use log", err)
+	}
+	if err := b.startClickHouse(ctx, a.chArgv, a.chPorts); err == nil {
+		t.Errorf("clickhouse on the other stack's ports %v: started, want an error", a.chPorts)
+	} else if !strings.Contains(err.Error(), "in use") {
+		t.Errorf("clickhouse on the other stack's ports: %v, want the server's address-in-use log", err)
+	}
+	if b.redis != nil || b.ch != nil {
+		t.Fatalf("the second stack holds servers it did not start: redis %v, clickhouse %v", b.redis, b.ch)
+	}
 }

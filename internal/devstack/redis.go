@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,8 +77,10 @@ func (s *Stack) startRedis(ctx context.Context, bin string, fixedPort int) error
 		}
 		opts.MaxRetries = -1
 		client := redis.NewClient(opts)
+		// Another stack's redis-server on a port this one lost would answer PING too, so
+		// the probe also asks which process answered.
 		err = waitHealthy(ctx, c, redisHealthTimeout, func(ctx context.Context) error {
-			return client.Ping(ctx).Err()
+			return probeOwnRedis(ctx, client, c.pid())
 		})
 		client.Close()
 		if err == nil {
@@ -92,4 +95,17 @@ func (s *Stack) startRedis(ctx context.Context, bin string, fixedPort int) error
 		}
 	}
 	return lastErr
+}
+
+// probeOwnRedis pings the server behind client and checks that it is process pid.
+func probeOwnRedis(ctx context.Context, client *redis.Client, pid int) error {
+	info, err := client.InfoMap(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	got := info["Server"]["process_id"]
+	if got != strconv.Itoa(pid) {
+		return fmt.Errorf("%s answers from process %q, not this stack's %d", client.Options().Addr, got, pid)
+	}
+	return nil
 }
