@@ -50,12 +50,13 @@ type Stats struct {
 	Suppression  map[string]int64 // suppression script outcomes (ApplyWritten, ...)
 	Batches      int64            // batches stored and committed
 	StoreRetries int64            // batch attempts that failed on a store and were retried
+	FetchRetries int64            // Kafka fetches that failed (group not joined or synced) and were retried
 }
 
 type counters struct {
-	messages, duplicates, deadLettered, deadLetters, audits, batches, retries atomic.Int64
-	stored                                                                    [5]atomic.Int64 // by ingest.Kind
-	suppression                                                               map[string]*atomic.Int64
+	messages, duplicates, deadLettered, deadLetters, audits, batches, retries, fetchRetries atomic.Int64
+	stored                                                                                  [5]atomic.Int64 // by ingest.Kind
+	suppression                                                                             map[string]*atomic.Int64
 }
 
 // New checks the configuration and joins nothing yet: the group is joined on the first fetch.
@@ -86,8 +87,11 @@ func New(cfg Config) (*Consumer, error) {
 		// A member that died is noticed after SessionTimeout, and its partitions move then.
 		SessionTimeout:    cfg.SessionTimeout,
 		HeartbeatInterval: min(cfg.SessionTimeout/3, 3*time.Second),
-		RebalanceTimeout:  cfg.SessionTimeout,
-		ErrorLogger:       kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(cfg.Logger, fmt.Sprintf(msg, args...)) }),
+		// A failed join is retried after this pause (kafka-go's default is 5 s), so a member
+		// is back in the group soon after the coordinator returns.
+		JoinGroupBackoff: joinGroupBackoff,
+		RebalanceTimeout: cfg.SessionTimeout,
+		ErrorLogger:      kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(cfg.Logger, fmt.Sprintf(msg, args...)) }),
 	})
 	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
 	var err error
@@ -122,6 +126,7 @@ func (c *Consumer) Stats() Stats {
 		Audits:       c.stats.audits.Load(),
 		Batches:      c.stats.batches.Load(),
 		StoreRetries: c.stats.retries.Load(),
+		FetchRetries: c.stats.fetchRetries.Load(),
 		Stored:       map[string]int64{},
 		Suppression:  map[string]int64{},
 	}
@@ -199,6 +204,9 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 		c.stats.batches.Add(1)
 	}
 }
+
+// joinGroupBackoff is the pause before a member retries a failed consumer-group join.
+const joinGroupBackoff = time.Second
 
 // commitAttempts bounds commitWithRetry: a commit that still fails is left to the next batch's
 // commit or to the partition's next owner.

@@ -3,10 +3,13 @@ package consumers_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
@@ -229,5 +232,45 @@ func TestDuplicateWithAnotherTimestampInALaterBatchIsDropped(t *testing.T) {
 	}
 	if got := c.Stats().Duplicates; got != 1 {
 		t.Errorf("duplicates dropped = %d, want 1", got)
+	}
+}
+
+// A coordinator that refuses joins (as one still loading its groups after a restart does)
+// makes kafka-go's reader report the failure through FetchMessage after three attempts while
+// it keeps trying to rejoin. The consumer retries the fetch instead of stopping, and stores
+// every event once the coordinator accepts the member.
+func TestRefusedGroupJoinsAreRetriedAndNothingIsLost(t *testing.T) {
+	h := newHarness(t)
+	var calls [][]byte
+	for n := 1; n <= 30; n++ {
+		calls = append(calls, spreadToolCall(n))
+	}
+	h.publish(ingest.TopicToolCalls, calls...)
+
+	cluster := h.stack.KafkaCluster()
+	const refusals = 4 // more than the reader's three attempts per generation
+	var refused atomic.Int32
+	cluster.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Load() >= refusals {
+			cluster.DropControl()
+			return nil, nil, false
+		}
+		refused.Add(1)
+		cluster.KeepControl()
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+
+	c := h.consumer(nil)
+	h.drain(c)
+	if got := refused.Load(); got != refusals {
+		t.Fatalf("the coordinator refused %d joins, want %d", got, refusals)
+	}
+	if got := c.Stats().FetchRetries; got < 1 {
+		t.Errorf("fetch retries = %d, want at least 1 (the reader reports refused joins through FetchMessage)", got)
+	}
+	if got := h.count("SELECT count() FROM mcpulse.tool_calls FINAL"); got != 30 {
+		t.Errorf("tool_calls rows = %d, want 30", got)
 	}
 }

@@ -2,8 +2,11 @@ package consumers
 
 import (
 	"context"
+	"errors"
+	"io"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -38,28 +41,49 @@ type fetched struct {
 }
 
 // fetchLoop fills and prepares batches and hands them to out (capacity 1: one batch is
-// prepared ahead of the one being stored) until ctx ends or a fetch fails. An empty batch
-// (nothing arrived for BatchWait) is handed on too, so the store stage can check for drain.
+// prepared ahead of the one being stored) until ctx ends or the reader is closed. An empty
+// batch (nothing arrived for BatchWait) is handed on too, so the store stage can check for
+// drain.
+//
+// A failed fetch is retried with the store backoff: in a consumer group, kafka-go's reader
+// reports a generation it could not join or sync (a broker restart, "Rebalance In Progress")
+// through FetchMessage and keeps trying to rejoin on its own, so the error is transient.
+// Messages fetched before the error are handed on first: the reader has moved past them, and
+// a later commit would cover them, so dropping them would lose them.
 func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
 	defer close(out)
+	backoff := c.cfg.RetryBackoff
 	for {
 		msgs, err := c.fill(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
+		if err == nil || len(msgs) > 0 {
+			select {
+			case out <- fetched{batch: c.prepare(msgs)}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err == nil {
+			backoff = c.cfg.RetryBackoff
+			continue
+		}
+		if errors.Is(err, io.EOF) { // the reader was closed
 			select {
 			case out <- fetched{err: err}:
 			case <-ctx.Done():
 			}
 			return
 		}
-		p := c.prepare(msgs)
+		c.stats.fetchRetries.Add(1)
+		c.cfg.Logger.Warn("kafka fetch failed; retrying", "retry_in", backoff, "err", err)
 		select {
-		case out <- fetched{batch: p}:
 		case <-ctx.Done():
 			return
+		case <-time.After(backoff):
 		}
+		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
 	}
 }
 

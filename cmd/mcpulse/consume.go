@@ -110,7 +110,7 @@ Run several processes to scale out: partitions are shared among the group's memb
 			}
 			s := c.Stats()
 			log.Info("consumer stopped", "messages", s.Messages, "stored", s.Stored, "duplicates", s.Duplicates,
-				"dead_lettered", s.DeadLettered, "dead_letters_recorded", s.DeadLetters, "batches", s.Batches, "store_retries", s.StoreRetries)
+				"dead_lettered", s.DeadLettered, "dead_letters_recorded", s.DeadLetters, "batches", s.Batches, "store_retries", s.StoreRetries, "fetch_retries", s.FetchRetries)
 			return err
 		},
 	}

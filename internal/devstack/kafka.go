@@ -51,3 +51,12 @@ func (k kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
 		k.l.Warn("kfake: " + fmt.Sprintf(format, args...))
 	}
 }
+
+// KafkaCluster returns the embedded kfake cluster, for tests that inject broker-side faults
+// with its control functions (kfake.Cluster.ControlKey), or nil when the stack uses an
+// external Kafka. After RestartKafka it is the new cluster.
+func (s *Stack) KafkaCluster() *kfake.Cluster {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kafka
+}
