@@ -14,11 +14,11 @@ package consumers
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,9 +32,12 @@ import (
 type Consumer struct {
 	cfg    Config
 	keys   *ingest.KeyFilter
-	reader *kafka.Reader
 	client *kafka.Client
 	stats  counters
+
+	groupMu sync.Mutex
+	cg      *kafka.ConsumerGroup // joined on the first Run (group.go)
+	closed  bool
 
 	metrics *Metrics // nil without Config.Registerer
 }
@@ -54,12 +57,13 @@ type Stats struct {
 }
 
 type counters struct {
-	messages, duplicates, deadLettered, deadLetters, audits, batches, retries, fetchRetries atomic.Int64
+	messages, duplicates, deadLettered, deadLetters, audits, batches, retries, fetchRetries, generations atomic.Int64
 	stored                                                                                  [5]atomic.Int64 // by ingest.Kind
 	suppression                                                                             map[string]*atomic.Int64
 }
 
-// New checks the configuration and joins nothing yet: the group is joined on the first fetch.
+// New checks the configuration and joins nothing yet: the group is joined by the first Run or
+// RunUntilDrained, and the member stays in it between runs until Close.
 func New(cfg Config) (*Consumer, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -71,32 +75,9 @@ func New(cfg Config) (*Consumer, error) {
 	for _, k := range []string{ApplyWritten, ApplyOlder, ApplyKeptPermanent, ApplyExpired, ApplyBeforeReset} {
 		c.stats.suppression[k] = new(atomic.Int64)
 	}
-	c.reader = kafka.NewReader(kafka.ReaderConfig{
-		Brokers:        cfg.Brokers,
-		GroupID:        cfg.GroupID,
-		GroupTopics:    cfg.Topics,
-		MinBytes:       1,
-		MaxBytes:       16 << 20,
-		MaxWait:        500 * time.Millisecond,
-		QueueCapacity:  min(cfg.BatchSize, readerQueue),
-		StartOffset:    kafka.FirstOffset,
-		CommitInterval: 0, // synchronous commits: an offset is committed only after the stores hold the batch
-		ReadBackoffMin: 50 * time.Millisecond,
-		ReadBackoffMax: time.Second,
-		Logger:         nil,
-		// A member that died is noticed after SessionTimeout, and its partitions move then.
-		SessionTimeout:    cfg.SessionTimeout,
-		HeartbeatInterval: min(cfg.SessionTimeout/3, 3*time.Second),
-		// A failed join is retried after this pause (kafka-go's default is 5 s), so a member
-		// is back in the group soon after the coordinator returns.
-		JoinGroupBackoff: joinGroupBackoff,
-		RebalanceTimeout: cfg.SessionTimeout,
-		ErrorLogger:      kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(cfg.Logger, fmt.Sprintf(msg, args...)) }),
-	})
 	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
 	var err error
 	if c.metrics, err = newMetrics(cfg.Registerer, c); err != nil { // last: a scrape may come at once
-		c.reader.Close()
 		return nil, err
 	}
 	return c, nil
@@ -113,8 +94,16 @@ func logReaderError(log *slog.Logger, msg string) {
 	log.Warn("kafka reader: " + msg)
 }
 
-// Close leaves the consumer group.
-func (c *Consumer) Close() error { return c.reader.Close() }
+// Close leaves the consumer group. A closed Consumer cannot run again.
+func (c *Consumer) Close() error {
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
+	c.closed = true
+	if c.cg == nil {
+		return nil
+	}
+	return c.cg.Close()
+}
 
 // Stats returns the running totals.
 func (c *Consumer) Stats() Stats {
@@ -147,119 +136,10 @@ func (c *Consumer) Run(ctx context.Context) error { return c.run(ctx, false) }
 // its end offset and nothing arrived for IdleToDrain, then returns nil.
 func (c *Consumer) RunUntilDrained(ctx context.Context) error { return c.run(ctx, true) }
 
-func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
-	// The next batch is fetched and prepared while this one is stored (pipeline.go).
-	fetchCtx, stopFetching := context.WithCancel(ctx)
-	batches := make(chan fetched, 1)
-	go c.fetchLoop(fetchCtx, batches)
-	defer func() { // wait for the fetch stage, so Close never races a fetch
-		stopFetching()
-		for range batches {
-		}
-	}()
-
-	lastMessage := time.Now()
-	for {
-		var f fetched
-		select {
-		case <-ctx.Done():
-			return nil
-		case f = <-batches:
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if f.err != nil {
-			return fmt.Errorf("fetch from Kafka: %w", f.err)
-		}
-		if f.batch == nil {
-			return nil // the fetch stage ended with ctx
-		}
-		msgs := f.batch.msgs
-		if len(msgs) == 0 {
-			if untilDrained && time.Since(lastMessage) >= c.cfg.IdleToDrain {
-				done, err := c.drained(ctx)
-				if err != nil {
-					c.cfg.Logger.Warn("drain check failed", "err", err)
-				} else if done {
-					return nil
-				}
-			}
-			continue
-		}
-		lastMessage = time.Now()
-		c.stats.messages.Add(int64(len(msgs)))
-		if err := c.storeWithRetry(ctx, f.batch); err != nil {
-			return nil // only a cancelled context ends the retries
-		}
-		if err := c.commitWithRetry(ctx, msgs); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			// After a rebalance the partition may belong to another member, which will read
-			// the batch again; every write is idempotent, so this loses and doubles nothing.
-			c.cfg.Logger.Warn("commit failed; the batch will be redelivered", "messages", len(msgs), "err", err)
-			continue
-		}
-		c.stats.batches.Add(1)
-	}
-}
-
-// joinGroupBackoff is the pause before a member retries a failed consumer-group join.
-const joinGroupBackoff = time.Second
-
-// commitAttempts bounds commitWithRetry: a commit that still fails is left to the next batch's
-// commit or to the partition's next owner.
-const commitAttempts = 5
-
-// commitWithRetry commits a stored batch's offsets, retrying a failed commit with the store
-// backoff (at most commitAttempts tries). kafka-go's reader does not rewind after a failed
-// commit, so without a retry a partition that receives no further message would keep its old
-// committed offset, and lag would stay up, until new traffic arrived (seen after a broker
-// restart). Committing late is safe even if the partition has moved: the batch is stored, and
-// the new owner only re-reads from an earlier offset, which changes nothing.
-func (c *Consumer) commitWithRetry(ctx context.Context, msgs []kafka.Message) error {
-	backoff := c.cfg.RetryBackoff
-	var err error
-	for attempt := 1; attempt <= commitAttempts; attempt++ {
-		if err = c.reader.CommitMessages(ctx, msgs...); err == nil || ctx.Err() != nil {
-			return err
-		}
-		if attempt == commitAttempts {
-			break
-		}
-		c.cfg.Logger.Info("commit failed; retrying", "attempt", attempt, "retry_in", backoff, "messages", len(msgs), "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
-	}
-	return err
-}
-
-// fill reads up to BatchSize messages, waiting at most BatchWait for the batch to fill.
-func (c *Consumer) fill(ctx context.Context) ([]kafka.Message, error) {
-	wait, cancel := context.WithTimeout(ctx, c.cfg.BatchWait)
-	defer cancel()
-	var msgs []kafka.Message
-	for len(msgs) < c.cfg.BatchSize {
-		m, err := c.reader.FetchMessage(wait)
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return msgs, nil
-			}
-			return msgs, err
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs, nil
-}
-
-// storeWithRetry stores a batch, retrying with capped exponential backoff until it succeeds or
-// ctx is cancelled (the only error it returns).
-func (c *Consumer) storeWithRetry(ctx context.Context, p *prepared) error {
+// storeWithRetry stores a batch, retrying with capped exponential backoff until it succeeds,
+// ctx is cancelled (ctx's error), or a retry would start after the batch's generation ended
+// (errGenerationEnded: the partitions' next owner reads the batch again).
+func (c *Consumer) storeWithRetry(ctx, genCtx context.Context, p *prepared) error {
 	msgs := p.msgs
 	backoff := c.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
@@ -279,6 +159,8 @@ func (c *Consumer) storeWithRetry(ctx context.Context, p *prepared) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-genCtx.Done():
+			return errGenerationEnded
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)

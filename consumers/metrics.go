@@ -42,7 +42,7 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_consumer_store_write_seconds{store}           histogram  one batched write: a Redis pipeline, a ClickHouse insert
 //	mcpulse_consumer_store_errors_total{store}            counter    failed Redis pipelines and ClickHouse calls
 //	mcpulse_consumer_fetch_retries_total                  counter    Kafka fetches that failed (group not joined) and were retried
-//	mcpulse_consumer_rebalances_total                     counter    consumer group rebalances seen by this member
+//	mcpulse_consumer_rebalances_total                     counter    consumer group generations this member joined
 //	mcpulse_consumer_lag{topic,partition}                 gauge      messages the group has not committed, asked on scrape
 //	mcpulse_consumer_lag_errors_total                     counter    scrapes whose lag request to Kafka failed
 //
@@ -57,9 +57,8 @@ type Metrics struct {
 	storeWrite        *prometheus.HistogramVec
 	storeErrors       *prometheus.CounterVec
 
-	rebalances atomic.Int64
-	lagErrors  atomic.Int64
-	lagMu      sync.Mutex // one lag request at a time, however many scrapes run
+	lagErrors atomic.Int64
+	lagMu     sync.Mutex // one lag request at a time, however many scrapes run
 
 	messages, stored, audits, suppression, batches, retries, fetchRetries, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
 }
@@ -97,7 +96,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		batches:        prometheus.NewDesc("mcpulse_consumer_batches_committed_total", "Batches stored and committed.", nil, nil),
 		retries:        prometheus.NewDesc("mcpulse_consumer_store_retries_total", "Batch attempts that failed on a store and were retried.", nil, nil),
 		fetchRetries:   prometheus.NewDesc("mcpulse_consumer_fetch_retries_total", "Kafka fetches that failed (the group could not be joined or synced) and were retried.", nil, nil),
-		rebalancesDesc: prometheus.NewDesc("mcpulse_consumer_rebalances_total", "Consumer group rebalances seen by this member.", nil, nil),
+		rebalancesDesc: prometheus.NewDesc("mcpulse_consumer_rebalances_total", "Consumer group generations this member joined (one per rebalance it took part in).", nil, nil),
 		lag:            prometheus.NewDesc("mcpulse_consumer_lag", "Messages of a partition the consumer group has not committed yet (asked of Kafka on each scrape).", []string{"topic", "partition"}, nil),
 		lagErrorsDesc:  prometheus.NewDesc("mcpulse_consumer_lag_errors_total", "Scrapes whose consumer lag request to Kafka failed.", nil, nil),
 	}
@@ -145,7 +144,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(m.retries, s.StoreRetries)
 	counter(m.fetchRetries, s.FetchRetries)
 	// kafka-go's Reader.Stats reports counts since its previous call: keep the running total.
-	counter(m.rebalancesDesc, m.rebalances.Add(m.c.reader.Stats().Rebalances))
+	counter(m.rebalancesDesc, m.c.stats.generations.Load())
 
 	m.lagMu.Lock()
 	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)

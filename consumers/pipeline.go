@@ -2,8 +2,6 @@ package consumers
 
 import (
 	"context"
-	"errors"
-	"io"
 	"runtime"
 	"sync"
 	"time"
@@ -34,57 +32,50 @@ type prepared struct {
 	inBatchDups []ingest.Kind
 }
 
-// fetched is one unit of the fetch stage's output: a prepared batch, or the fetch error.
+// fetched is one unit of the fetch stage's output: a prepared batch.
 type fetched struct {
 	batch *prepared
-	err   error
 }
 
-// fetchLoop fills and prepares batches and hands them to out (capacity 1: one batch is
-// prepared ahead of the one being stored) until ctx ends or the reader is closed. An empty
-// batch (nothing arrived for BatchWait) is handed on too, so the store stage can check for
-// drain.
-//
-// A failed fetch is retried with the store backoff: in a consumer group, kafka-go's reader
-// reports a generation it could not join or sync (a broker restart, "Rebalance In Progress")
-// through FetchMessage and keeps trying to rejoin on its own, so the error is transient.
-// Messages fetched before the error are handed on first: the reader has moved past them, and
-// a later commit would cover them, so dropping them would lose them.
-func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
+// fetchLoop reads one generation's partitions (partitionReaders), fills and prepares batches
+// and hands them to out (capacity 1: one batch is prepared ahead of the one being stored)
+// until ctx ends, then stops the readers and closes out. An empty batch (nothing arrived for
+// BatchWait) is handed on too, so the store stage can check for drain.
+func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- fetched) {
 	defer close(out)
-	backoff := c.cfg.RetryBackoff
+	msgs := make(chan kafka.Message, partitionQueue)
+	wait := c.partitionReaders(ctx, assignments, msgs)
+	defer wait()
 	for {
-		msgs, err := c.fill(ctx)
+		batch := c.fill(ctx, msgs)
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil || len(msgs) > 0 {
-			select {
-			case out <- fetched{batch: c.prepare(msgs)}:
-			case <-ctx.Done():
-				return
-			}
-		}
-		if err == nil {
-			backoff = c.cfg.RetryBackoff
-			continue
-		}
-		if errors.Is(err, io.EOF) { // the reader was closed
-			select {
-			case out <- fetched{err: err}:
-			case <-ctx.Done():
-			}
-			return
-		}
-		c.stats.fetchRetries.Add(1)
-		c.cfg.Logger.Warn("kafka fetch failed; retrying", "retry_in", backoff, "err", err)
 		select {
+		case out <- fetched{batch: c.prepare(batch)}:
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
 	}
+}
+
+// fill reads up to BatchSize messages from msgs, waiting at most BatchWait for the batch to
+// fill.
+func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message) []kafka.Message {
+	timer := time.NewTimer(c.cfg.BatchWait)
+	defer timer.Stop()
+	var batch []kafka.Message
+	for len(batch) < c.cfg.BatchSize {
+		select {
+		case m := <-msgs:
+			batch = append(batch, m)
+		case <-timer.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
 }
 
 // parallelDecodeMin is the batch size from which events are decoded on several goroutines.
@@ -153,7 +144,3 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 	return p
 }
 
-// readerQueue caps the kafka-go reader's QueueCapacity (messages fetched ahead of fill): the
-// fetch stage already reads one batch ahead, and a queue of a whole batch more would only
-// hold memory.
-const readerQueue = 1000

@@ -3,15 +3,9 @@
 package faults
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/segmentio/kafka-go"
-
-	"github.com/mcpulse/mcpulse/consumers"
-	"github.com/mcpulse/mcpulse/ingest"
 )
 
 // Log messages the outage tests look for (consumers/consumer.go).
@@ -83,21 +77,16 @@ func testStoreOutage(t *testing.T, seed uint64, store string, stop, start func(*
 }
 
 // The Kafka broker restarted mid-run (closed, down for 5 s, started on the same port from its
-// data directory) while two members consume: nothing is lost or doubled, and consumption
-// resumes within 10 s of the broker's return.
+// data directory) while two members consume: nothing is lost or doubled, consumption resumes
+// within 10 s of the broker's return, and every partition's committed offset reaches its end
+// with no traffic after the last two corpus parts, published right after the restart.
 //
-// The corpus comes in four parts: two before the restart, one right after it (a backlog for
-// the members, however fast they were), and the last once the group has settled, sent so that
-// every partition holding records receives new ones (checked). That last part works around a
-// stall found here, which is NOT the broker's: after the restart some partitions' newest
-// records are stored but their offsets stay uncommitted (the group lags by a few hundred to a
-// few thousand messages, the group is Stable with the partitions assigned) until one more
-// record reaches the partition, which is then consumed and committed with them within a
-// second. A fresh fetch at the committed offset returns every lagging record, so kfake serves
-// them; the members logged "commit failed; the batch will be redelivered" for the batch in
-// flight at the restart in some of the runs, and the redelivery does not come while the
-// member keeps the partition (consumers/consumer.go; kafka-go's reader does not rewind). Seen
-// in about 1 run of 3 without the last part.
+// That last point failed in about 1 run of 4 while the consumer used kafka-go's group-mode
+// Reader: a member's commit that failed at the restart was queued across the rebalance and sent
+// with the next generation, after the partition's new owner had committed further, so the
+// group's offset for that partition went back by thousands of stored messages and stayed there
+// until new traffic reached it. Commits now carry the generation their batch was fetched in
+// (consumers/group.go); with no last publish, this test catches such a stall.
 func TestKafkaBrokerRestartedMidRunLosesNothingAndConsumptionResumesWithin10s(t *testing.T) {
 	p := newPipeline(t, 40000, 17, 4)
 	rng := rand.New(rand.NewPCG(17, 1))
@@ -118,86 +107,7 @@ func TestKafkaBrokerRestartedMidRunLosesNothingAndConsumptionResumesWithin10s(t 
 	if took > resumeLimit {
 		t.Errorf("consumption resumed %s after the broker returned, want within %s", took, resumeLimit)
 	}
-	p.waitGroupSettled(2)
-	before := p.endOffsets()
-	p.publishNext()
-	after := p.endOffsets()
-	for key, end := range before {
-		if end > 0 && after[key] <= end {
-			t.Errorf("%s: end offset %d before the last part and %d after it; the last part must reach every partition holding records", key, end, after[key])
-		}
-	}
+	p.publishNext() // the last traffic: from here on, only committing can bring the lag to zero
 	p.drain()
 	p.verify()
-}
-
-// consumedTopics are the topics the members read (consumers.Config's default Topics).
-var consumedTopics = []string{ingest.TopicToolCalls, ingest.TopicRecruitment, ingest.TopicDeadLetters, ingest.TopicAudit}
-
-// endOffsets returns every partition's end offset (the next offset to be written) of the
-// consumed topics, as "topic/partition" → offset.
-func (p *pipeline) endOffsets() map[string]int64 {
-	p.t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(p.stack.KafkaBrokers...), Timeout: 10 * time.Second}
-	meta, err := client.Metadata(p.ctx, &kafka.MetadataRequest{Topics: consumedTopics})
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	ends := map[string][]kafka.OffsetRequest{}
-	for _, t := range meta.Topics {
-		if t.Error != nil {
-			p.t.Fatal(t.Error)
-		}
-		for _, pt := range t.Partitions {
-			ends[t.Name] = append(ends[t.Name], kafka.LastOffsetOf(pt.ID))
-		}
-	}
-	listed, err := client.ListOffsets(p.ctx, &kafka.ListOffsetsRequest{Topics: ends})
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for topic, ps := range listed.Topics {
-		for _, pt := range ps {
-			if pt.Error != nil {
-				p.t.Fatal(pt.Error)
-			}
-			out[fmt.Sprintf("%s/%d", topic, pt.Partition)] = pt.LastOffset
-		}
-	}
-	return out
-}
-
-// waitGroupSettled waits until the consumer group is Stable with members members that share
-// every partition of the consumed topics, in two polls a second apart; it fails the test
-// after stepTimeout.
-func (p *pipeline) waitGroupSettled(members int) {
-	p.t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(p.stack.KafkaBrokers...), Timeout: 10 * time.Second}
-	deadline := time.Now().Add(stepTimeout)
-	settled, last := 0, ""
-	for settled < 2 {
-		p.checkMembers()
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the group did not settle within %s: %s%s", stepTimeout, last, p.logTails())
-		}
-		time.Sleep(time.Second)
-		resp, err := client.DescribeGroups(p.ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{consumers.DefaultGroupID}})
-		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].Error != nil {
-			settled, last = 0, fmt.Sprintf("describe: %v %+v", err, resp)
-			continue
-		}
-		g := resp.Groups[0]
-		assigned := 0
-		for _, m := range g.Members {
-			for _, t := range m.MemberAssignments.Topics {
-				assigned += len(t.Partitions)
-			}
-		}
-		if g.GroupState != "Stable" || len(g.Members) != members || assigned != len(p.endOffsets()) {
-			settled, last = 0, fmt.Sprintf("state %s, %d members, %d partitions assigned", g.GroupState, len(g.Members), assigned)
-			continue
-		}
-		settled++
-	}
 }

@@ -1,0 +1,270 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Consumer-group membership and commits (DESIGN.md §5; issue 7's broker restart).
+//
+// The consumer joins the group through kafka-go's ConsumerGroup and reads each generation's
+// partitions with one partition reader each. A batch's offsets are committed with the
+// generation its messages were fetched in (kafka.Generation.CommitOffsets), never a later one:
+//
+//   - Once the group has moved to a new generation, the coordinator refuses an old
+//     generation's commit (ILLEGAL_GENERATION), so a late commit can never move a partition's
+//     offset back under its new owner, and the new owner starts from the last committed
+//     offset. kafka-go's group-mode Reader instead queues a commit that waits across a
+//     rebalance and sends it with the next generation: after a broker restart, a member's
+//     commit from before the restart landed after the partition's new owner had committed
+//     further, and the group's offset went back by thousands of messages, left there until
+//     more traffic reached the partition.
+//   - A commit that still fails while the generation lives ends the generation: the member
+//     rejoins and every partition is read again from its committed offset, so a failed commit
+//     cannot leave a partition behind (kafka-go's Reader does not rewind after a failed
+//     commit).
+//
+// A generation is held open (kafka.Generation.Start) until the store stage is done with the
+// batches fetched in it, so the batch being stored when the coordinator starts a rebalance is
+// still committed with its generation, as Kafka allows while the group prepares the
+// rebalance. Batches fetched but not yet stored are dropped at the generation's end; they were
+// not committed, so whoever owns their partitions next reads them again.
+
+// errGenerationEnded reports that a batch was left to the partitions' next owner because its
+// generation ended.
+var errGenerationEnded = errors.New("consumer group generation ended")
+
+// joinGroupBackoff is the pause before a member retries a failed consumer-group join (kafka-go's
+// default is 5 s), so a member is back in the group soon after the coordinator returns.
+const joinGroupBackoff = time.Second
+
+// commitAttempts bounds commit: a commit that still fails ends the generation.
+const commitAttempts = 4
+
+// group returns the member's consumer group, joining it on first use.
+func (c *Consumer) group() (*kafka.ConsumerGroup, error) {
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
+	if c.closed {
+		return nil, errors.New("consumer: closed")
+	}
+	if c.cg != nil {
+		return c.cg, nil
+	}
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:      c.cfg.GroupID,
+		Brokers: c.cfg.Brokers,
+		Topics:  c.cfg.Topics,
+		// A member that died is noticed after SessionTimeout, and its partitions move then.
+		SessionTimeout:    c.cfg.SessionTimeout,
+		HeartbeatInterval: min(c.cfg.SessionTimeout/3, 3*time.Second),
+		RebalanceTimeout:  c.cfg.SessionTimeout,
+		JoinGroupBackoff:  joinGroupBackoff,
+		StartOffset:       kafka.FirstOffset,
+		ErrorLogger:       kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(c.cfg.Logger, fmt.Sprintf(msg, args...)) }),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer group: %w", err)
+	}
+	c.cg = cg
+	return cg, nil
+}
+
+// run joins generation after generation until ctx ends or, with untilDrained, the group's
+// partitions are consumed to their ends.
+func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
+	cg, err := c.group()
+	if err != nil {
+		return err
+	}
+	idle := &idleClock{last: time.Now()}
+	for {
+		gen, err := cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, kafka.ErrGroupClosed) {
+				return errors.New("consumer: closed")
+			}
+			// kafka-go's group rejoins on its own (after joinGroupBackoff); this only reports.
+			c.stats.fetchRetries.Add(1)
+			c.cfg.Logger.Warn("joining the consumer group failed; retrying", "err", err)
+			continue
+		}
+		c.stats.generations.Add(1)
+		if done := c.consumeGeneration(ctx, gen, untilDrained, idle); done {
+			return nil
+		}
+	}
+}
+
+// idleClock is when a message last arrived, across generations, for the drain check.
+type idleClock struct{ last time.Time }
+
+// consumeGeneration fetches and stores the generation's partitions until the generation ends
+// (it returns false: the caller joins the next one), ctx ends or the group is drained (true).
+func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation, untilDrained bool, idle *idleClock) (done bool) {
+	runCtx, endGeneration := context.WithCancel(ctx)
+	defer endGeneration()
+	batches := make(chan fetched, 1)
+	stored := make(chan struct{}) // closed when the store stage is done with this generation
+	genCtxs := make(chan context.Context, 1)
+	gen.Start(func(genCtx context.Context) {
+		genCtxs <- genCtx
+		fetchCtx, stop := context.WithCancel(runCtx)
+		defer stop()
+		go func() {
+			select {
+			case <-genCtx.Done():
+				stop()
+			case <-fetchCtx.Done():
+			}
+		}()
+		c.fetchLoop(fetchCtx, gen.Assignments, batches)
+		<-stored // hold the generation until its batches are committed or dropped
+	})
+	genCtx := <-genCtxs
+	defer close(stored)
+
+	for {
+		var f fetched
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return true
+		case f, ok = <-batches:
+		}
+		if !ok || ctx.Err() != nil {
+			return ctx.Err() != nil // the generation ended, or the consumer stops
+		}
+		msgs := f.batch.msgs
+		if len(msgs) == 0 {
+			if untilDrained && time.Since(idle.last) >= c.cfg.IdleToDrain {
+				drained, err := c.drained(ctx)
+				if err != nil {
+					c.cfg.Logger.Warn("drain check failed", "err", err)
+				} else if drained {
+					return true
+				}
+			}
+			continue
+		}
+		idle.last = time.Now()
+		c.stats.messages.Add(int64(len(msgs)))
+		if err := c.storeWithRetry(ctx, genCtx, f.batch); err != nil {
+			if ctx.Err() != nil {
+				return true
+			}
+			c.cfg.Logger.Info("generation ended while a store was retried; the partitions' next owner reads the batch again", "messages", len(msgs))
+			return false
+		}
+		if err := c.commit(genCtx, gen, msgs); err != nil {
+			if ctx.Err() != nil {
+				return true
+			}
+			// Stored but not committed: every write is idempotent, and the next generation
+			// reads the partitions again from their committed offsets.
+			c.cfg.Logger.Warn("commit failed; rejoining the group to read the batch again", "messages", len(msgs), "generation", gen.ID, "err", err)
+			return false
+		}
+		c.stats.batches.Add(1)
+	}
+}
+
+// commit commits msgs' offsets (each partition's highest offset + 1) with gen, retrying a
+// failure with the store backoff while gen lives, at most commitAttempts times.
+func (c *Consumer) commit(genCtx context.Context, gen *kafka.Generation, msgs []kafka.Message) error {
+	offsets := map[string]map[int]int64{}
+	for i := range msgs {
+		m := &msgs[i]
+		byPartition := offsets[m.Topic]
+		if byPartition == nil {
+			byPartition = map[int]int64{}
+			offsets[m.Topic] = byPartition
+		}
+		if next := m.Offset + 1; next > byPartition[m.Partition] {
+			byPartition[m.Partition] = next
+		}
+	}
+	backoff := c.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		err := gen.CommitOffsets(offsets)
+		if err == nil {
+			return nil
+		}
+		if attempt == commitAttempts || genCtx.Err() != nil {
+			return err
+		}
+		c.cfg.Logger.Info("commit failed; retrying", "attempt", attempt, "retry_in", backoff, "messages", len(msgs), "err", err)
+		select {
+		case <-genCtx.Done():
+			return fmt.Errorf("%w: %w", errGenerationEnded, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
+	}
+}
+
+// partitionReaders starts one kafka-go partition reader per assignment, each at its
+// committed offset (or the first offset when none was committed), all feeding msgs until ctx
+// ends. The returned wait blocks until every reader has stopped and closed.
+func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, msgs chan<- kafka.Message) (wait func()) {
+	var wg sync.WaitGroup
+	for topic, parts := range assignments {
+		for _, pa := range parts {
+			r := kafka.NewReader(kafka.ReaderConfig{
+				Brokers:        c.cfg.Brokers,
+				Topic:          topic,
+				Partition:      pa.ID,
+				MinBytes:       1,
+				MaxBytes:       16 << 20,
+				MaxWait:        500 * time.Millisecond,
+				QueueCapacity:  partitionQueue,
+				ReadBackoffMin: 50 * time.Millisecond,
+				ReadBackoffMax: time.Second,
+				ErrorLogger:    kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(c.cfg.Logger, fmt.Sprintf(msg, args...)) }),
+			})
+			wg.Go(func() {
+				defer r.Close()
+				if err := r.SetOffset(pa.Offset); err != nil {
+					c.cfg.Logger.Error("kafka partition reader: setting the start offset", "topic", topic, "partition", pa.ID, "offset", pa.Offset, "err", err)
+					return
+				}
+				backoff := c.cfg.RetryBackoff
+				for {
+					m, err := r.FetchMessage(ctx)
+					if err != nil {
+						if ctx.Err() != nil {
+							return
+						}
+						c.stats.fetchRetries.Add(1)
+						c.cfg.Logger.Warn("kafka fetch failed; retrying", "topic", topic, "partition", pa.ID, "retry_in", backoff, "err", err)
+						select {
+						case <-ctx.Done():
+							return
+						case <-time.After(backoff):
+						}
+						backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
+						continue
+					}
+					backoff = c.cfg.RetryBackoff
+					select {
+					case msgs <- m:
+					case <-ctx.Done():
+						return
+					}
+				}
+			})
+		}
+	}
+	return wg.Wait
+}
+
+// partitionQueue is each partition reader's QueueCapacity (messages fetched ahead of fill).
+const partitionQueue = 250
