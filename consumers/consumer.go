@@ -57,9 +57,10 @@ type Stats struct {
 }
 
 type counters struct {
-	messages, duplicates, deadLettered, deadLetters, audits, batches, retries, fetchRetries, generations atomic.Int64
-	stored                                                                                  [5]atomic.Int64 // by ingest.Kind
-	suppression                                                                             map[string]*atomic.Int64
+	messages, duplicates, deadLettered, deadLetters, audits atomic.Int64
+	batches, retries, fetchRetries, generations             atomic.Int64
+	stored                                                  [5]atomic.Int64 // by ingest.Kind
+	suppression                                             map[string]*atomic.Int64
 }
 
 // New checks the configuration and joins nothing yet: the group is joined by the first Run or

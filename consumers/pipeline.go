@@ -143,4 +143,3 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 	}
 	return p
 }
-
