@@ -236,9 +236,9 @@ func TestDuplicateWithAnotherTimestampInALaterBatchIsDropped(t *testing.T) {
 }
 
 // A coordinator that refuses joins (as one still loading its groups after a restart does)
-// makes kafka-go's reader report the failure through FetchMessage after three attempts while
-// it keeps trying to rejoin. The consumer retries the fetch instead of stopping, and stores
-// every event once the coordinator accepts the member.
+// makes kafka-go's consumer group report each refusal while it keeps trying to rejoin. The
+// consumer keeps waiting for a generation instead of stopping, and stores every event once the
+// coordinator accepts the member.
 func TestRefusedGroupJoinsAreRetriedAndNothingIsLost(t *testing.T) {
 	h := newHarness(t)
 	var calls [][]byte
@@ -248,7 +248,7 @@ func TestRefusedGroupJoinsAreRetriedAndNothingIsLost(t *testing.T) {
 	h.publish(ingest.TopicToolCalls, calls...)
 
 	cluster := h.stack.KafkaCluster()
-	const refusals = 4 // more than the reader's three attempts per generation
+	const refusals = 4
 	var refused atomic.Int32
 	cluster.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		if refused.Load() >= refusals {
@@ -268,9 +268,59 @@ func TestRefusedGroupJoinsAreRetriedAndNothingIsLost(t *testing.T) {
 		t.Fatalf("the coordinator refused %d joins, want %d", got, refusals)
 	}
 	if got := c.Stats().FetchRetries; got < 1 {
-		t.Errorf("fetch retries = %d, want at least 1 (the reader reports refused joins through FetchMessage)", got)
+		t.Errorf("fetch retries = %d, want at least 1 (the group reports each refused join)", got)
 	}
 	if got := h.count("SELECT count() FROM mcpulse.tool_calls FINAL"); got != 30 {
 		t.Errorf("tool_calls rows = %d, want 30", got)
+	}
+}
+
+// A commit the coordinator keeps refusing ends the member's generation: it rejoins, reads the
+// partitions again from their committed offsets and commits then. Without that, the stored
+// but uncommitted batch would hold its partitions' lag until new traffic arrived.
+func TestCommitThatKeepsFailingIsReadAgainInTheNextGeneration(t *testing.T) {
+	h := newHarness(t)
+	var calls [][]byte
+	for n := 1; n <= 30; n++ {
+		calls = append(calls, spreadToolCall(n))
+	}
+	h.publish(ingest.TopicToolCalls, calls...)
+
+	cluster := h.stack.KafkaCluster()
+	const refusals = 16 // four generations of commitAttempts (and more than a Reader retries)
+	var refused atomic.Int32
+	cluster.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Load() >= refusals {
+			cluster.DropControl()
+			return nil, nil, false
+		}
+		refused.Add(1)
+		cluster.KeepControl()
+		commit := req.(*kmsg.OffsetCommitRequest)
+		resp := commit.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range commit.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	c := h.consumer(func(cfg *consumers.Config) { cfg.RetryBackoff = 20 * time.Millisecond })
+	h.drain(c) // bounded by a minute: fails if the refused batch is never committed
+	if got := refused.Load(); got != refusals {
+		t.Fatalf("the coordinator refused %d commits, want %d", got, refusals)
+	}
+	if got := h.count("SELECT count() FROM mcpulse.tool_calls FINAL"); got != 30 {
+		t.Errorf("tool_calls rows = %d, want 30", got)
+	}
+	if got := h.count("SELECT sum(successful_calls) FROM mcpulse.v_ignored_key_rates_hourly"); got != 30 {
+		t.Errorf("successful calls in the rollup = %d, want 30 (the batch read twice counts once)", got)
 	}
 }
