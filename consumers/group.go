@@ -143,6 +143,11 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		if !ok || ctx.Err() != nil {
 			return ctx.Err() != nil // the generation ended, or the consumer stops
 		}
+		if genCtx.Err() != nil {
+			// Prepared ahead, not stored: leave it to the partitions' next owner rather than
+			// keep the group waiting for this member while it stores a batch it cannot commit.
+			return false
+		}
 		msgs := f.batch.msgs
 		if len(msgs) == 0 {
 			if untilDrained && time.Since(idle.last) >= c.cfg.IdleToDrain {
