@@ -235,31 +235,45 @@ func TestDuplicateWithAnotherTimestampInALaterBatchIsDropped(t *testing.T) {
 	}
 }
 
+// publishSpreadCalls publishes tool calls 1..n (spreadToolCall).
+func (h *harness) publishSpreadCalls(n int) {
+	var calls [][]byte
+	for i := 1; i <= n; i++ {
+		calls = append(calls, spreadToolCall(i))
+	}
+	h.publish(ingest.TopicToolCalls, calls...)
+}
+
+// refuse makes the embedded broker answer the next n requests of key with respond's error
+// response (kfake control functions), then handle them normally again. It returns the count of
+// requests refused so far.
+func (h *harness) refuse(key kmsg.Key, n int32, respond func(kmsg.Request) kmsg.Response) *atomic.Int32 {
+	cluster := h.stack.KafkaCluster()
+	refused := new(atomic.Int32)
+	cluster.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Load() >= n {
+			cluster.DropControl()
+			return nil, nil, false
+		}
+		refused.Add(1)
+		cluster.KeepControl()
+		return respond(req), nil, true
+	})
+	return refused
+}
+
 // A coordinator that refuses joins (as one still loading its groups after a restart does)
 // makes kafka-go's consumer group report each refusal while it keeps trying to rejoin. The
 // consumer keeps waiting for a generation instead of stopping, and stores every event once the
 // coordinator accepts the member.
 func TestRefusedGroupJoinsAreRetriedAndNothingIsLost(t *testing.T) {
 	h := newHarness(t)
-	var calls [][]byte
-	for n := 1; n <= 30; n++ {
-		calls = append(calls, spreadToolCall(n))
-	}
-	h.publish(ingest.TopicToolCalls, calls...)
-
-	cluster := h.stack.KafkaCluster()
+	h.publishSpreadCalls(30)
 	const refusals = 4
-	var refused atomic.Int32
-	cluster.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		if refused.Load() >= refusals {
-			cluster.DropControl()
-			return nil, nil, false
-		}
-		refused.Add(1)
-		cluster.KeepControl()
+	refused := h.refuse(kmsg.JoinGroup, refusals, func(req kmsg.Request) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		return resp, nil, true
+		return resp
 	})
 
 	c := h.consumer(nil)
@@ -280,22 +294,9 @@ func TestRefusedGroupJoinsAreRetriedAndNothingIsLost(t *testing.T) {
 // but uncommitted batch would hold its partitions' lag until new traffic arrived.
 func TestCommitThatKeepsFailingIsReadAgainInTheNextGeneration(t *testing.T) {
 	h := newHarness(t)
-	var calls [][]byte
-	for n := 1; n <= 30; n++ {
-		calls = append(calls, spreadToolCall(n))
-	}
-	h.publish(ingest.TopicToolCalls, calls...)
-
-	cluster := h.stack.KafkaCluster()
+	h.publishSpreadCalls(30)
 	const refusals = 16 // four generations of commitAttempts (and more than a Reader retries)
-	var refused atomic.Int32
-	cluster.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		if refused.Load() >= refusals {
-			cluster.DropControl()
-			return nil, nil, false
-		}
-		refused.Add(1)
-		cluster.KeepControl()
+	refused := h.refuse(kmsg.OffsetCommit, refusals, func(req kmsg.Request) kmsg.Response {
 		commit := req.(*kmsg.OffsetCommitRequest)
 		resp := commit.ResponseKind().(*kmsg.OffsetCommitResponse)
 		for _, rt := range commit.Topics {
@@ -309,7 +310,7 @@ func TestCommitThatKeepsFailingIsReadAgainInTheNextGeneration(t *testing.T) {
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
-		return resp, nil, true
+		return resp
 	})
 
 	c := h.consumer(func(cfg *consumers.Config) { cfg.RetryBackoff = 20 * time.Millisecond })
