@@ -130,7 +130,9 @@ func (c *Consumer) Stats() Stats {
 }
 
 // Run consumes until ctx is cancelled, then returns nil. Store outages pause consumption and
-// are retried with backoff; nothing is committed until the stores hold a batch.
+// are retried with backoff; nothing is committed until the stores hold a batch. Kafka errors
+// (a refused group join, a failed fetch or commit) are retried too (group.go). The only error
+// is that the Consumer was closed.
 func (c *Consumer) Run(ctx context.Context) error { return c.run(ctx, false) }
 
 // RunUntilDrained consumes until every partition of the group's topics has been committed to

@@ -112,7 +112,7 @@ type idleClock struct{ last time.Time }
 func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation, untilDrained bool, idle *idleClock) (done bool) {
 	runCtx, endGeneration := context.WithCancel(ctx)
 	defer endGeneration()
-	batches := make(chan fetched, 1)
+	batches := make(chan *prepared, 1)
 	stored := make(chan struct{}) // closed when the store stage is done with this generation
 	genCtxs := make(chan context.Context, 1)
 	gen.Start(func(genCtx context.Context) {
@@ -133,12 +133,12 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	defer close(stored)
 
 	for {
-		var f fetched
+		var batch *prepared
 		var ok bool
 		select {
 		case <-ctx.Done():
 			return true
-		case f, ok = <-batches:
+		case batch, ok = <-batches:
 		}
 		if !ok || ctx.Err() != nil {
 			return ctx.Err() != nil // the generation ended, or the consumer stops
@@ -148,7 +148,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			// keep the group waiting for this member while it stores a batch it cannot commit.
 			return false
 		}
-		msgs := f.batch.msgs
+		msgs := batch.msgs
 		if len(msgs) == 0 {
 			if untilDrained && time.Since(idle.last) >= c.cfg.IdleToDrain {
 				drained, err := c.drained(ctx)
@@ -162,7 +162,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		idle.last = time.Now()
 		c.stats.messages.Add(int64(len(msgs)))
-		if err := c.storeWithRetry(ctx, genCtx, f.batch); err != nil {
+		if err := c.storeWithRetry(ctx, genCtx, batch); err != nil {
 			if ctx.Err() != nil {
 				return true
 			}

@@ -32,16 +32,11 @@ type prepared struct {
 	inBatchDups []ingest.Kind
 }
 
-// fetched is one unit of the fetch stage's output: a prepared batch.
-type fetched struct {
-	batch *prepared
-}
-
 // fetchLoop reads one generation's partitions (partitionReaders), fills and prepares batches
 // and hands them to out (capacity 1: one batch is prepared ahead of the one being stored)
 // until ctx ends, then stops the readers and closes out. An empty batch (nothing arrived for
 // BatchWait) is handed on too, so the store stage can check for drain.
-func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- fetched) {
+func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared) {
 	defer close(out)
 	msgs := make(chan kafka.Message, partitionQueue)
 	wait := c.partitionReaders(ctx, assignments, msgs)
@@ -52,7 +47,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 			return
 		}
 		select {
-		case out <- fetched{batch: c.prepare(batch)}:
+		case out <- c.prepare(batch):
 		case <-ctx.Done():
 			return
 		}
