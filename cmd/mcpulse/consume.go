@@ -25,6 +25,7 @@ func newConsumeCmd() *cobra.Command {
 		logFormat               string
 		posthogHost, posthogKey string
 		metricsListen           string
+		pprofListen             string
 	)
 	cmd := &cobra.Command{
 		Use:   "consume",
@@ -44,8 +45,11 @@ With --posthog-host, every suppression reset read from the audit topic is sent t
 project through posthog-go once its suppression_audit row is stored (summary properties only;
 the audit event's uuid, so a replayed reset is stored once); the queue is flushed on exit.
 
-Run several processes to scale out: partitions are shared among the group's members.`,
-		Example: "  mcpulse consume\n  mcpulse consume --until-drained --log-format json\n  mcpulse consume --brokers kafka:9092 --redis redis://redis:6379/0 --clickhouse clickhouse://default@clickhouse:9000/default",
+Run several processes to scale out: partitions are shared among the group's members.
+
+To see where a running consumer spends its time, start it with --pprof-listen and take a
+profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
+		Example: "  mcpulse consume\n  mcpulse consume --until-drained --log-format json\n  mcpulse consume --metrics-listen :9100 --pprof-listen 127.0.0.1:6060\n  mcpulse consume --brokers kafka:9092 --redis redis://redis:6379/0 --clickhouse clickhouse://default@clickhouse:9000/default",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			log, err := newLogger(logFormat)
@@ -102,6 +106,11 @@ Run several processes to scale out: partitions are shared among the group's memb
 				return err
 			}
 			defer stopMetrics()
+			stopPprof, err := servePprof(ctx, pprofListen, log)
+			if err != nil {
+				return err
+			}
+			defer stopPprof()
 			log.Info("consumer started", "brokers", strings.Join(cfg.Brokers, ","), "group", cfg.GroupID, "until_drained", untilDrained)
 			if untilDrained {
 				err = c.RunUntilDrained(ctx)
@@ -128,6 +137,7 @@ Run several processes to scale out: partitions are shared among the group's memb
 	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	addMetricsListenFlag(f, &metricsListen)
+	f.StringVar(&pprofListen, "pprof-listen", "", pprofListenUsage)
 	return cmd
 }
 

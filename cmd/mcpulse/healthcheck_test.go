@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,3 +77,31 @@ func TestServeMetricsServesUntilStopped(t *testing.T) {
 }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// --pprof-listen serves the runtime profiles until stopped; a bad address fails at once.
+func TestServePprofServesProfilesUntilStopped(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := servePprofListener(context.Background(), ln, slogDiscard())
+	base := "http://" + ln.Addr().String() + "/debug/pprof/"
+	for path, want := range map[string]string{"": "goroutine", "heap?debug=1": "heap profile", "cmdline": "mcpulse"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, body without %q: %.200s", base+path, resp.StatusCode, want, body)
+		}
+	}
+	stop()
+	if _, err := http.Get(base); err == nil {
+		t.Error("still serving after stop")
+	}
+	if _, err := servePprof(context.Background(), "not an address", slogDiscard()); err == nil {
+		t.Error("a bad --pprof-listen address: no error")
+	}
+}
