@@ -325,3 +325,49 @@ func TestCommitThatKeepsFailingIsReadAgainInTheNextGeneration(t *testing.T) {
 		t.Errorf("successful calls in the rollup = %d, want 30 (the batch read twice counts once)", got)
 	}
 }
+
+// A response dated after the consumer's clock (beyond ingest.MaxResponseClockSkew) would
+// outrank every ops reset made before its date and stretch a cancel's cooldown, so it is
+// dead-lettered with its reason; its neighbours, including one just inside the skew, are stored.
+func TestResponseFromTheFutureIsDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	future := envelope(uuidN(1), ingest.EventInvitationResponse, "erin", endToEndNow.Add(-time.Hour),
+		recruitmentProps("inv-erin", map[string]any{"response": "decline", "responded_at": "2099-01-01T00:00:00Z"}))
+	h.publish(ingest.TopicRecruitment,
+		future,
+		response(2, "frank", "inv-frank", "cancel", endToEndNow.Add(ingest.MaxResponseClockSkew)),
+		response(3, "gina", "inv-gina", "cancel", endToEndNow.Add(ingest.MaxResponseClockSkew+time.Second)),
+	)
+	c := h.consumer(func(cfg *consumers.Config) { cfg.Now = func() time.Time { return endToEndNow } })
+	h.drain(c)
+
+	if got := h.count("SELECT count() FROM mcpulse.recruitment_events FINAL"); got != 1 {
+		t.Errorf("recruitment_events rows = %d, want 1 (frank's, inside the skew)", got)
+	}
+	var reasons []string
+	rows, err := h.ch.Query(context.Background(), "SELECT reason FROM mcpulse.dead_letters FINAL ORDER BY reason")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		reasons = append(reasons, r)
+	}
+	if len(reasons) != 2 {
+		t.Fatalf("dead letters %q, want erin's and gina's", reasons)
+	}
+	for _, r := range reasons {
+		if !strings.Contains(r, "properties.responded_at: ") || !strings.Contains(r, "ahead of the receiving clock") {
+			t.Errorf("dead letter reason %q does not say the response is from the future", r)
+		}
+	}
+	if !strings.Contains(reasons[0]+reasons[1], "2099-01-01T00:00:00Z is ") {
+		t.Errorf("dead letter reasons %q do not quote erin's responded_at", reasons)
+	}
+	if got := c.Stats().Suppression[consumers.ApplyWritten]; got != 1 {
+		t.Errorf("suppression records written = %d, want 1 (frank's)", got)
+	}
+}

@@ -103,6 +103,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 		parse(0, len(msgs))
 	}
 
+	now := c.cfg.Now()
 	p := &prepared{msgs: msgs, events: make([]decoded, 0, len(msgs))}
 	firstSeen := make(map[[16]byte]string, len(msgs))
 	for i := range msgs {
@@ -122,6 +123,9 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 			continue
 		}
 		ev, err := out[i].ev, out[i].err
+		if err == nil {
+			err = ingest.CheckClock(ev, now)
+		}
 		if err != nil {
 			p.bad = append(p.bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: err.Error(), Source: m.Topic})
 			continue

@@ -475,3 +475,28 @@ func jsExact(raw json.RawMessage) bool {
 	}
 	return !pendingHigh
 }
+
+// MaxResponseClockSkew is how far an invitation response's responded_at (its timestamp when it
+// has none) may be ahead of the clock that checks it (CheckClock).
+const MaxResponseClockSkew = 5 * time.Minute
+
+// CheckClock reports what is wrong with a parsed event given the current time now, which Parse
+// cannot know: an invitation response dated more than MaxResponseClockSkew after now. The
+// suppression precedence (DESIGN.md §3) keeps the record with the latest responded_at and
+// ignores responses older than an ops reset, so a response from the future would outrank
+// every reset made before its date, and a cancel would stretch its 7-day cooldown by the same
+// amount. It returns a *ValidationError naming properties.responded_at, or nil. An event it
+// accepts stays accepted at every later time, so a replay never turns it away.
+func CheckClock(ev *Event, now time.Time) error {
+	if ev.Kind != KindInvitationResponse || ev.Recruitment == nil {
+		return nil
+	}
+	ahead := ev.Recruitment.RespondedAt.Sub(now)
+	if ahead <= MaxResponseClockSkew {
+		return nil
+	}
+	v := &ValidationError{}
+	v.add("properties.responded_at", "%s is %s ahead of the receiving clock (%s), more than the %s allowed: a response cannot come from the future",
+		ev.Recruitment.RespondedAt.Format(time.RFC3339Nano), ahead.Round(time.Second), now.UTC().Format(time.RFC3339), MaxResponseClockSkew)
+	return v
+}

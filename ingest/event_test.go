@@ -169,6 +169,38 @@ func TestParseRespondedAt(t *testing.T) {
 	}
 }
 
+// CheckClock refuses a response dated beyond MaxResponseClockSkew after the checking clock
+// (responded_at, or the timestamp without one) and nothing else.
+func TestCheckClockRefusesResponsesFromTheFuture(t *testing.T) {
+	respondedAt := time.Date(2026, 3, 2, 5, 0, 0, 0, time.UTC) // the response below
+	response := mustParse(t, envelope(t, ingest.KindInvitationResponse, nil, map[string]any{"responded_at": "2026-03-02T00:00:00-05:00"}))
+	noRespondedAt := mustParse(t, envelope(t, ingest.KindInvitationResponse, nil, nil)) // 2026-03-01T10:00:00.123Z
+	toolCall := mustParse(t, envelope(t, ingest.KindToolCall, nil, nil))
+	for _, c := range []struct {
+		name string
+		ev   *ingest.Event
+		now  time.Time
+		want string // "" = accepted
+	}{
+		{"long past", response, respondedAt.Add(24 * time.Hour), ""},
+		{"at the skew", response, respondedAt.Add(-ingest.MaxResponseClockSkew), ""},
+		{"beyond the skew", response, respondedAt.Add(-ingest.MaxResponseClockSkew - time.Millisecond),
+			"properties.responded_at: 2026-03-02T05:00:00Z is 5m0s ahead of the receiving clock (2026-03-02T04:54:59Z), more than the 5m0s allowed"},
+		{"timestamp as responded_at", noRespondedAt, noRespondedAt.Timestamp.Add(-time.Hour),
+			"properties.responded_at: 2026-03-01T10:00:00.123Z is 1h0m0s ahead"},
+		{"not a response", toolCall, toolCall.Timestamp.AddDate(-50, 0, 0), ""},
+	} {
+		err := ingest.CheckClock(c.ev, c.now)
+		var verr *ingest.ValidationError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", c.name, err)
+		case c.want != "" && (!errors.As(err, &verr) || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%s: %v, want a *ValidationError starting %q", c.name, err, c.want)
+		}
+	}
+}
+
 func TestParseProblems(t *testing.T) {
 	tool, inv, resp := ingest.KindToolCall, ingest.KindInvitationSent, ingest.KindInvitationResponse
 	many := make([]string, 21)

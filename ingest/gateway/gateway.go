@@ -482,6 +482,9 @@ func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, now time.Time, 
 		return nil, []Problem{{Path: "", Problem: "bad JSON: " + err.Error()}}, false, nil
 	}
 	ev, err := ingest.Parse(data)
+	if err == nil {
+		err = ingest.CheckClock(ev, now)
+	}
 	var verr *ingest.ValidationError
 	switch {
 	case err == nil:

@@ -177,7 +177,11 @@ func TestMixedBatchReportsEachBadEventAndStoresTheValidOnes(t *testing.T) {
 	badResponse := invitation(6)
 	badResponse["event"] = ingest.EventInvitationResponse
 	badResponse["properties"].(map[string]any)["response"] = "maybe"
-	res, r := f.post("/batch/", batchBody(t, "", toolCall(1), noTool, toolCall(3), badUUIDAndTime, invitation(5), badResponse))
+	futureResponse := invitation(7) // outranks ops resets until 2099 (ingest.CheckClock)
+	futureResponse["event"] = ingest.EventInvitationResponse
+	futureResponse["properties"].(map[string]any)["response"] = "decline"
+	futureResponse["properties"].(map[string]any)["responded_at"] = "2099-01-01T00:00:00Z"
+	res, r := f.post("/batch/", batchBody(t, "", toolCall(1), noTool, toolCall(3), badUUIDAndTime, invitation(5), badResponse, futureResponse))
 	if res.StatusCode != http.StatusBadRequest || r.Status != "invalid" || r.Accepted != 3 {
 		t.Fatalf("%d %+v, want 400 invalid with 3 accepted", res.StatusCode, r)
 	}
@@ -191,6 +195,7 @@ func TestMixedBatchReportsEachBadEventAndStoresTheValidOnes(t *testing.T) {
 		1: {"properties.$mcp_tool_name"},
 		3: {"uuid", "timestamp"},
 		5: {"properties.response"},
+		6: {"properties.responded_at"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("errors by index %v, want %v (%+v)", got, want, r.Errors)
