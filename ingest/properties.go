@@ -101,8 +101,12 @@ func (p propertyReader) integer(key string) *int64 {
 	if f == nil {
 		return nil
 	}
-	if *f < 0 || *f != math.Trunc(*f) || *f > 1<<53 {
+	if *f < 0 || *f != math.Trunc(*f) {
 		p.v.add(path(key), "must be a non-negative integer")
+		return nil
+	}
+	if *f > 1<<53 { // beyond it, a JSON number no longer holds every integer exactly
+		p.v.add(path(key), "must be at most 2^53 (9007199254740992)")
 		return nil
 	}
 	n := int64(*f)
@@ -138,14 +142,16 @@ func (p propertyReader) toolCall() *ToolCall {
 	if b := p.boolean("$mcp_is_error"); b != nil {
 		t.IsError = *b
 	}
+	problems := len(p.v.Problems)
 	t.IgnoredKeys = p.ignoredKeys()
+	listRefused := len(p.v.Problems) > problems // then the total has no list to agree with
 	t.IgnoredKeysTotal = int64(len(t.IgnoredKeys))
-	if n := p.integer("$mcp_ignored_keys_total"); n != nil {
+	if n := p.integer("$mcp_ignored_keys_total"); n != nil && !listRefused {
 		switch listed := t.IgnoredKeysTotal; {
 		case *n < listed:
 			p.v.add(path("$mcp_ignored_keys_total"), "%d is less than the %d keys listed", *n, listed)
 		case *n > listed && listed < MaxIgnoredKeys:
-			p.v.add(path("$mcp_ignored_keys_total"), "%d, but only %d keys are listed; the list is cut only at %d", *n, listed, MaxIgnoredKeys)
+			p.v.add(path("$mcp_ignored_keys_total"), "%d, but the list holds %d and is cut only when it reaches %d", *n, listed, MaxIgnoredKeys)
 		default:
 			t.IgnoredKeysTotal = *n
 		}
