@@ -24,7 +24,7 @@ func newSchedulerCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
-		Short: "Run the scheduled jobs: suppression reconcile and the contact-policy audit",
+		Short: "Run the scheduled jobs: suppression reconcile, contact-policy audit, rollup seal and schema checks",
 		Long: `Runs mcpulse's scheduled jobs (robfig/cron) until interrupted:
 
   reconcile      rebuilds every live suppression record in Redis from the ClickHouse response

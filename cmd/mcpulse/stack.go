@@ -36,8 +36,8 @@ When the stack is up, three lines go to stdout, ready for a shell:
 
 Paste them into another shell, or capture them, and every mcpulse command run there
 uses this stack. The stack runs until Ctrl-C (SIGINT) or SIGTERM, then stops its servers
-cleanly. Kafka's data is lost on exit; Redis keeps nothing; ClickHouse's tables stay in
---data-dir if one was given.
+cleanly. Kafka's data is lost on exit; Redis's append-only file and ClickHouse's tables stay
+in --data-dir if one was given (a temporary directory is removed).
 
 The MCPULSE_* variables already set in this shell are ignored: this command always starts
 its own services.

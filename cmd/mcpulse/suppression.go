@@ -351,7 +351,7 @@ to stderr. Records that are not valid JSON are listed as unreadable when no filt
 	}
 	f := cmd.Flags()
 	conn.redisFlag(cmd)
-	f.StringVar(&state, "state", "", "only records in this state: accepted, declined or cooldown")
+	f.StringVar(&state, "state", "", "only records in this state: accepted (shown as booking_link_accepted), declined (do_not_ask_again) or cooldown")
 	f.StringVar(&campaign, "campaign", "", "only records of this campaign_id")
 	f.BoolVar(&asJSON, "json", false, "print JSON lines")
 	return cmd
