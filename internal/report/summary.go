@@ -208,6 +208,8 @@ func (s *Summary) Print(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", display(f.CampaignID), f.Attempts, f.People, f.FirstOpens, f.Accepted, f.Declined, f.Cancelled, f.Unanswered)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "  (unanswered: no answer within 10 minutes of the invitation; an answer that comes later counts")
+	fmt.Fprintln(w, "  there and in its own column, so the answer columns can add up to more than the attempts)")
 
 	fmt.Fprintln(w, "\n== suppression (Redis records)")
 	fmt.Fprintf(tw, "  suppressed: accepted\t%d\n", s.Suppression[consumers.StateAccepted])
