@@ -57,7 +57,8 @@ type Stats struct {
 // Each line is parsed with Parse; valid events are published in batches of up to
 // PublishFileBatch (exact duplicates included: consumers deduplicate by uuid). A line that is
 // not a valid event (bad JSON, a validation problem, an unknown event name, longer than
-// MaxLineBytes, or refused by Kafka for what it is, such as too large) is not fatal: it goes to
+// MaxLineBytes, not encodable again, or refused by Kafka for what it is, such as too large) is
+// not fatal: it goes to
 // TopicDeadLetters with reason "line N: <error>", source SourcePublish and the deterministic ID
 // "publish:<name>:<N>", so publishing the same file again yields the same dead letters. Blank
 // lines are skipped; a UTF-8 byte order mark before the first line is ignored. name identifies
@@ -127,7 +128,11 @@ func PublishFile(ctx context.Context, p *Publisher, r io.Reader, name string, pr
 						continue
 					}
 					payload, _ := events[f.Index].MarshalJSON()
-					deadLetter(line, payload, "refused by Kafka: "+f.Err.Error())
+					if errors.Is(f.Err, ErrNotEncodable) {
+						deadLetter(line, payload, "could not be published: "+f.Err.Error())
+					} else {
+						deadLetter(line, payload, "refused by Kafka: "+f.Err.Error())
+					}
 				}
 				if len(lost) > 0 {
 					st.Published += len(events) - failed

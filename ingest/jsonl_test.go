@@ -162,3 +162,24 @@ func TestPublishFileFailsWhenKafkaIsDown(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// A line that parses but cannot be encoded again (encoding/json stops at 10,000 levels of
+// nesting) is dead-lettered as not published, not as refused by Kafka, which never saw it; its
+// neighbour is published.
+func TestPublishFileNamesALocalEncodingFailure(t *testing.T) {
+	_, addr := startKafka(t)
+	p := newTestPublisher(t, ingest.PublisherConfig{Brokers: []string{addr}})
+	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	tool := string(envelope(t, ingest.KindToolCall, map[string]any{"uuid": withUUID(1)}, nil))
+	deepLine := strings.Replace(string(envelope(t, ingest.KindToolCall, map[string]any{"uuid": withUUID(2)}, map[string]any{"nested": "X"})), `"X"`, deep, 1)
+	st, err := ingest.PublishFile(context.Background(), p, strings.NewReader(tool+"\n"+deepLine+"\n"), "deep.jsonl", nil)
+	if err != nil {
+		t.Fatalf("PublishFile: %v", err)
+	}
+	if st.Published != 1 || st.DeadLettered != 1 || len(st.BadLines) != 1 || st.BadLines[0].Line != 2 {
+		t.Fatalf("stats %+v, want line 1 published and line 2 dead-lettered", st)
+	}
+	if r := st.BadLines[0].Reason; !strings.HasPrefix(r, "could not be published: ") || !strings.Contains(r, "not encodable as JSON") {
+		t.Errorf("reason %q, want a local encoding failure", r)
+	}
+}

@@ -314,6 +314,10 @@ func (p *Publisher) Publish(ctx context.Context, events ...*Event) error {
 	return p.send(ctx, msgs, index, failed, len(events), "events")
 }
 
+// ErrNotEncodable is wrapped by the permanent MessageError of an event Publish could not encode
+// as JSON (encoding/json refuses, for one, nesting deeper than 10,000 levels); Kafka never saw it.
+var ErrNotEncodable = errors.New("not encodable as JSON")
+
 func (p *Publisher) eventMessage(ev *Event) (kafka.Message, error) {
 	if ev == nil {
 		return kafka.Message{}, errors.New("nil event")
@@ -324,7 +328,7 @@ func (p *Publisher) eventMessage(ev *Event) (kafka.Message, error) {
 	}
 	value, err := json.Marshal(ev)
 	if err != nil {
-		return kafka.Message{}, fmt.Errorf("event %s: %w", ev.UUID, err)
+		return kafka.Message{}, fmt.Errorf("event %s: %w: %w", ev.UUID, ErrNotEncodable, err)
 	}
 	return kafka.Message{Topic: topic, Key: MessageKey(ev, p.cfg.DefaultInstanceURL), Value: value}, nil
 }
