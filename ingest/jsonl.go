@@ -58,12 +58,11 @@ type Stats struct {
 // PublishFileBatch (exact duplicates included: consumers deduplicate by uuid). A line that is
 // not a valid event (bad JSON, a validation problem, an unknown event name, longer than
 // MaxLineBytes, not encodable again, or refused by Kafka for what it is, such as too large) is
-// not fatal: it goes to
-// TopicDeadLetters with reason "line N: <error>", source SourcePublish and the deterministic ID
-// "publish:<name>:<N>", so publishing the same file again yields the same dead letters. Blank
-// lines are skipped; a UTF-8 byte order mark before the first line is ignored. name identifies
-// the input (use a name that differs between different files, e.g. with a content hash) and
-// must not be empty.
+// not fatal: it goes to TopicDeadLetters with reason "line N: <error>", source SourcePublish
+// and the deterministic ID "publish:<name>:<N>", so publishing the same file again yields the
+// same dead letters. Blank lines are skipped; a UTF-8 byte order mark before the first line is
+// ignored. name identifies the input (use a name that differs between different files, e.g.
+// with a content hash) and must not be empty.
 //
 // progress, when not nil, is called synchronously before and after each batch is sent, and at
 // the end; it must be quick. PublishFile returns an error, with the Stats so far, when reading fails, ctx ends, or
