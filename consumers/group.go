@@ -82,7 +82,7 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 	if err != nil {
 		return err
 	}
-	idle := &idleClock{last: time.Now()}
+	lastMessage := time.Now() // across generations, for the drain check
 	for {
 		gen, err := cg.Next(ctx)
 		if err != nil {
@@ -98,20 +98,17 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 			continue
 		}
 		c.stats.generations.Add(1)
-		if done := c.consumeGeneration(ctx, gen, untilDrained, idle); done {
+		if done := c.consumeGeneration(ctx, gen, untilDrained, &lastMessage); done {
 			return nil
 		}
 	}
 }
 
-// idleClock is when a message last arrived, across generations, for the drain check.
-type idleClock struct{ last time.Time }
-
 // consumeGeneration fetches and stores the generation's partitions until the generation ends
 // (it returns false: the caller joins the next one), ctx ends or the group is drained (true).
-func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation, untilDrained bool, idle *idleClock) (done bool) {
-	runCtx, endGeneration := context.WithCancel(ctx)
-	defer endGeneration()
+func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation, untilDrained bool, lastMessage *time.Time) (done bool) {
+	runCtx, stopRun := context.WithCancel(ctx) // returning stops the fetch stage, which ends the generation
+	defer stopRun()
 	batches := make(chan *prepared, 1)
 	stored := make(chan struct{}) // closed when the store stage is done with this generation
 	genCtxs := make(chan context.Context, 1)
@@ -119,13 +116,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		genCtxs <- genCtx
 		fetchCtx, stop := context.WithCancel(runCtx)
 		defer stop()
-		go func() {
-			select {
-			case <-genCtx.Done():
-				stop()
-			case <-fetchCtx.Done():
-			}
-		}()
+		defer context.AfterFunc(genCtx, stop)() // the coordinator ending the generation stops the fetch
 		c.fetchLoop(fetchCtx, gen.Assignments, batches)
 		<-stored // hold the generation until its batches are committed or dropped
 	})
@@ -150,7 +141,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		msgs := batch.msgs
 		if len(msgs) == 0 {
-			if untilDrained && time.Since(idle.last) >= c.cfg.IdleToDrain {
+			if untilDrained && time.Since(*lastMessage) >= c.cfg.IdleToDrain {
 				drained, err := c.drained(ctx)
 				if err != nil {
 					c.cfg.Logger.Warn("drain check failed", "err", err)
@@ -160,7 +151,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			}
 			continue
 		}
-		idle.last = time.Now()
+		*lastMessage = time.Now()
 		c.stats.messages.Add(int64(len(msgs)))
 		if err := c.storeWithRetry(ctx, genCtx, batch); err != nil {
 			if ctx.Err() != nil {
