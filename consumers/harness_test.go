@@ -12,15 +12,15 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
-	"github.com/mcpulse/mcpulse/internal/devstack"
 	"github.com/mcpulse/mcpulse/internal/stores"
-	"github.com/mcpulse/mcpulse/internal/testenv"
+	"github.com/mcpulse/mcpulse/stack"
+	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
 // harness is a migrated embedded stack with clients, one per test.
 type harness struct {
 	t     *testing.T
-	stack *devstack.Stack
+	stack *stack.Stack
 	ch    driver.Conn
 	rdb   redis.UniversalClient
 	pub   *ingest.Publisher
@@ -132,7 +132,7 @@ func newClusterHarness(t *testing.T) *harness {
 // openClusterClient starts only a Redis Cluster for the test and returns a cluster client of it.
 func openClusterClient(t *testing.T) redis.UniversalClient {
 	t.Helper()
-	rc := devstack.RedisClusterForTest(t)
+	rc := stack.RedisClusterForTest(t)
 	rdb, err := stores.OpenRedis(context.Background(), rc.URL())
 	if err != nil {
 		t.Fatal(err)

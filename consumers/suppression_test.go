@@ -9,14 +9,14 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
-	"github.com/mcpulse/mcpulse/internal/devstack"
 	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/stack"
 )
 
 // Each case applies responses in arrival order to one identity and checks the final record
 // and TTL against DESIGN.md §3. The same cases run on a Redis Cluster in cluster_test.go.
 func TestSuppressionPrecedence(t *testing.T) {
-	s := devstack.ForTest(t)
+	s := stack.ForTest(t)
 	rdb, err := stores.OpenRedis(context.Background(), s.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +137,7 @@ func ptr[T any](v T) *T { return &v }
 // The record format is shared with the MCP servers, which write responded_at as JavaScript's
 // toISOString does; the script must read a record written with an offset too.
 func TestSuppressionReadsRecordsWrittenWithOffsets(t *testing.T) {
-	s := devstack.ForTest(t)
+	s := stack.ForTest(t)
 	ctx := context.Background()
 	rdb, err := stores.OpenRedis(ctx, s.RedisURL)
 	if err != nil {

@@ -12,10 +12,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpulse/mcpulse/internal/demo"
-	"github.com/mcpulse/mcpulse/internal/devstack"
-	"github.com/mcpulse/mcpulse/internal/outcome"
+	"github.com/mcpulse/mcpulse/demo"
+	"github.com/mcpulse/mcpulse/demo/outcome"
 	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/stack"
 )
 
 // demoData is the stack the integration tests share: the demo run once on a small corpus, so
@@ -26,7 +26,7 @@ var demoData struct {
 	once     sync.Once
 	err      error
 	dir      string
-	stack    *devstack.Stack
+	stack    *stack.Stack
 	ch       driver.Conn
 	rdb      redis.UniversalClient
 	expected *outcome.Outcome
@@ -66,7 +66,7 @@ func withDemoData(t *testing.T) {
 		if d.dir, d.err = os.MkdirTemp("", "mcpulse-dashboards-test-"); d.err != nil {
 			return
 		}
-		if d.stack, d.err = devstack.Start(ctx, devstack.Config{UseEnv: true, DataDir: filepath.Join(d.dir, "stack")}); d.err != nil {
+		if d.stack, d.err = stack.Start(ctx, stack.Config{UseEnv: true, DataDir: filepath.Join(d.dir, "stack")}); d.err != nil {
 			return
 		}
 		summary, err := demo.Run(ctx, demo.Config{Events: demoEvents, Seed: 11, DataDir: filepath.Join(d.dir, "demo"), Stack: d.stack})

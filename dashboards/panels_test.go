@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpulse/mcpulse/consumers"
-	"github.com/mcpulse/mcpulse/internal/suppression"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 func mustLoad(t *testing.T) []Dashboard {
@@ -220,7 +220,7 @@ func checkNarrowed(t *testing.T, p Panel, res *Result, f Filters, limitGroup str
 }
 
 // The funnel and the reach panels equal the generator's expected outcome, computed from the
-// corpus with plain maps (internal/gen), summed over the days in range.
+// corpus with plain maps (demo/gen), summed over the days in range.
 func TestFunnelEqualsExpectedOutcome(t *testing.T) {
 	withDemoData(t)
 	funnel := panelByID(t, "recruitment-campaigns", "funnel")

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/mcpulse/mcpulse/internal/testenv"
 	"github.com/mcpulse/mcpulse/jobs"
+	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
 // insertToolCall stores one successful tool call the way the consumer's insert fills the

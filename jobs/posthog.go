@@ -3,7 +3,7 @@ package jobs
 import (
 	"log/slog"
 
-	"github.com/mcpulse/mcpulse/internal/forward"
+	"github.com/mcpulse/mcpulse/forward"
 )
 
 // SchemaCheckEvent is the PostHog event a schema check's summary is sent as.

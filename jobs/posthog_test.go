@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpulse/mcpulse/internal/schemacheck"
+	"github.com/mcpulse/mcpulse/schemacheck"
 )
 
 // Summaries reach a PostHog capture endpoint through posthog-go with the run id as the event

@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
-	"github.com/mcpulse/mcpulse/internal/schemacheck"
-	"github.com/mcpulse/mcpulse/internal/suppression"
+	"github.com/mcpulse/mcpulse/schemacheck"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 // SchedulerConfig configures NewScheduler.

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
-	"github.com/mcpulse/mcpulse/internal/schemacheck"
+	"github.com/mcpulse/mcpulse/schemacheck"
 )
 
 // SchemaRatchet is the scheduled schema check of one MCP server (issue 4): list its tools,

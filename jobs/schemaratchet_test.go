@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpulse/mcpulse/internal/schemacheck"
-	"github.com/mcpulse/mcpulse/internal/testenv"
+	"github.com/mcpulse/mcpulse/schemacheck"
+	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
 func countRuns(t *testing.T, e *testenv.Env, where string) uint64 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpulse/mcpulse/internal/testenv"
+	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
 // A seal records its watermark (the start of the hour before now's) only after the sealed

@@ -5,13 +5,13 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/mcpulse/mcpulse/internal/devstack"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/migrations"
+	"github.com/mcpulse/mcpulse/stack"
 )
 
 func TestUpIsIdempotentAndCreatesTheDesignedViews(t *testing.T) {
-	s := devstack.ForTest(t)
+	s := stack.ForTest(t)
 	ctx := context.Background()
 	ch, err := stores.OpenClickHouse(ctx, s.ClickHouseDSN)
 	if err != nil {

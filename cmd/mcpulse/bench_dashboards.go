@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/dashboards"
-	"github.com/mcpulse/mcpulse/internal/demo"
-	"github.com/mcpulse/mcpulse/internal/devstack"
+	"github.com/mcpulse/mcpulse/demo"
 	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/stack"
 )
 
 // newBenchDashboardsCmd is `mcpulse bench dashboards` (issue 6).
@@ -52,7 +52,7 @@ Loading a million events takes a few minutes on a 2-core machine.`,
 				defer os.RemoveAll(tmp)
 				dir = tmp
 			}
-			stack, err := devstack.Start(ctx, devstack.Config{DataDir: filepath.Join(dir, "stack")})
+			stack, err := stack.Start(ctx, stack.Config{DataDir: filepath.Join(dir, "stack")})
 			if err != nil {
 				return err
 			}

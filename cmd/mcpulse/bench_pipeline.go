@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpulse/mcpulse/internal/bench"
+	"github.com/mcpulse/mcpulse/testkit/bench"
 )
 
 // newBenchPipelineCmd is `mcpulse bench pipeline` (issue 7).

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/forward"
 	"github.com/mcpulse/mcpulse/ingest"
-	"github.com/mcpulse/mcpulse/internal/forward"
 	"github.com/mcpulse/mcpulse/internal/obs"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpulse/mcpulse/internal/dashserver"
+	"github.com/mcpulse/mcpulse/dashboards/server"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
@@ -29,7 +29,7 @@ type dashboardsFlags struct {
 
 func (d *dashboardsFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&d.assets, "assets", "", "directory where \""+dashserver.InstallHint+"\" installed the chart library (default: "+dashserver.DefaultAssetsDir+
+	f.StringVar(&d.assets, "assets", "", "directory where \""+server.InstallHint+"\" installed the chart library (default: "+server.DefaultAssetsDir+
 		" under the working directory, the executable's directory, or a parent of either)")
 	f.StringVar(&d.token, "token", "", "require this access token (Authorization: Bearer TOKEN or ?token=TOKEN); default $"+dashboardsTokenEnv+
 		" (prefer the variable: flag values show in the process list)")
@@ -38,8 +38,8 @@ func (d *dashboardsFlags) register(cmd *cobra.Command) {
 }
 
 // apply fills cfg's assets and credentials from the flags and their environment variables.
-func (d *dashboardsFlags) apply(cfg *dashserver.Config) error {
-	assets, err := dashserver.FindAssets(d.assets)
+func (d *dashboardsFlags) apply(cfg *server.Config) error {
+	assets, err := server.FindAssets(d.assets)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (d *dashboardsFlags) apply(cfg *dashserver.Config) error {
 
 func newDashboardsCmd() *cobra.Command {
 	var (
-		cfg    dashserver.Config
+		cfg    server.Config
 		flags  dashboardsFlags
 		dsn    string
 		logFmt string
@@ -90,7 +90,7 @@ request but /healthz, /readyz and /assets/ must carry "Authorization: Bearer TOK
 --basic-auth (or $` + dashboardsBasicAuthEnv + `) HTTP basic auth is accepted too. No cookies are used.
 
 The chart library is installed from npm with:
-  ` + dashserver.InstallHint + `
+  ` + server.InstallHint + `
 (make web does it; make demo and the Dockerfile too).`,
 		Example: `  mcpulse dashboards --listen :8090
   MCPULSE_DASHBOARDS_TOKEN=s3cret mcpulse dashboards --listen 127.0.0.1:8090 --assets /opt/mcpulse/web
@@ -118,17 +118,17 @@ The chart library is installed from npm with:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Listen, "listen", dashserver.DefaultListen, "address to listen on, host:port")
+	f.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address to listen on, host:port")
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
-	f.DurationVar(&cfg.QueryTimeout, "query-timeout", dashserver.DefaultQueryTimeout, "how long one page's or CSV's queries may take")
+	f.DurationVar(&cfg.QueryTimeout, "query-timeout", server.DefaultQueryTimeout, "how long one page's or CSV's queries may take")
 	f.StringVar(&logFmt, "log-format", "text", "log format: text or json")
 	flags.register(cmd)
 	return cmd
 }
 
 // serveDashboards listens on cfg.Listen, prints the URL to open, and serves until ctx ends.
-func serveDashboards(ctx context.Context, cfg dashserver.Config, out io.Writer) error {
-	srv, err := dashserver.New(cfg)
+func serveDashboards(ctx context.Context, cfg server.Config, out io.Writer) error {
+	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}

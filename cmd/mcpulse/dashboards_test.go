@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpulse/mcpulse/internal/dashserver"
+	"github.com/mcpulse/mcpulse/dashboards/server"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
@@ -33,12 +33,12 @@ func TestDashboardsCommandRefusesAnIncompleteSetup(t *testing.T) {
 		t.Errorf("without ClickHouse: %v, want an error naming %s", err, stores.EnvClickHouseDSN)
 	}
 	err := runRoot(t, "dashboards", "--clickhouse", "clickhouse://127.0.0.1:1/default", "--assets", t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), dashserver.InstallHint) {
-		t.Errorf("empty --assets: %v, want an error naming %q", err, dashserver.InstallHint)
+	if err == nil || !strings.Contains(err.Error(), server.InstallHint) {
+		t.Errorf("empty --assets: %v, want an error naming %q", err, server.InstallHint)
 	}
 	// A directory that holds the library's file is enough for the flag checks below.
 	assets := t.TempDir()
-	lib := filepath.Join(assets, dashserver.ChartLibrary)
+	lib := filepath.Join(assets, server.ChartLibrary)
 	if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
 		t.Fatal(err)
 	}

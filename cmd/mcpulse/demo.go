@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpulse/mcpulse/internal/dashserver"
-	"github.com/mcpulse/mcpulse/internal/demo"
-	"github.com/mcpulse/mcpulse/internal/devstack"
+	"github.com/mcpulse/mcpulse/dashboards/server"
+	"github.com/mcpulse/mcpulse/demo"
 	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/stack"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -43,7 +43,7 @@ printed. --assets, --token and --basic-auth work as for "mcpulse dashboards".`,
 			if logLevel != "" {
 				cfg.Logger, _ = newLogger("text") // a constant, valid format
 			}
-			var webCfg dashserver.Config
+			var webCfg server.Config
 			if serve != "" {
 				// Checked before the run, so a missing chart library does not cost a whole demo.
 				if err := web.apply(&webCfg); err != nil {
@@ -56,7 +56,7 @@ printed. --assets, --token and --basic-auth work as for "mcpulse dashboards".`,
 				}
 				fmt.Fprintln(cfg.Progress, "▸ starting the embedded stack (kfake, redis-server, clickhouse-server); it keeps running for --serve")
 				start := time.Now()
-				stack, err := devstack.Start(cmd.Context(), devstack.Config{DataDir: stackDir, Logger: cfg.Logger})
+				stack, err := stack.Start(cmd.Context(), stack.Config{DataDir: stackDir, Logger: cfg.Logger})
 				if err != nil {
 					return err
 				}

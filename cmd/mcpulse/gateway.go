@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/forward"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/gateway"
-	"github.com/mcpulse/mcpulse/internal/forward"
 	"github.com/mcpulse/mcpulse/internal/obs"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )

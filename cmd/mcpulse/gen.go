@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpulse/mcpulse/internal/gen"
+	"github.com/mcpulse/mcpulse/demo/gen"
 )
 
 func newGenCmd() *cobra.Command {

@@ -7,11 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpulse/mcpulse/internal/forward"
+	"github.com/mcpulse/mcpulse/forward"
 	"github.com/mcpulse/mcpulse/internal/obs"
-	"github.com/mcpulse/mcpulse/internal/schemacheck"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/jobs"
+	"github.com/mcpulse/mcpulse/schemacheck"
 )
 
 func newSchedulerCmd() *cobra.Command {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpulse/mcpulse/internal/schemacheck"
+	"github.com/mcpulse/mcpulse/schemacheck"
 )
 
 // schemacheckOptions are the flags of mcpulse schemacheck.

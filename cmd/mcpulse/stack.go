@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpulse/mcpulse/internal/devstack"
+	"github.com/mcpulse/mcpulse/stack"
 )
 
 func newStackCmd() *cobra.Command {
@@ -55,7 +55,7 @@ Requires the Debian packages redis-server and clickhouse-server.`,
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			ctx := cmd.Context()
 			began := time.Now()
-			s, err := devstack.Start(ctx, devstack.Config{
+			s, err := stack.Start(ctx, stack.Config{
 				DataDir:    dataDir,
 				Partitions: partitions,
 				Logger:     logger,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/stores"
-	"github.com/mcpulse/mcpulse/internal/suppression"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 func newSuppressionCmd() *cobra.Command {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/internal/stores"
-	"github.com/mcpulse/mcpulse/internal/suppression"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 func newSuppressionReconcileCmd() *cobra.Command {

@@ -17,7 +17,7 @@ import (
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/gateway"
-	"github.com/mcpulse/mcpulse/internal/testenv"
+	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
 // TestRealClientsEndToEnd points a posthog-go client and a posthog-node client (npm, run with

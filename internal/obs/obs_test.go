@@ -15,7 +15,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/obs"
-	"github.com/mcpulse/mcpulse/internal/testenv"
+	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
 func get(t *testing.T, method, url string) (int, string, http.Header) {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpulse/mcpulse/internal/devstack"
 	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/stack"
 )
 
 // setPolicy sets maxmemory-policy on one server and restores the previous one at cleanup (an
@@ -34,7 +34,7 @@ func setPolicy(t *testing.T, node redis.Cmdable, policy string) {
 }
 
 func TestCheckEvictionPolicy(t *testing.T) {
-	s := devstack.ForTest(t)
+	s := stack.ForTest(t)
 	ctx := context.Background()
 	rdb, err := stores.OpenRedis(ctx, s.RedisURL)
 	if err != nil {
@@ -101,7 +101,7 @@ func TestCheckEvictionPolicy(t *testing.T) {
 }
 
 func TestRedisClusterThroughOpenRedis(t *testing.T) {
-	rc := devstack.RedisClusterForTest(t)
+	rc := stack.RedisClusterForTest(t)
 	ctx := context.Background()
 	if len(rc.Addrs) != 3 {
 		t.Fatalf("Addrs = %v, want 3", rc.Addrs)

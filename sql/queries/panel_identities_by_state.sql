@@ -1,5 +1,5 @@
 -- Invited identities by suppression state, derived from ClickHouse the way the reconcile job
--- (internal/suppression) rebuilds Redis: responses at or before the identity's last reset are
+-- (suppression) rebuilds Redis: responses at or before the identity's last reset are
 -- ignored; the latest permanent response (accept, decline) wins; otherwise the latest cancel
 -- is a cooldown until responded_at + 7 days ('cooldown ended' after that); an identity reset
 -- with no response since is 'reset'; one that never answered is 'no response'. Times are

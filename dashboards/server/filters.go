@@ -1,0 +1,160 @@
+package server
+
+import (
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mcpulse/mcpulse/dashboards"
+)
+
+// Filter parameters of a page's URL, so a view can be shared as a link.
+const (
+	paramFrom     = "from"
+	paramTo       = "to"
+	paramCampaign = "campaign"
+	paramClient   = "client"
+	paramTool     = "tool"
+	paramLimit    = "limit"
+	paramToken    = "token"
+)
+
+// maxLimit caps ?limit= so one request cannot ask ClickHouse for an unbounded result.
+const maxLimit = 1000
+
+// maxFilterLen caps a text filter (campaign, client, tool) in bytes; distinct ids are at
+// most 200 characters (DESIGN.md §2) and names are shorter.
+const maxFilterLen = 1000
+
+// timeLayouts are the accepted forms of from and to, all read as UTC unless they carry an
+// offset: a date, the value of an <input type="datetime-local">, the form the pages show
+// times in (so a label can be pasted), and RFC 3339 (with or without seconds).
+var timeLayouts = []string{
+	time.DateOnly, "2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02 15:04", time.DateTime,
+	time.RFC3339, "2006-01-02T15:04Z07:00",
+}
+
+// filterForm is what the page's filter form shows: the values as the URL gave them.
+type filterForm struct {
+	From, To, Campaign, Client, Tool, Limit string
+}
+
+// badRequest is a query-parameter problem; its message is shown to the caller with status 400.
+type badRequest struct{ msg string }
+
+func (b *badRequest) Error() string { return b.msg }
+
+// parseFilters reads the filters of q. Empty values mean "not set" (an HTML form submits
+// every field). Unknown and repeated parameters are refused, so a mistyped link does not
+// silently show unfiltered figures.
+func parseFilters(q url.Values) (dashboards.Filters, filterForm, error) {
+	var (
+		f    dashboards.Filters
+		form filterForm
+		errs []string
+	)
+	known := []string{paramFrom, paramTo, paramCampaign, paramClient, paramTool, paramLimit, paramToken}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(known, k) {
+			errs = append(errs, fmt.Sprintf("unknown parameter %s (known: %s)", strconv.Quote(k), strings.Join(known[:6], ", ")))
+			continue
+		}
+		if len(q[k]) > 1 {
+			errs = append(errs, fmt.Sprintf("parameter %s is given %d times; give it once", k, len(q[k])))
+		}
+	}
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return strings.TrimSpace(v[0])
+		}
+		return ""
+	}
+	parseTime := func(k string) time.Time {
+		s := get(k)
+		if s == "" {
+			return time.Time{}
+		}
+		for _, layout := range timeLayouts {
+			if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+				if t.Year() < 1970 || t.Year() > 2105 {
+					errs = append(errs, fmt.Sprintf("%s=%s is outside 1970-01-01 to 2105-12-31 (ClickHouse DateTime)", k, strconv.Quote(s)))
+				}
+				return t.UTC()
+			}
+		}
+		errs = append(errs, fmt.Sprintf("%s=%s is not a time: use 2006-01-02, 2006-01-02T15:04, 2006-01-02 15:04:05 (UTC) or RFC 3339", k, strconv.Quote(s)))
+		return time.Time{}
+	}
+	text := func(k string) string {
+		s := get(k)
+		if !utf8.ValidString(s) {
+			errs = append(errs, fmt.Sprintf("%s is not valid UTF-8", k))
+		} else if len(s) > maxFilterLen {
+			errs = append(errs, fmt.Sprintf("%s is %d bytes long; at most %d", k, len(s), maxFilterLen))
+		}
+		return s
+	}
+	form = filterForm{From: get(paramFrom), To: get(paramTo), Campaign: get(paramCampaign), Client: get(paramClient), Tool: get(paramTool), Limit: get(paramLimit)}
+	f.From, f.To = parseTime(paramFrom), parseTime(paramTo)
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		errs = append(errs, fmt.Sprintf("from (%s) must be before to (%s): the range is [from, to)", f.From.Format(time.RFC3339), f.To.Format(time.RFC3339)))
+	}
+	f.Campaign, f.Client, f.Tool = text(paramCampaign), text(paramClient), text(paramTool)
+	if s := get(paramLimit); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxLimit {
+			errs = append(errs, fmt.Sprintf("limit=%s must be a whole number from 1 to %d", strconv.Quote(s), maxLimit))
+		} else {
+			f.Limit = n
+		}
+	}
+	if len(errs) > 0 {
+		return dashboards.Filters{}, form, &badRequest{msg: "bad query parameters: " + strings.Join(errs, "; ")}
+	}
+	return f, form, nil
+}
+
+// filterQuery is the URL query that reproduces form (empty fields left out), plus token when
+// the page was opened with ?token= so the page's own links keep working.
+func filterQuery(form filterForm, token string) url.Values {
+	q := url.Values{}
+	for _, kv := range [][2]string{
+		{paramFrom, form.From}, {paramTo, form.To}, {paramCampaign, form.Campaign},
+		{paramClient, form.Client}, {paramTool, form.Tool}, {paramLimit, form.Limit}, {paramToken, token},
+	} {
+		if kv[1] != "" {
+			q.Set(kv[0], kv[1])
+		}
+	}
+	return q
+}
+
+// filterUse says, for each filter the page offers, whether a panel's query takes it.
+type filterUse struct {
+	Name    string // "time range", "campaign", "client", "tool", "limit"
+	Applies bool
+}
+
+// panelFilters lists the page's filters and whether p's Params use each.
+func panelFilters(p dashboards.Panel) []filterUse {
+	has := func(names ...string) bool {
+		for _, n := range names {
+			if slices.Contains(p.Params, n) {
+				return true
+			}
+		}
+		return false
+	}
+	return []filterUse{
+		{"time range", has("from", "to")},
+		{"campaign", has("campaign")},
+		{"client", has("client")},
+		{"tool", has("tool")},
+		{"limit", has("limit")},
+	}
+}

@@ -1,0 +1,249 @@
+// Package demo runs the whole pipeline once on the embedded stack: start the stack, migrate,
+// generate a corpus, publish it, consume until drained, and compare every figure the stores
+// hold with the corpus's expected outcome; then it leaves the history the dashboards show and
+// the corpus cannot hold (schema check runs, suppression resets: see history.go).
+// `mcpulse demo`, `mcpulse bench dashboards` and the end-to-end tests use it.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/demo/gen"
+	"github.com/mcpulse/mcpulse/demo/outcome"
+	"github.com/mcpulse/mcpulse/demo/report"
+	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/migrations"
+	"github.com/mcpulse/mcpulse/stack"
+)
+
+// Config configures Run.
+type Config struct {
+	// Events is how many events to generate. Default: 200000.
+	Events int
+	// Seed drives the generator. Default: 1.
+	Seed int64
+	// DataDir keeps the stack's data and the corpus; "" uses a temporary directory removed at
+	// the end. A directory that already holds a run's data is refused (the comparison assumes
+	// empty stores).
+	DataDir string
+	// Progress receives one line per step and periodic progress; nil discards it.
+	Progress io.Writer
+	// Logger receives the services' logs. Default: discard.
+	Logger *slog.Logger
+	// Stack, when set, is used instead of starting one (its stores must be empty).
+	Stack *stack.Stack
+	// NoHistory skips what the demo leaves after its comparison for the dashboards: schema
+	// check runs of the scheduler's ratchet job over the generator's MCP servers (served on
+	// loopback) and two suppression resets through the ops reset path. Default: false (left).
+	NoHistory bool
+}
+
+// Run executes the demo and returns its summary, whose Mismatches list every figure that
+// differs from the expected outcome (empty when all agree). An error means the demo could not
+// run at all.
+func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
+	if cfg.Events == 0 {
+		cfg.Events = 200000
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	step := func(format string, args ...any) {
+		fmt.Fprintf(cfg.Progress, "▸ "+format+"\n", args...)
+	}
+
+	dir := cfg.DataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "mcpulse-demo-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if _, err := os.Stat(filepath.Join(dir, "events.jsonl")); err == nil {
+		return nil, fmt.Errorf("%s already holds a demo run; choose an empty --data-dir", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+
+	st := cfg.Stack
+	if st == nil {
+		step("starting the embedded stack (kfake, redis-server, clickhouse-server) in %s", dir)
+		start := time.Now()
+		s, err := stack.Start(ctx, stack.Config{DataDir: filepath.Join(dir, "stack"), Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close()
+		st = s
+		step("stack ready in %.1fs", time.Since(start).Seconds())
+	}
+
+	ch, err := stores.OpenClickHouse(ctx, st.ClickHouseDSN)
+	if err != nil {
+		return nil, err
+	}
+	defer ch.Close()
+	rdb, err := stores.OpenRedis(ctx, st.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+
+	step("migrating ClickHouse")
+	if _, err := migrations.Up(ctx, ch, cfg.Logger); err != nil {
+		return nil, err
+	}
+
+	corpus := filepath.Join(dir, "events.jsonl")
+	step("generating %d events (seed %d) into %s", cfg.Events, cfg.Seed, corpus)
+	genCfg := gen.Config{Events: cfg.Events, Seed: cfg.Seed, End: time.Now().UTC().Truncate(time.Hour)}
+	if _, err := gen.WriteFiles(genCfg, corpus); err != nil {
+		return nil, err
+	}
+	expected, err := outcome.Read(corpus + ".expected.json")
+	if err != nil {
+		return nil, err
+	}
+
+	pub, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: st.KafkaBrokers, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	defer pub.Close()
+	consumer, err := consumers.New(consumers.Config{
+		Brokers: st.KafkaBrokers, Redis: rdb, ClickHouse: ch, DeadLetters: pub, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer consumer.Close()
+
+	// Publish and consume at the same time, as in production; the run ends when the group
+	// has committed every partition to its end after the last event was published.
+	began := time.Now()
+	consumeCtx, stopConsumer := context.WithCancel(ctx)
+	defer stopConsumer()
+	consumed := make(chan error, 1)
+	go func() { consumed <- consumer.Run(consumeCtx) }()
+
+	step("publishing %s and consuming in consumer group %q", filepath.Base(corpus), consumers.DefaultGroupID)
+	f, err := os.Open(corpus)
+	if err != nil {
+		return nil, err
+	}
+	lastReport := time.Now()
+	pubStats, err := ingest.PublishFile(ctx, pub, f, filepath.Base(corpus), func(p ingest.Progress) {
+		if time.Since(lastReport) >= time.Second {
+			fmt.Fprintf(cfg.Progress, "  published %d lines (%d dead-lettered), %d events stored so far\n", p.Published+p.DeadLettered, p.DeadLettered, storedSoFar(consumer))
+			lastReport = time.Now()
+		}
+	})
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	step("published %d events, %d lines dead-lettered; waiting for the consumers to drain", pubStats.Published, pubStats.DeadLettered)
+	if err := waitDrained(ctx, consumer, cfg.Progress); err != nil {
+		return nil, err
+	}
+	elapsed := time.Since(began)
+
+	step("comparing the stores with %s", filepath.Base(corpus)+".expected.json")
+	observed, err := report.Observe(ctx, ch, rdb)
+	if err != nil {
+		return nil, err
+	}
+	summary, err := report.BuildSummary(ctx, ch, observed, 10)
+	if err != nil {
+		return nil, err
+	}
+	stats := consumer.Stats()
+	summary.DuplicatesDropped = stats.Duplicates
+	summary.Throughput = report.Throughput{
+		Events: int64(pubStats.Lines), Seconds: elapsed.Seconds(), EventsPerSecond: float64(pubStats.Lines) / elapsed.Seconds(),
+	}
+	summary.Mismatches = outcome.Compare(expected, observed, time.Now())
+	if stats.Duplicates != int64(expected.Corpus.Duplicates) {
+		summary.Mismatches = append(summary.Mismatches, fmt.Sprintf("duplicates dropped: want %d, got %d", expected.Corpus.Duplicates, stats.Duplicates))
+	}
+	if summary.Mismatches == nil {
+		summary.Mismatches = []string{}
+	}
+
+	// After the comparison, so it is unchanged: history for the dashboards that the corpus
+	// does not hold (the consumers are still running to store the resets' audit events).
+	if !cfg.NoHistory {
+		runs, err := recordSchemaChecks(ctx, ch, genCfg.End)
+		if err != nil {
+			return nil, err
+		}
+		reset, err := resetSomeIdentities(ctx, ch, rdb, pub, expected, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		step("left history for the dashboards: %d schema check runs, %d suppression resets", runs, len(reset))
+	}
+	sealed, err := sealRollups(ctx, ch, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	step("sealed the ignored-key rates of the hours before %s", sealed.SealedThrough.Format(time.RFC3339))
+	stopConsumer()
+	if err := <-consumed; err != nil {
+		return nil, err
+	}
+	return summary, nil
+}
+
+func storedSoFar(c *consumers.Consumer) int64 {
+	var n int64
+	for _, v := range c.Stats().Stored {
+		n += v
+	}
+	return n
+}
+
+// waitDrained polls the group's lag until every partition is committed to its end.
+func waitDrained(ctx context.Context, c *consumers.Consumer, progress io.Writer) error {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		lag, err := c.Lag(ctx)
+		if err != nil {
+			continue
+		}
+		var total int64
+		for _, l := range lag {
+			total += l.Lag
+		}
+		if total == 0 {
+			return nil
+		}
+		if time.Since(last) >= time.Second {
+			fmt.Fprintf(progress, "  stored %d events, %d messages still to consume\n", storedSoFar(c), total)
+			last = time.Now()
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package demo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mcpulse/mcpulse/demo"
+	"github.com/mcpulse/mcpulse/demo/outcome"
+	"github.com/mcpulse/mcpulse/demo/report"
+	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/stack"
+)
+
+// A generated corpus, published and consumed end to end, leaves exactly the generator's
+// expected outcome in ClickHouse and Redis: every count, every rollup row, every suppression
+// record, and the number of duplicates dropped.
+func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
+	stack := stack.ForTest(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	summary, err := demo.Run(ctx, demo.Config{Events: 20000, Seed: 42, DataDir: dir, Stack: stack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range summary.Mismatches {
+		t.Error(m)
+	}
+	expected, err := outcome.Read(dir + "/events.jsonl.expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The comparison above is only as strong as the corpus: make sure it exercised every part.
+	if expected.Corpus.Duplicates == 0 || expected.Corpus.Malformed == 0 {
+		t.Errorf("corpus has %d duplicates and %d malformed lines; both must be present", expected.Corpus.Duplicates, expected.Corpus.Malformed)
+	}
+	for _, kind := range []string{"tool_call", "invitation_sent", "link_opened", "response"} {
+		if expected.EventsByKind[kind] == 0 || summary.EventsByKind[kind] != expected.EventsByKind[kind] {
+			t.Errorf("%s: stored %d, expected %d (must be > 0)", kind, summary.EventsByKind[kind], expected.EventsByKind[kind])
+		}
+	}
+	if len(expected.Suppression) == 0 || len(expected.Funnel) == 0 || len(expected.IgnoredKeys) == 0 || len(expected.GateReasons) == 0 {
+		t.Errorf("expected outcome lacks suppression records, funnel, ignored keys or gate reasons")
+	}
+	if summary.DuplicatesDropped != int64(expected.Corpus.Duplicates) {
+		t.Errorf("duplicates dropped %d, want %d", summary.DuplicatesDropped, expected.Corpus.Duplicates)
+	}
+	if summary.DeadLettered != int64(expected.Corpus.Malformed) {
+		t.Errorf("dead-lettered %d, want %d", summary.DeadLettered, expected.Corpus.Malformed)
+	}
+
+	// Every rollup equals its recomputation from the deduplicated raw tables.
+	ch, err := stores.OpenClickHouse(ctx, stack.ClickHouseDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	rdb, err := stores.OpenRedis(ctx, stack.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	observed, err := report.Observe(ctx, ch, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recomputed, err := report.Recompute(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recomputed.EventsByKind, recomputed.Tables, recomputed.Suppression = observed.EventsByKind, observed.Tables, observed.Suppression
+	for _, m := range outcome.Compare(recomputed, observed, time.Now()) {
+		t.Errorf("rollup differs from its recomputation: %s", m)
+	}
+	if len(recomputed.Funnel) == 0 || len(recomputed.IgnoredKeyRates) == 0 {
+		t.Error("recomputation returned no rows")
+	}
+
+	// After the comparison the demo left history for the dashboards: every corpus server
+	// checked once per planned run (stored by the scheduler's job, distinct start times), and
+	// two identities reset through the ops path (records gone, audit stored by the consumers).
+	var runs, starts, servers, audits uint64
+	if err := ch.QueryRow(ctx, `SELECT count(), uniqExact(started_at), uniqExact(server) FROM mcpulse.schema_check_runs FINAL WHERE reached = 1`).
+		Scan(&runs, &starts, &servers); err != nil {
+		t.Fatal(err)
+	}
+	if servers != 4 || runs != servers*4 || starts != runs {
+		t.Errorf("%d schema check runs of %d servers at %d start times; want 4 runs of each of 4 servers, all distinct", runs, servers, starts)
+	}
+	rows, err := ch.Query(ctx, `SELECT identity_hash FROM mcpulse.suppression_audit FINAL WHERE actor = 'mcpulse demo'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		audits++
+		if n, err := rdb.Exists(ctx, "mcp:interview:{"+h+"}:response").Result(); err != nil || n != 0 {
+			t.Errorf("reset identity %s still has a record (%d, %v)", h, n, err)
+		}
+		if _, ok := expected.Suppression[h]; !ok {
+			t.Errorf("reset identity %s had no expected record", h)
+		}
+	}
+	if audits != 2 {
+		t.Errorf("%d resets audited, want 2", audits)
+	}
+}

@@ -1,0 +1,228 @@
+package gen
+
+import (
+	"slices"
+	"time"
+
+	"github.com/mcpulse/mcpulse/demo/outcome"
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+// The expected outcome, computed from the generated events with plain maps, restating
+// DESIGN.md §3-§4's rules rather than calling the consumer: every rollup counts distinct
+// events (duplicate lines add nothing), malformed lines only count as dead letters.
+
+const (
+	hourLayout = "2006-01-02 15:04:05"
+	dayLayout  = "2006-01-02"
+	// cooldown is how long a cancel suppresses further invitations (DESIGN.md §3).
+	cooldown = 7 * 24 * time.Hour
+)
+
+// clientInjected tells the client-injected keys apart (the one piece of ingest the expected
+// outcome shares with the consumer, by the contract: which keys are not agent mistakes).
+var clientInjected = ingest.MustKeyFilter(ingest.DefaultClientInjectedKeys)
+
+type (
+	rateKey struct{ hour, tool, client string }
+	keyKey  struct{ hour, tool, path string }
+	gateKey struct {
+		hour, campaign, reason, client string
+		url, form                      tri // triNull for unknown (absent or null)
+	}
+	funnelKey struct{ day, campaign, flag string }
+	funnelAcc struct {
+		invitations, people, opens, accepted, declined, cancelled, answered map[string]bool
+	}
+	gateAcc struct {
+		calls  int64
+		people map[string]bool
+	}
+)
+
+func newSet() map[string]bool { return map[string]bool{} }
+
+func flagOf(t tri) *uint8 {
+	switch t {
+	case triFalse:
+		v := uint8(0)
+		return &v
+	case triTrue:
+		v := uint8(1)
+		return &v
+	}
+	return nil
+}
+
+func unknownAsNull(t tri) tri {
+	if t.isKnown() {
+		return t
+	}
+	return triNull
+}
+
+// expectedOutcome computes what consuming the corpus must produce.
+func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *outcome.Outcome {
+	o := &outcome.Outcome{
+		Corpus: outcome.Corpus{
+			Seed: cfg.Seed, Events: cfg.Events, Lines: lines, Duplicates: dups, Malformed: malformed,
+			End: cfg.End.UTC().Format(time.RFC3339), InstanceURL: cfg.InstanceURL,
+		},
+		EventsByKind: map[string]int64{},
+		Tables:       map[string]int64{"tool_calls": 0, "recruitment_events": 0, "dead_letters": int64(malformed)},
+		Suppression:  map[string]outcome.Suppression{},
+	}
+	kindOf := map[string]string{evToolCall: "tool_call", evInvite: "invitation_sent", evOpen: "link_opened", evResponse: "response"}
+
+	rates := map[rateKey]*outcome.IgnoredKeyRate{}
+	keys := map[keyKey]int64{}
+	gates := map[gateKey]*gateAcc{}
+	funnel := map[funnelKey]*funnelAcc{}
+	byIdentity := map[string][]*event{}
+
+	// events holds each event once (duplicate lines are copies made at write time, and
+	// newUUID never repeats a uuid), so counting events counts distinct uuids.
+	for _, e := range events {
+		o.EventsByKind[kindOf[e.name]]++
+		hour := e.ts.UTC().Truncate(time.Hour).Format(hourLayout)
+
+		if t := e.tool; t != nil {
+			o.Tables["tool_calls"]++
+			tool := t.effectiveTool()
+			rk := rateKey{hour, tool, t.clientName}
+			r := rates[rk]
+			if r == nil {
+				r = &outcome.IgnoredKeyRate{Hour: hour, ToolName: tool, ClientName: t.clientName}
+				rates[rk] = r
+			}
+			if !t.isError {
+				r.SuccessfulCalls++
+				counted := clientInjected.Counted(t.ignored)
+				if len(counted) > 0 {
+					r.CallsWithIgnoredKeys++
+				}
+				for i, k := range counted {
+					if !slices.Contains(counted[:i], k) { // occurrences count events, not repeats
+						keys[keyKey{hour, tool, k}]++
+					}
+				}
+			}
+			if d := t.diag; d != nil && d.reason != "" {
+				gk := gateKey{hour, d.campaignID, d.reason, t.clientName, unknownAsNull(d.url), unknownAsNull(d.form)}
+				acc := gates[gk]
+				if acc == nil {
+					acc = &gateAcc{people: newSet()}
+					gates[gk] = acc
+				}
+				acc.calls++
+				acc.people[e.distinctID] = true
+			}
+			continue
+		}
+
+		o.Tables["recruitment_events"]++
+		r := e.rec
+		fk := funnelKey{r.sentAt.UTC().Format(dayLayout), r.campaignID, r.featureFlag}
+		f := funnel[fk]
+		if f == nil {
+			f = &funnelAcc{newSet(), newSet(), newSet(), newSet(), newSet(), newSet(), newSet()}
+			funnel[fk] = f
+		}
+		switch e.name {
+		case evInvite:
+			f.invitations[r.invitationID] = true
+			f.people[e.distinctID] = true
+		case evOpen:
+			f.opens[r.invitationID] = true
+		case evResponse:
+			switch r.response {
+			case "accept":
+				f.accepted[r.invitationID] = true
+			case "decline":
+				f.declined[r.invitationID] = true
+			case "cancel":
+				f.cancelled[r.invitationID] = true
+			}
+			if !r.respondedAt.After(r.sentAt.Add(answerWindow)) {
+				f.answered[r.invitationID] = true
+			}
+			instance := r.instanceURL
+			if instance == "" {
+				instance = cfg.InstanceURL
+			}
+			h := ingest.IdentityHash(instance, e.distinctID)
+			byIdentity[h] = append(byIdentity[h], e)
+		}
+	}
+
+	for _, r := range rates {
+		o.IgnoredKeyRates = append(o.IgnoredKeyRates, *r)
+	}
+	for k, n := range keys {
+		o.IgnoredKeys = append(o.IgnoredKeys, outcome.IgnoredKey{Hour: k.hour, ToolName: k.tool, KeyPath: k.path, Occurrences: n})
+	}
+	for k, acc := range gates {
+		o.GateReasons = append(o.GateReasons, outcome.GateReason{
+			Hour: k.hour, CampaignID: k.campaign, Reason: k.reason, ClientName: k.client,
+			URLSupported: flagOf(k.url), FormSupported: flagOf(k.form),
+			Calls: acc.calls, People: int64(len(acc.people)),
+		})
+	}
+	for k, f := range funnel {
+		o.Funnel = append(o.Funnel, outcome.FunnelDay{
+			Day: k.day, CampaignID: k.campaign, FeatureFlag: k.flag,
+			Invitations: int64(len(f.invitations)), People: int64(len(f.people)), FirstOpens: int64(len(f.opens)),
+			Accepted: int64(len(f.accepted)), Declined: int64(len(f.declined)), Cancelled: int64(len(f.cancelled)),
+			Unanswered: int64(len(f.invitations) - len(f.answered)),
+		})
+	}
+	for h, responses := range byIdentity {
+		if s, ok := foldSuppression(responses); ok {
+			o.Suppression[h] = s
+		}
+	}
+	return o
+}
+
+// foldSuppression restates DESIGN.md §3's precedence for one identity's responses: the
+// accept/decline with the latest responded_at wins (booking_link_accepted / do_not_ask_again);
+// with none, the cancel with the latest responded_at gives a cooldown until responded_at + 7
+// days. A cancel never overrides a permanent state. (The corpus never gives one identity two
+// responses in the same second, so there are no ties.)
+func foldSuppression(responses []*event) (outcome.Suppression, bool) {
+	var permanent, cancel *event
+	for _, e := range responses {
+		switch e.rec.response {
+		case "accept", "decline":
+			if permanent == nil || e.rec.respondedAt.After(permanent.rec.respondedAt) {
+				permanent = e
+			}
+		case "cancel":
+			if cancel == nil || e.rec.respondedAt.After(cancel.rec.respondedAt) {
+				cancel = e
+			}
+		}
+	}
+	win := permanent
+	if win == nil {
+		win = cancel
+	}
+	if win == nil {
+		return outcome.Suppression{}, false
+	}
+	s := outcome.Suppression{
+		DistinctID:  win.distinctID,
+		CampaignID:  win.rec.campaignID,
+		RespondedAt: win.rec.respondedAt.UTC().Format(time.RFC3339),
+	}
+	switch win.rec.response {
+	case "accept":
+		s.Response = "booking_link_accepted"
+	case "decline":
+		s.Response = "do_not_ask_again"
+	default:
+		s.Response = "cooldown"
+		s.ExpiresAt = win.rec.respondedAt.Add(cooldown).UTC().Format(time.RFC3339)
+	}
+	return s, true
+}

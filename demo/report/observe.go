@@ -1,0 +1,175 @@
+// Package report reads what a run left in ClickHouse and Redis, as an outcome.Outcome to
+// compare with a corpus's expected file, and as the readable summary `mcpulse demo` prints.
+package report
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpulse/mcpulse/demo/outcome"
+	mcsql "github.com/mcpulse/mcpulse/sql"
+	"github.com/mcpulse/mcpulse/suppression"
+)
+
+const (
+	hourFormat = "2006-01-02 15:04:05"
+	dayFormat  = "2006-01-02"
+)
+
+// Observe reads the stores' current state: counts per table and kind, every rollup row, and
+// every suppression record (found with SCAN, never KEYS).
+func Observe(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient) (*outcome.Outcome, error) {
+	o := &outcome.Outcome{EventsByKind: map[string]int64{}, Tables: map[string]int64{}, Suppression: map[string]outcome.Suppression{}}
+	if err := scanCounts(ctx, ch, "table_counts", o.Tables); err != nil {
+		return nil, err
+	}
+	if err := scanCounts(ctx, ch, "events_by_kind", o.EventsByKind); err != nil {
+		return nil, err
+	}
+	for k, v := range o.EventsByKind {
+		if v == 0 {
+			delete(o.EventsByKind, k)
+		}
+	}
+	if err := readRollups(ctx, ch, "outcome", o); err != nil {
+		return nil, err
+	}
+	if err := scanSuppression(ctx, rdb, o.Suppression); err != nil {
+		return nil, err
+	}
+	o.Normalize()
+	return o, nil
+}
+
+func each(ctx context.Context, ch driver.Conn, query string, scan func(driver.Rows) error, args ...any) error {
+	rows, err := ch.Query(ctx, mcsql.Query(query), args...)
+	if err != nil {
+		return fmt.Errorf("query %s: %w", query, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("query %s: %w", query, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("query %s: %w", query, err)
+	}
+	return nil
+}
+
+func scanCounts(ctx context.Context, ch driver.Conn, query string, into map[string]int64) error {
+	return each(ctx, ch, query, func(r driver.Rows) error {
+		var (
+			name string
+			n    uint64
+		)
+		if err := r.Scan(&name, &n); err != nil {
+			return err
+		}
+		into[name] += int64(n)
+		return nil
+	})
+}
+
+// scanSuppression reads every suppression record (SCAN, never KEYS; pending continuation keys
+// do not match the pattern).
+func scanSuppression(ctx context.Context, rdb redis.UniversalClient, into map[string]outcome.Suppression) error {
+	records, err := suppression.ScanRecords(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	for h, rec := range records {
+		into[h] = outcome.Suppression{DistinctID: rec.DistinctID, CampaignID: rec.CampaignID, Response: rec.Response, RespondedAt: rec.RespondedAt}
+	}
+	return nil
+}
+
+// Recompute derives every rollup row from the deduplicated raw tables (the sql/ queries named
+// recompute_*), independently of the materialized views, so a check can hold each rollup
+// equal to its recomputation (DESIGN.md §4).
+func Recompute(ctx context.Context, ch driver.Conn) (*outcome.Outcome, error) {
+	o := &outcome.Outcome{}
+	if err := readRollups(ctx, ch, "recompute", o); err != nil {
+		return nil, err
+	}
+	o.Normalize()
+	return o, nil
+}
+
+// readRollups fills o's rollup rows from the four queries named prefix_ignored_key_rates,
+// prefix_ignored_keys, prefix_gate_reasons and prefix_funnel, which share column layouts.
+func readRollups(ctx context.Context, ch driver.Conn, prefix string, o *outcome.Outcome) error {
+	err := each(ctx, ch, prefix+"_ignored_key_rates", func(r driver.Rows) error {
+		var (
+			row  outcome.IgnoredKeyRate
+			hour time.Time
+			s, w uint64
+		)
+		if err := r.Scan(&hour, &row.ToolName, &row.ClientName, &s, &w); err != nil {
+			return err
+		}
+		row.Hour, row.SuccessfulCalls, row.CallsWithIgnoredKeys = hour.UTC().Format(hourFormat), int64(s), int64(w)
+		o.IgnoredKeyRates = append(o.IgnoredKeyRates, row)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = each(ctx, ch, prefix+"_ignored_keys", func(r driver.Rows) error {
+		var (
+			row  outcome.IgnoredKey
+			hour time.Time
+			n    uint64
+		)
+		if err := r.Scan(&hour, &row.ToolName, &row.KeyPath, &n); err != nil {
+			return err
+		}
+		row.Hour, row.Occurrences = hour.UTC().Format(hourFormat), int64(n)
+		o.IgnoredKeys = append(o.IgnoredKeys, row)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = each(ctx, ch, prefix+"_gate_reasons", func(r driver.Rows) error {
+		var (
+			row           outcome.GateReason
+			hour          time.Time
+			calls, people uint64
+		)
+		if err := r.Scan(&hour, &row.CampaignID, &row.Reason, &row.ClientName, &row.URLSupported, &row.FormSupported, &calls, &people); err != nil {
+			return err
+		}
+		row.Hour, row.Calls, row.People = hour.UTC().Format(hourFormat), int64(calls), int64(people)
+		o.GateReasons = append(o.GateReasons, row)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = each(ctx, ch, prefix+"_funnel", func(r driver.Rows) error {
+		var (
+			row                                  outcome.FunnelDay
+			day                                  time.Time
+			inv, people, opens, acc, dec, cancel uint64
+			unanswered                           int64
+		)
+		if err := r.Scan(&day, &row.CampaignID, &row.FeatureFlag, &inv, &people, &opens, &acc, &dec, &cancel, &unanswered); err != nil {
+			return err
+		}
+		row.Day = day.Format(dayFormat)
+		row.Invitations, row.People, row.FirstOpens = int64(inv), int64(people), int64(opens)
+		row.Accepted, row.Declined, row.Cancelled, row.Unanswered = int64(acc), int64(dec), int64(cancel), unanswered
+		o.Funnel = append(o.Funnel, row)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package schemacheck
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ratchets.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadConfigExample(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join("..", "ratchets.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Servers) != 2 {
+		t.Fatalf("%d servers, want 2", len(cfg.Servers))
+	}
+	ph := cfg.Servers[0]
+	maxOversized, minCoverage, inject := 44, 0.55, true
+	want := ServerConfig{
+		Name: "posthog", URL: "https://mcp.posthog.com/mcp", AuthHeaderEnv: "POSTHOG_MCP_TOKEN",
+		Headers: map[string]string{"X-Team": "1"}, Schedule: "@every 6h", Timeout: 30 * time.Second,
+		CharLimit: 16384, MaxOversized: &maxOversized, MinNestedCoverage: &minCoverage, NameMaxLen: 52,
+		InjectContext: &inject,
+	}
+	if !reflect.DeepEqual(ph, want) {
+		t.Errorf("posthog = %+v\nwant %+v", ph, want)
+	}
+	s := ph.Settings()
+	if s.ServerName != "posthog" || s.CharLimit != 16384 || *s.MaxOversized != 44 || *s.MinNestedCoverage != 0.55 ||
+		s.NameMaxLen != 52 || !*s.InjectContext || s.ContextDescription != "" || s.MaxTools != 0 || s.MaxToolChars != 0 {
+		t.Errorf("Settings() = %+v", s)
+	}
+	*s.MaxOversized = 1 // Settings owns its pointers
+	if *ph.MaxOversized != 44 {
+		t.Error("Settings() shares the config's pointers")
+	}
+
+	getenv := func(name string) string {
+		if name == "POSTHOG_MCP_TOKEN" {
+			return "phx_secret"
+		}
+		return ""
+	}
+	src, err := ph.Source(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSrc := Source{URL: "https://mcp.posthog.com/mcp", Timeout: 30 * time.Second,
+		Headers: map[string]string{"X-Team": "1", "Authorization": "Bearer phx_secret"}, Command: []string{}}
+	if src.URL != wantSrc.URL || src.Timeout != wantSrc.Timeout || !reflect.DeepEqual(src.Headers, wantSrc.Headers) || len(src.Command) != 0 {
+		t.Errorf("Source() = %+v, want %+v", src, wantSrc)
+	}
+	src.Headers["X-Team"] = "2"
+	if ph.Headers["X-Team"] != "1" {
+		t.Error("Source() shares the config's headers")
+	}
+	// The token is read at check time: unset is an error then, not at load time.
+	if _, err := ph.Source(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "$POSTHOG_MCP_TOKEN (auth_header_env) is not set") {
+		t.Errorf("Source() without the token: err = %v", err)
+	}
+	if src, _ := ph.Source(func(string) string { return "Bearer already" }); src.Headers["Authorization"] != "Bearer already" {
+		t.Errorf("Authorization = %q", src.Headers["Authorization"])
+	}
+
+	local := cfg.Servers[1]
+	if !reflect.DeepEqual(local.Command, []string{"node", "dist/index.js", "--read-only"}) || local.URL != "" {
+		t.Errorf("local = %+v", local)
+	}
+	src, err = local.Source(nil)
+	if err != nil || !reflect.DeepEqual(src.Command, local.Command) || src.Headers != nil {
+		t.Errorf("local Source() = %+v, %v", src, err)
+	}
+	if ls := local.Settings(); *ls.InjectContext || *ls.MaxOversized != 0 || *ls.MinNestedCoverage != 0.8 || ls.CharLimit != 0 {
+		t.Errorf("local Settings() = %+v", ls)
+	}
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, "servers:\n  - name: a\n    url: http://localhost:8080/mcp\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Servers[0].Settings()
+	if s.MaxOversized != nil || s.MinNestedCoverage != nil || s.InjectContext != nil || s.CharLimit != 0 || s.ServerName != "a" {
+		t.Errorf("Settings() = %+v, want the checker's defaults", s)
+	}
+	if src, err := cfg.Servers[0].Source(nil); err != nil || src.Headers != nil || src.Timeout != 0 {
+		t.Errorf("Source() = %+v, %v", src, err)
+	}
+}
+
+func TestLoadConfigProblems(t *testing.T) {
+	// Every problem of the file is listed, with its line, sorted by line.
+	path := writeConfig(t, `servers:
+  - name: both
+    url: http://x/mcp
+    command: [node]
+  - name: "bad name!"
+    url: ftp://x
+    schedule: "every day"
+    char_limit: -1
+    max_oversized: -2
+    min_nested_coverage: 55
+    timeout: -1s
+  - url: http://x/mcp
+    auth_header_env: 1TOKEN
+    headers: {"Bad Header": "v", Authorization: "Bearer x"}
+  - name: neither
+    colour: blue
+  - name: stdio
+    command: [node]
+    auth_header_env: TOKEN
+  - name: dup
+    url: http://x
+  - name: dup
+    url: http://y
+    max_tools: many
+`)
+	_, err := LoadConfig(path)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := []string{
+		`:2: server "both": both url and command: give exactly one`,
+		`:5: server "bad name!": name "bad name!": want letters, digits`,
+		`:5: server "bad name!": url "ftp://x" is not an http(s) URL`,
+		`:5: server "bad name!": schedule "every day": `,
+		`:5: server "bad name!": timeout is -1s`,
+		`:5: server "bad name!": char_limit is -1: want a positive number (or 0 for the default, 16384)`,
+		`:5: server "bad name!": max_oversized is -2: want 0 or more`,
+		`:5: server "bad name!": min_nested_coverage is 55: want a share between 0 and 1`,
+		`:12: server #3: name is missing`,
+		`:12: server #3: auth_header_env "1TOKEN" is not an environment variable name`,
+		`:12: server #3: headers: Authorization is also set by auth_header_env: keep one`,
+		`:12: server #3: headers: "Bad Header" is not an HTTP header name`,
+		`:15: server "neither": neither url nor command`,
+		`:16: field colour not found in type schemacheck.ServerConfig`,
+		`:17: server "stdio": auth_header_env and headers apply to url servers only`,
+		`:22: server "dup": the name is already used by the server at line 20`,
+		"24: cannot unmarshal !!str `many` into int",
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d problems, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], path) || !strings.Contains(lines[i], w) {
+			t.Errorf("problem %d = %q, want %q", i, lines[i], w)
+		}
+	}
+
+	for content, wantErr := range map[string]string{
+		"":                   "empty file",
+		"servers: []\n":      "no servers",
+		"servers:\n  - {\n":  "yaml:",
+		"serverz: []\n":      "field serverz not found",
+		"servers: {a: 1}\n":  "cannot unmarshal",
+		"# only a comment\n": "empty file",
+	} {
+		if _, err := LoadConfig(writeConfig(t, content)); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: err = %v, want %q", content, err, wantErr)
+		}
+	}
+	if _, err := LoadConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: err = %v", err)
+	}
+}
