@@ -38,5 +38,8 @@ test: deps web
 demo: deps web
 	$(GO) run ./cmd/mcpulse demo
 
+# The release version comes from git (a tag, else the commit), shown by "mcpulse version".
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+
 build:
-	$(GO) build -o bin/mcpulse ./cmd/mcpulse
+	$(GO) build -ldflags "-X github.com/mcpulse/mcpulse/internal/buildinfo.Version=$(VERSION)" -o bin/mcpulse ./cmd/mcpulse

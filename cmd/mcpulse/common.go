@@ -41,23 +41,41 @@ func groupOnly(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
-// allowEviction is the root's persistent --allow-eviction flag.
+// allowEviction is --allow-eviction, a flag only the commands that write Redis have
+// (addAllowEvictionFlag): consume, scheduler, suppression reset and suppression reconcile.
 var allowEviction bool
 
-// openRedis connects to Redis and checks, as every mcpulse command that uses Redis does at
-// start-up, that its maxmemory-policy cannot evict suppression and cooldown records
+// addAllowEvictionFlag gives cmd, a command that writes Redis, the --allow-eviction flag.
+func addAllowEvictionFlag(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&allowEviction, "allow-eviction", false,
+		"use a Redis whose maxmemory-policy is not noeviction (or cannot be checked), with a warning: it may evict suppression and cooldown records")
+}
+
+// openRedis connects to Redis for a command that writes it and checks, as every such command
+// does at start-up, that its maxmemory-policy cannot evict suppression and cooldown records
 // (DESIGN.md §5); --allow-eviction turns the refusal into a warning on stderr.
 func openRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
+	return openRedisChecked(ctx, url, allowEviction)
+}
+
+// openRedisReader connects to Redis for a command that only reads it: an eviction policy that
+// could have removed records is a warning on stderr (what it prints may be incomplete), never
+// a refusal.
+func openRedisReader(ctx context.Context, url string) (redis.UniversalClient, error) {
+	return openRedisChecked(ctx, url, true)
+}
+
+func openRedisChecked(ctx context.Context, url string, warnOnly bool) (redis.UniversalClient, error) {
 	rdb, err := stores.OpenRedis(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	if err := stores.CheckEvictionPolicy(ctx, rdb); err != nil {
-		if !allowEviction {
+		if !warnOnly {
 			rdb.Close()
 			return nil, err
 		}
-		fmt.Fprintf(os.Stderr, "mcpulse: warning: continuing because of --allow-eviction: %v\n", err)
+		fmt.Fprintf(os.Stderr, "mcpulse: warning: %v\n", err)
 	}
 	return rdb, nil
 }

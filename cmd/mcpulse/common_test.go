@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // JSON output keeps its value but shows invisible format characters as escapes.
@@ -34,5 +36,35 @@ func TestNewLoggerRefusesAnUnknownFormat(t *testing.T) {
 	}
 	if _, err := newLogger("jsn"); err == nil || !strings.Contains(err.Error(), `"jsn"`) {
 		t.Errorf(`newLogger("jsn") = %v, want an error naming the value`, err)
+	}
+}
+
+// --allow-eviction belongs to exactly the commands that write Redis: a command that only reads
+// it warns about an evicting Redis instead, and the others never open Redis.
+func TestAllowEvictionOnlyOnCommandsThatWriteRedis(t *testing.T) {
+	want := map[string]bool{
+		"mcpulse consume": true, "mcpulse scheduler": true,
+		"mcpulse suppression reset": true, "mcpulse suppression reconcile": true,
+	}
+	got := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Flags().Lookup("allow-eviction") != nil {
+			got[c.CommandPath()] = true
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+	for path := range want {
+		if !got[path] {
+			t.Errorf("%s has no --allow-eviction flag", path)
+		}
+	}
+	for path := range got {
+		if !want[path] {
+			t.Errorf("%s has --allow-eviction but does not write Redis", path)
+		}
 	}
 }

@@ -123,6 +123,7 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 			return err
 		},
 	}
+	addAllowEvictionFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", os.Getenv(stores.EnvKafkaBrokers), "Kafka brokers, comma-separated (default $"+stores.EnvKafkaBrokers+")")
 	f.StringVar(&redisURL, "redis", os.Getenv(stores.EnvRedisURL), "Redis URL (default $"+stores.EnvRedisURL+")")

@@ -50,8 +50,6 @@ Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().BoolVar(&allowEviction, "allow-eviction", false,
-		"use a Redis whose maxmemory-policy is not noeviction (or cannot be checked), with a warning: it may evict suppression and cooldown records")
 	root.AddCommand(
 		newStackCmd(),
 		newGenCmd(),
@@ -66,6 +64,7 @@ Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		newDashboardsCmd(),
 		newBenchCmd(),
 		newHealthcheckCmd(),
+		newVersionCmd(),
 	)
 	return root
 }

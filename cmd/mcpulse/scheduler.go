@@ -92,6 +92,7 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 			return nil
 		},
 	}
+	addAllowEvictionFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&redisURL, "redis", os.Getenv(stores.EnvRedisURL), "Redis URL (default $"+stores.EnvRedisURL+")")
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")

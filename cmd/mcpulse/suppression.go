@@ -85,7 +85,7 @@ reasons) are printed quoted, with control characters escaped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			rdb, err := openRedis(ctx, conn.redisURL)
+			rdb, err := openRedisReader(ctx, conn.redisURL)
 			if err != nil {
 				return err
 			}
@@ -254,6 +254,7 @@ on stderr: publish it to mcpulse_audit (key: the identity hash) by hand. Exit st
 			return nil
 		},
 	}
+	addAllowEvictionFlag(cmd)
 	f := cmd.Flags()
 	id.flags(cmd)
 	conn.redisFlag(cmd)
@@ -329,7 +330,7 @@ to stderr. Records that are not valid JSON are listed as unreadable when no filt
 			if _, err := suppression.ListState(state); err != nil {
 				return err
 			}
-			rdb, err := openRedis(ctx, conn.redisURL)
+			rdb, err := openRedisReader(ctx, conn.redisURL)
 			if err != nil {
 				return err
 			}

@@ -53,6 +53,7 @@ Cooldowns get their remaining TTL from responded_at + 7 days. Prints counts of e
 			return nil
 		},
 	}
+	addAllowEvictionFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&redisURL, "redis", os.Getenv(stores.EnvRedisURL), "Redis URL (default $"+stores.EnvRedisURL+")")
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
