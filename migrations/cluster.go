@@ -35,6 +35,8 @@ var (
 	insertRE      = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s`)
 	createTableRE = regexp.MustCompile(`(?is)^\s*CREATE\s+TABLE\s`)
 	createMVRE    = regexp.MustCompile(`(?is)^\s*CREATE\s+MATERIALIZED\s+VIEW\s`)
+	// renameRE matches RENAME TABLE, whose ON CLUSTER clause comes after the last pair.
+	renameRE = regexp.MustCompile(`(?is)^\s*RENAME\s+TABLE\s`)
 )
 
 // ValidClusterName reports whether name can be used as the cluster name of ON CLUSTER: a
@@ -75,6 +77,12 @@ func ClusterStatement(stmt, cluster string) (string, error) {
 	}
 	if insertRE.MatchString(stmt) {
 		return stmt, nil
+	}
+	if renameRE.MatchString(stmt) {
+		if strings.Contains(strings.ToUpper(stmt), " ON CLUSTER ") {
+			return "", fmt.Errorf("statement already has ON CLUSTER: %q", firstLine(stmt))
+		}
+		return strings.TrimRight(stmt, " \t\n;") + " ON CLUSTER " + quoteCluster(cluster), nil
 	}
 	loc := ddlRE.FindStringSubmatchIndex(stmt)
 	if loc == nil {
