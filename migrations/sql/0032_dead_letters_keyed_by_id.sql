@@ -3,8 +3,8 @@
 -- ClickHouse replaces rows only within one partition, so a dead letter recorded again in a later
 -- month (the consumer re-dead-letters a replayed batch; the DLQ message gets a new time) stayed
 -- twice, and a FINAL query filtered on a time range could return the superseded version. The
--- table is rebuilt without a partition key (dead letters are few; a retention job deletes by
--- received_at), with a typed reason class beside the one-line reason (ingest.DeadLetterClass,
+-- table is rebuilt without a partition key (dead letters are few), with a typed reason class
+-- beside the one-line reason (ingest.DeadLetterClass,
 -- Kafka header mcpulse-error-class; '' for rows recorded before the class existed).
 
 CREATE TABLE IF NOT EXISTS mcpulse.dead_letters_keyed
