@@ -70,7 +70,7 @@ func newDashboardsCmd() *cobra.Command {
 		logFmt string
 	)
 	cmd := &cobra.Command{
-		Use:   "dashboards --listen ADDR [--assets DIR] [--token T | --basic-auth USER:PASSWORD]",
+		Use:   "dashboards [--listen ADDR] [--assets DIR] [--token T | --basic-auth USER:PASSWORD]",
 		Short: "Serve the dashboards defined in dashboards/ over HTTP",
 		Long: `dashboards serves every dashboard defined in dashboards/*.yaml as a web page: charts
 (Chart.js, served from the local --assets directory, never from a CDN) and tables, each
@@ -85,6 +85,11 @@ panel running its named query from sql/queries/ against ClickHouse.
   GET /dashboards/NAME/csv/PANEL?...    one panel's figures as CSV
   GET /metrics /healthz /readyz         Prometheus metrics, liveness, ClickHouse readiness
 
+Access: the pages show distinct ids, which can be email addresses, so the default --listen is
+` + server.DefaultListen + ` (this machine only), and an address other machines can reach (":8090",
+0.0.0.0, ::, a LAN or public IP, or a name resolving to one) is refused unless --token or
+--basic-auth (or their environment variables) is set.
+
 Bad filters are answered 400 saying what is wrong. With --token (or $` + dashboardsTokenEnv + `) every
 request but /healthz, /readyz and /assets/ must carry "Authorization: Bearer TOKEN" or ?token=TOKEN; with
 --basic-auth (or $` + dashboardsBasicAuthEnv + `) HTTP basic auth is accepted too. No cookies are used.
@@ -92,15 +97,19 @@ request but /healthz, /readyz and /assets/ must carry "Authorization: Bearer TOK
 The chart library is installed from npm with:
   ` + server.InstallHint + `
 (make web does it; make demo and the Dockerfile too).`,
-		Example: `  mcpulse dashboards --listen :8090
-  MCPULSE_DASHBOARDS_TOKEN=s3cret mcpulse dashboards --listen 127.0.0.1:8090 --assets /opt/mcpulse/web
-  # then open http://127.0.0.1:8090/?token=s3cret`,
+		Example: `  mcpulse dashboards                    # http://127.0.0.1:8090/, this machine only
+  MCPULSE_DASHBOARDS_TOKEN=s3cret mcpulse dashboards --listen :8090 --assets /opt/mcpulse/web
+  # then open http://HOST:8090/?token=s3cret`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dsn == "" {
 				return fmt.Errorf("no ClickHouse: set %s or pass --clickhouse", stores.EnvClickHouseDSN)
 			}
 			if err := flags.apply(&cfg); err != nil {
+				return err
+			}
+			// Before connecting, so a refused address fails at once.
+			if err := server.ExposedWithoutAuth(cfg.Listen, cfg.Token != "" || cfg.BasicUser != ""); err != nil {
 				return err
 			}
 			logger, err := newLogger(logFmt)
@@ -118,7 +127,7 @@ The chart library is installed from npm with:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address to listen on, host:port")
+	f.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address to listen on, host:port; a non-loopback address needs --token or --basic-auth")
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.DurationVar(&cfg.QueryTimeout, "query-timeout", server.DefaultQueryTimeout, "how long one page's or CSV's queries may take")
 	f.StringVar(&logFmt, "log-format", "text", "log format: text or json")

@@ -45,6 +45,12 @@ func TestDashboardsCommandRefusesAnIncompleteSetup(t *testing.T) {
 	if err := os.WriteFile(lib, []byte("/* stand-in */"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An address other machines can reach needs credentials; the message says so.
+	t.Setenv(dashboardsTokenEnv, "")
+	err = runRoot(t, "dashboards", "--clickhouse", "clickhouse://127.0.0.1:1/default", "--assets", assets, "--listen", ":8090")
+	if err == nil || !strings.Contains(err.Error(), "--token") {
+		t.Errorf("--listen :8090 without credentials: %v, want a refusal naming --token", err)
+	}
 	for _, bad := range []string{"nopassword", ":pw", "user:"} {
 		err := runRoot(t, "dashboards", "--clickhouse", "clickhouse://127.0.0.1:1/default", "--assets", assets, "--basic-auth", bad)
 		if err == nil || !strings.Contains(err.Error(), "USER:PASSWORD") {

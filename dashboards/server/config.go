@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,8 +29,10 @@ const InstallHint = "npm ci --prefix dashboards/web"
 
 // Defaults of Config.
 const (
-	// DefaultListen is the dashboards' listen address.
-	DefaultListen = ":8090"
+	// DefaultListen is the dashboards' listen address: loopback only, because the pages show
+	// distinct ids, which can be email addresses. Config.Validate refuses an address that
+	// other machines can reach unless a token or basic-auth credentials are set.
+	DefaultListen = "127.0.0.1:8090"
 	// DefaultQueryTimeout bounds one page's or one CSV's queries.
 	DefaultQueryTimeout = 30 * time.Second
 	// DefaultShutdownTimeout bounds how long shutdown waits for in-flight requests.
@@ -44,7 +48,9 @@ type Config struct {
 	// AssetsDir holds ChartLibrary (see FindAssets). Required: the server never falls back to
 	// a CDN, because users run it behind firewalls.
 	AssetsDir string
-	// Listen is the address ListenAndServe listens on, host:port. Default: DefaultListen.
+	// Listen is the address ListenAndServe listens on, host:port. Default: DefaultListen. An
+	// address other machines can reach (an empty host, 0.0.0.0, ::, a public IP or a name that
+	// resolves to one) needs Token or BasicUser (see ExposedWithoutAuth).
 	Listen string
 	// Token, when set, is an access token every page, CSV and /metrics request must present as
 	// "Authorization: Bearer TOKEN" or as ?token=TOKEN (see the package doc). Default: "" (no
@@ -103,6 +109,9 @@ func (c Config) Validate() error {
 	if strings.Contains(c.BasicUser, ":") {
 		errs = append(errs, errors.New("dashserver: a basic-auth user name cannot contain ':' (RFC 7617)"))
 	}
+	if err := ExposedWithoutAuth(c.Listen, c.Token != "" || c.BasicUser != ""); err != nil {
+		errs = append(errs, err)
+	}
 	if c.QueryTimeout < 0 || c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("dashserver: timeouts must not be negative"))
 	}
@@ -114,6 +123,59 @@ func (c Config) Validate() error {
 		seen[d.Name] = true
 	}
 	return errors.Join(errs...)
+}
+
+// ExposedWithoutAuth returns an error when listen (host:port) accepts connections from other
+// machines and auth is false: the dashboards show distinct ids, which can be email addresses,
+// so they are served without credentials on loopback only. A host is loopback when it is
+// "localhost", a loopback IP (127.0.0.0/8, ::1), or a name every address of which is loopback;
+// an empty host, 0.0.0.0 and :: mean every interface. A name that cannot be resolved is
+// refused too (the error says why).
+func ExposedWithoutAuth(listen string, auth bool) error {
+	if auth {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("dashserver: listen address %q: %w", listen, err)
+	}
+	loopback, why := isLoopback(host)
+	if loopback {
+		return nil
+	}
+	return fmt.Errorf("dashserver: refusing to serve on %q without credentials: %s, and the dashboards show distinct ids, "+
+		"which can be email addresses; listen on 127.0.0.1 (the default, %s) or set --token / --basic-auth "+
+		"(or $MCPULSE_DASHBOARDS_TOKEN / $MCPULSE_DASHBOARDS_BASIC_AUTH)", listen, why, DefaultListen)
+}
+
+// isLoopback reports whether host names only loopback addresses, and otherwise why not.
+func isLoopback(host string) (bool, string) {
+	switch h := strings.TrimSuffix(strings.ToLower(host), "."); {
+	case h == "":
+		return false, "an empty host listens on every interface"
+	case h == "localhost":
+		return true, ""
+	default:
+		if ip := net.ParseIP(strings.Trim(h, "[]")); ip != nil {
+			switch {
+			case ip.IsLoopback():
+				return true, ""
+			case ip.IsUnspecified():
+				return false, ip.String() + " listens on every interface"
+			}
+			return false, ip.String() + " is not a loopback address"
+		}
+		ips, err := net.LookupIP(h)
+		if err != nil {
+			return false, "host " + strconv.Quote(host) + " could not be resolved (" + err.Error() + ")"
+		}
+		for _, ip := range ips {
+			if !ip.IsLoopback() {
+				return false, "host " + strconv.Quote(host) + " resolves to " + ip.String() + ", which is not a loopback address"
+			}
+		}
+		return len(ips) > 0, "host " + strconv.Quote(host) + " resolves to no address"
+	}
 }
 
 // checkAssets reports a missing chart library with the command that installs it.

@@ -407,3 +407,50 @@ func TestHostileStringsAreEscapedInHTML(t *testing.T) {
 		t.Error("the filter form does not echo the hostile client escaped")
 	}
 }
+
+// Without credentials the server listens on loopback only: an address other machines can reach
+// is refused with a message that says why and what to do; with a token or basic auth any
+// address is accepted. The default address is loopback.
+func TestNonLoopbackAddressNeedsCredentials(t *testing.T) {
+	for listen, wantOK := range map[string]bool{
+		"127.0.0.2:8090": true,
+		"[::1]:8090":     true,
+		"localhost:8090": true,
+		DefaultListen:    true,
+		":8090":          false,
+		"0.0.0.0:8090":   false,
+		"[::]:8090":      false,
+		"10.1.2.3:8090":  false,
+		"192.0.2.7:8090": false,
+	} {
+		err := ExposedWithoutAuth(listen, false)
+		if (err == nil) != wantOK {
+			t.Errorf("ExposedWithoutAuth(%q, no auth) = %v, want ok=%v", listen, err, wantOK)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "--token") || !strings.Contains(err.Error(), "email")) {
+			t.Errorf("ExposedWithoutAuth(%q): %v, want a message naming --token and why (email addresses)", listen, err)
+		}
+		if err := ExposedWithoutAuth(listen, true); err != nil {
+			t.Errorf("ExposedWithoutAuth(%q, with auth) = %v, want nil", listen, err)
+		}
+	}
+	base := Config{ClickHouse: idleClickHouse(t), AssetsDir: assetsForTest(t), Dashboards: testDashboards(t)}
+	open := base
+	open.Listen = ":8090"
+	if _, err := New(open); err == nil || !strings.Contains(err.Error(), "refusing") {
+		t.Errorf("New with --listen :8090 and no credentials = %v, want a refusal", err)
+	}
+	withToken := open
+	withToken.Token = "s3cret"
+	if _, err := New(withToken); err != nil {
+		t.Errorf("New with --listen :8090 and a token: %v", err)
+	}
+	withBasic := open
+	withBasic.BasicUser, withBasic.BasicPassword = "ana", "pw"
+	if _, err := New(withBasic); err != nil {
+		t.Errorf("New with --listen :8090 and basic auth: %v", err)
+	}
+	if _, err := New(base); err != nil {
+		t.Errorf("New with the default address and no credentials: %v", err)
+	}
+}
