@@ -12,14 +12,35 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
-// DefaultGroupID is the Kafka consumer group of the mcpulse consumers (DESIGN.md §1).
-const DefaultGroupID = "mcpulse-consumers"
+// Defaults of Config, named once: Config.setDefaults applies them to zero fields and the
+// `mcpulse consume` flags show them, so the two cannot drift apart.
+const (
+	// DefaultGroupID is the Kafka consumer group of the mcpulse consumers (DESIGN.md §1).
+	DefaultGroupID = "mcpulse-consumers"
+	// DefaultBatchSize is Config.BatchSize's default, in messages.
+	DefaultBatchSize = 5000
+	// DefaultBatchWait is Config.BatchWait's default.
+	DefaultBatchWait = 250 * time.Millisecond
+	// DefaultInstanceURL is Config.DefaultInstanceURL's default: PostHog US cloud, the same
+	// instance the publisher and gateway assume (ingest.DefaultInstanceURL).
+	DefaultInstanceURL = ingest.DefaultInstanceURL
+	// DefaultDedupWindow is Config.DedupWindow's default.
+	DefaultDedupWindow = 48 * time.Hour
+	// DefaultRetryBackoff is Config.RetryBackoff's default.
+	DefaultRetryBackoff = 250 * time.Millisecond
+	// DefaultMaxRetryBackoff is Config.MaxRetryBackoff's default.
+	DefaultMaxRetryBackoff = 5 * time.Second
+	// DefaultSessionTimeout is Config.SessionTimeout's default.
+	DefaultSessionTimeout = 10 * time.Second
+	// DefaultIdleToDrain is Config.IdleToDrain's default.
+	DefaultIdleToDrain = 2 * time.Second
+)
 
 // Config configures a Consumer. Zero fields take the documented defaults.
 type Config struct {
 	// Brokers are the Kafka bootstrap addresses. Required.
 	Brokers []string
-	// GroupID is the consumer group. Default: "mcpulse-consumers".
+	// GroupID is the consumer group. Default: DefaultGroupID.
 	GroupID string
 	// Topics are read by the group: the event topics, the dead-letter topic (recorded in table
 	// dead_letters) and the audit topic (recorded in table suppression_audit). Default:
@@ -31,32 +52,36 @@ type Config struct {
 	ClickHouse driver.Conn
 	// DeadLetters publishes malformed events to the dead-letter topic. Required.
 	DeadLetters *ingest.Publisher
-	// BatchSize is the most messages processed (and committed) together. Default: 5000.
+	// BatchSize is the most messages processed (and committed) together. Default:
+	// DefaultBatchSize.
 	BatchSize int
-	// BatchWait is how long a batch waits to fill before it is processed. Default: 250ms.
+	// BatchWait is how long a batch waits to fill before it is processed. Default:
+	// DefaultBatchWait.
 	BatchWait time.Duration
 	// DefaultInstanceURL is used for the identity hash when an event lacks instance_url.
-	// Default: "https://us.posthog.com".
+	// Default: DefaultInstanceURL.
 	DefaultInstanceURL string
 	// ClientInjectedKeys are dotted-path patterns of ignored keys that MCP clients add on their
 	// own; they stay in the raw rows but not in the ignored-key rollups.
 	// Default: ingest.DefaultClientInjectedKeys.
 	ClientInjectedKeys []string
-	// DedupWindow is how long a uuid claim is kept. Default: 48h.
+	// DedupWindow is how long a uuid claim is kept. Default: DefaultDedupWindow.
 	DedupWindow time.Duration
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
-	// while the store stays down (consumption pauses; nothing is committed). Default: 250ms.
+	// while the store stays down (consumption pauses; nothing is committed). Default:
+	// DefaultRetryBackoff.
 	RetryBackoff time.Duration
 	// MaxRetryBackoff caps RetryBackoff. It bounds how long consumption can stay paused after
-	// a store returns (issue 7: resume within 10 s). Default: 5s.
+	// a store returns (resume within 10 s). Default: DefaultMaxRetryBackoff.
 	MaxRetryBackoff time.Duration
 	// SessionTimeout is the consumer-group session timeout: a member that stops heartbeating
 	// (killed) keeps its partitions this long before they move. Heartbeats go every third of
 	// it (at most 3s); a rebalance waits this long for members to rejoin. The broker must
-	// admit it (Kafka's group.min.session.timeout.ms, 6s by default). Default: 10s.
+	// admit it (Kafka's group.min.session.timeout.ms, 6s by default). Default:
+	// DefaultSessionTimeout.
 	SessionTimeout time.Duration
 	// IdleToDrain is, for RunUntilDrained, how long nothing may arrive before the consumer
-	// checks that every partition is consumed to its end. Default: 2s.
+	// checks that every partition is consumed to its end. Default: DefaultIdleToDrain.
 	IdleToDrain time.Duration
 	// Now returns the current time (tests pin it). Default: time.Now.
 	Now func() time.Time
@@ -80,31 +105,31 @@ func (c *Config) setDefaults() {
 		c.Topics = []string{ingest.TopicToolCalls, ingest.TopicRecruitment, ingest.TopicDeadLetters, ingest.TopicAudit}
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 5000
+		c.BatchSize = DefaultBatchSize
 	}
 	if c.BatchWait == 0 {
-		c.BatchWait = 250 * time.Millisecond
+		c.BatchWait = DefaultBatchWait
 	}
 	if c.DefaultInstanceURL == "" {
-		c.DefaultInstanceURL = "https://us.posthog.com"
+		c.DefaultInstanceURL = DefaultInstanceURL
 	}
 	if c.ClientInjectedKeys == nil {
 		c.ClientInjectedKeys = ingest.DefaultClientInjectedKeys
 	}
 	if c.DedupWindow == 0 {
-		c.DedupWindow = 48 * time.Hour
+		c.DedupWindow = DefaultDedupWindow
 	}
 	if c.RetryBackoff == 0 {
-		c.RetryBackoff = 250 * time.Millisecond
+		c.RetryBackoff = DefaultRetryBackoff
 	}
 	if c.MaxRetryBackoff == 0 {
-		c.MaxRetryBackoff = 5 * time.Second
+		c.MaxRetryBackoff = DefaultMaxRetryBackoff
 	}
 	if c.SessionTimeout == 0 {
-		c.SessionTimeout = 10 * time.Second
+		c.SessionTimeout = DefaultSessionTimeout
 	}
 	if c.IdleToDrain == 0 {
-		c.IdleToDrain = 2 * time.Second
+		c.IdleToDrain = DefaultIdleToDrain
 	}
 	if c.Now == nil {
 		c.Now = time.Now
