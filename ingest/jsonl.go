@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -36,20 +38,28 @@ type Progress struct {
 	Blank        int // blank (whitespace-only) lines, skipped
 }
 
-// BadLine is a dead-lettered line, for a report.
+// BadLine is a refused line, for a report.
 type BadLine struct {
 	Line   int    // 1-based line number
 	Reason string // why it was refused (untrusted text inside is Go-quoted, but print it escaped anyway)
+	// DeadLettered says whether Kafka acknowledged its dead letter; false when publishing
+	// stopped (Kafka unreachable) before it was written.
+	DeadLettered bool
 }
 
-// Stats is the outcome of a PublishFile call. When it returns no error,
-// Lines == Published + DeadLettered + Blank.
+// Stats is the outcome of a PublishFile call. Lines == Published + DeadLettered + Blank +
+// NotPublished + NotDeadLettered; the last two are 0 when it returns no error.
 type Stats struct {
 	Lines        int // lines read, blank ones included
 	Published    int // events acknowledged by Kafka
 	DeadLettered int // lines written to TopicDeadLetters
 	Blank        int // blank (whitespace-only) lines, skipped
-	// BadLines are the first MaxReportedBadLines dead-lettered lines, in line order.
+	// NotPublished counts valid events that Kafka did not acknowledge before publishing
+	// stopped: they may or may not have reached it (publishing the input again is safe).
+	NotPublished int
+	// NotDeadLettered counts refused lines whose dead letter was not acknowledged.
+	NotDeadLettered int
+	// BadLines are the first MaxReportedBadLines refused lines, in line order.
 	BadLines []BadLine
 }
 
@@ -59,10 +69,11 @@ type Stats struct {
 // not a valid event (bad JSON, a validation problem, an unknown event name, longer than
 // MaxLineBytes, not encodable again, or refused by Kafka for what it is, such as too large) is
 // not fatal: it goes to TopicDeadLetters with reason "line N: <error>", source SourcePublish
-// and the deterministic ID "publish:<name>:<N>", so publishing the same file again yields the
-// same dead letters. Blank lines are skipped; a UTF-8 byte order mark before the first line is
-// ignored. name identifies the input (use a name that differs between different files, e.g.
-// with a content hash) and must not be empty.
+// and the deterministic ID DeadLetterIDForLine(name, N, payload), so publishing the same input
+// again yields the same dead letters and two inputs of one name (two runs reading standard
+// input) give different lines different IDs. Blank lines are skipped; a UTF-8 byte order mark
+// before the first line is ignored. name identifies the input (use a name that differs between
+// different files, e.g. with a content hash) and must not be empty.
 //
 // progress, when not nil, is called synchronously before and after each batch is sent, and at
 // the end; it must be quick. PublishFile returns an error, with the Stats so far, when reading fails, ctx ends, or
@@ -87,7 +98,7 @@ func PublishFile(ctx context.Context, p *Publisher, r io.Reader, name string, pr
 	)
 	deadLetter := func(line int, payload []byte, reason string) {
 		letters = append(letters, DeadLetter{
-			ID:      "publish:" + name + ":" + strconv.Itoa(line),
+			ID:      DeadLetterIDForLine(name, line, payload),
 			Payload: payload,
 			Reason:  "line " + strconv.Itoa(line) + ": " + reason,
 			Source:  SourcePublish,
@@ -135,9 +146,13 @@ func PublishFile(ctx context.Context, p *Publisher, r io.Reader, name string, pr
 				}
 				if len(lost) > 0 {
 					st.Published += len(events) - failed
+					st.NotPublished += len(lost)
+					st.NotDeadLettered += len(letters)
 					return fmt.Errorf("publishing failed: %d event(s) not acknowledged by Kafka (lines %s): %w", len(lost), lineList(lost), err)
 				}
 			default:
+				st.NotPublished += len(events)
+				st.NotDeadLettered += len(letters)
 				return fmt.Errorf("publishing failed: %w", err)
 			}
 			st.Published += len(events) - failed
@@ -148,14 +163,18 @@ func PublishFile(ctx context.Context, p *Publisher, r io.Reader, name string, pr
 			switch {
 			case err == nil:
 				st.DeadLettered += len(letters)
+				markDeadLettered(st.BadLines, letterLine, nil)
 			case errors.As(err, &pubErr):
 				st.DeadLettered += len(letters) - len(pubErr.Failed)
+				st.NotDeadLettered += len(pubErr.Failed)
 				lost := make([]int, len(pubErr.Failed))
 				for i, f := range pubErr.Failed {
 					lost[i] = letterLine[f.Index]
 				}
+				markDeadLettered(st.BadLines, letterLine, lost)
 				return fmt.Errorf("publishing failed: %d bad line(s) could not be dead-lettered (lines %s): %w", len(lost), lineList(lost), err)
 			default:
+				st.NotDeadLettered += len(letters)
 				return fmt.Errorf("publishing failed: dead-lettering: %w", err)
 			}
 		}
@@ -206,6 +225,26 @@ func PublishFile(ctx context.Context, p *Publisher, r io.Reader, name string, pr
 		return st, err
 	}
 	return st, nil
+}
+
+// DeadLetterIDForLine is the dead-letter ID of line n of the input named name whose payload
+// is payload: "publish:<name>:<n>:<first 12 hex digits of the payload's SHA-256>". The same
+// line of the same input always gets the same ID (a re-publish records it once); lines of
+// two different inputs of one name, such as two runs reading standard input, differ unless
+// their content is the same.
+func DeadLetterIDForLine(name string, n int, payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return "publish:" + name + ":" + strconv.Itoa(n) + ":" + hex.EncodeToString(sum[:6])
+}
+
+// markDeadLettered marks the reported bad lines among lines as dead-lettered, except those
+// in failed.
+func markDeadLettered(bad []BadLine, lines, failed []int) {
+	for i := range bad {
+		if slices.Contains(lines, bad[i].Line) && !slices.Contains(failed, bad[i].Line) {
+			bad[i].DeadLettered = true
+		}
+	}
 }
 
 // lineList renders line numbers for an error message, at most 10 of them.

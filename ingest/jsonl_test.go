@@ -63,6 +63,9 @@ func TestPublishFileMixed(t *testing.T) {
 		if !strings.HasPrefix(b.Reason, wantReason[b.Line]) {
 			t.Errorf("line %d: reason %q, want prefix %q", b.Line, b.Reason, wantReason[b.Line])
 		}
+		if !b.DeadLettered {
+			t.Errorf("line %d: reported as not dead-lettered", b.Line)
+		}
 	}
 
 	// Dead letters: keyed and identified by publish:<name>:<line>, reason "line N: ...".
@@ -90,6 +93,9 @@ func TestPublishFileMixed(t *testing.T) {
 		default:
 			if string(m.Value) != lines[line-1] {
 				t.Errorf("line %d payload %q, want %q", line, m.Value, lines[line-1])
+			}
+			if want := ingest.DeadLetterIDForLine("mixed.jsonl", line, []byte(lines[line-1])); id != want {
+				t.Errorf("line %d: dead letter id %q, want %q", line, id, want)
 			}
 		}
 	}
@@ -149,17 +155,27 @@ func TestPublishFileBatches(t *testing.T) {
 	}
 }
 
+// With Kafka down, the stats account for every line read: the valid events as not published
+// and the bad lines as refused but NOT dead-lettered (their dead letters were never written).
 func TestPublishFileFailsWhenKafkaIsDown(t *testing.T) {
 	c, addr := startKafka(t)
 	p := newTestPublisher(t, ingest.PublisherConfig{Brokers: []string{addr}, MaxAttempts: 2})
 	c.Close()
-	in := string(envelope(t, ingest.KindToolCall, nil, nil)) + "\n"
+	in := string(envelope(t, ingest.KindToolCall, nil, nil)) + "\n" + "{not json\n\n"
 	st, err := ingest.PublishFile(context.Background(), p, strings.NewReader(in), "down.jsonl", nil)
 	if err == nil || !strings.Contains(err.Error(), "publishing failed: 1 event(s) not acknowledged by Kafka (lines 1)") {
 		t.Fatalf("PublishFile with Kafka down: %+v, %v", st, err)
 	}
-	if st.Published != 0 || st.Lines != 1 {
-		t.Fatalf("stats %+v", st)
+	want := ingest.Stats{Lines: 3, Blank: 1, NotPublished: 1, NotDeadLettered: 1}
+	if st.Published != 0 || st.DeadLettered != 0 || st.Lines != want.Lines || st.Blank != want.Blank ||
+		st.NotPublished != want.NotPublished || st.NotDeadLettered != want.NotDeadLettered {
+		t.Fatalf("stats %+v, want %+v", st, want)
+	}
+	if len(st.BadLines) != 1 || st.BadLines[0].Line != 2 || st.BadLines[0].DeadLettered {
+		t.Fatalf("bad lines %+v: want line 2, not dead-lettered", st.BadLines)
+	}
+	if got := st.Published + st.DeadLettered + st.Blank + st.NotPublished + st.NotDeadLettered; got != st.Lines {
+		t.Errorf("stats account for %d of %d lines", got, st.Lines)
 	}
 }
 
@@ -181,5 +197,22 @@ func TestPublishFileNamesALocalEncodingFailure(t *testing.T) {
 	}
 	if r := st.BadLines[0].Reason; !strings.HasPrefix(r, "could not be published: ") || !strings.Contains(r, "not encodable as JSON") {
 		t.Errorf("reason %q, want a local encoding failure", r)
+	}
+}
+
+// Two inputs of one name (two runs reading standard input) give their bad lines different
+// dead-letter IDs unless the lines are the same, so one run's dead letter never replaces the
+// other's; the same line of the same input keeps its ID.
+func TestDeadLetterIDForLineTellsInputsOfOneNameApart(t *testing.T) {
+	a := ingest.DeadLetterIDForLine("stdin", 1, []byte(`{"event":"a"}`))
+	b := ingest.DeadLetterIDForLine("stdin", 1, []byte(`{"event":"b"}`))
+	if a == b {
+		t.Fatalf("two different first lines of stdin share the dead-letter id %q", a)
+	}
+	if again := ingest.DeadLetterIDForLine("stdin", 1, []byte(`{"event":"a"}`)); again != a {
+		t.Errorf("the same line got id %q, then %q", a, again)
+	}
+	if !strings.HasPrefix(a, "publish:stdin:1:") {
+		t.Errorf("id %q does not name the input and the line", a)
 	}
 }

@@ -221,6 +221,31 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	return p, nil
 }
 
+// ErrKafkaUnreachable is wrapped by the error Ping returns when no broker answered.
+var ErrKafkaUnreachable = errors.New("Kafka unreachable")
+
+// Ping asks the brokers for the cluster's metadata, retrying until ctx ends or timeout passes,
+// and returns an error wrapping ErrKafkaUnreachable (with the last broker error) when none
+// answered. Callers use it to fail fast, before reading input they could not publish.
+func (p *Publisher) Ping(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(p.cfg.Brokers...), Timeout: timeout, Transport: p.transport}
+	backoff := 100 * time.Millisecond
+	for {
+		_, err := client.Metadata(ctx, &kafka.MetadataRequest{})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w at %s after %s: %v", ErrKafkaUnreachable, strings.Join(p.cfg.Brokers, ","), timeout, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
 // MessageKey returns the Kafka message key of an event (DESIGN.md §2): distinct_id for a tool
 // call; for the recruitment kinds, IdentityHash(instance_url, distinct_id), with
 // defaultInstanceURL standing in for a missing instance_url; nil for KindUnknown.
@@ -350,7 +375,7 @@ func (p *Publisher) PublishRaw(ctx context.Context, topic string, key, value []b
 // DeadLetter is an event the pipeline could not accept, for TopicDeadLetters.
 type DeadLetter struct {
 	// ID identifies the dead letter deterministically, so that sending it again is recognised:
-	// "publish:<file name>:<line>" for PublishFile, "<topic>/<partition>/<offset>" for a
+	// "publish:<input name>:<line>:<payload hash>" for PublishFile, "<topic>/<partition>/<offset>" for a
 	// consumer. It is the message key and the HeaderDeadLetterID value. Required.
 	ID string
 	// Payload is the bad event as received (any bytes); only the first

@@ -23,7 +23,7 @@ const (
 	// when it was rejected before reaching a topic.
 	HeaderSourceTopic = "mcpulse-source-topic"
 	// HeaderDeadLetterID is a deterministic identifier of the dead letter, such as
-	// "publish:<file name>:<line>" or "<topic>/<partition>/<offset>": the consumers store dead
+	// "publish:<input name>:<line>:<payload hash>" or "<topic>/<partition>/<offset>": the consumers store dead
 	// letters keyed by it, so a dead letter sent twice is counted once.
 	HeaderDeadLetterID = "mcpulse-dead-letter-id"
 )

@@ -19,6 +19,10 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
+// publishPingTimeout bounds how long publish waits for a broker to answer before it reads any
+// input.
+const publishPingTimeout = 10 * time.Second
+
 // publishBrokersEnv names the environment variable --brokers defaults to.
 const publishBrokersEnv = "MCPULSE_KAFKA_BROKERS"
 
@@ -35,9 +39,15 @@ number and reason, and is listed in the final summary.
 
 Progress (lines read, published, dead-lettered, events/s) is printed on stderr every second.
 
+Before reading any input, publish asks the brokers for metadata and stops with exit status 1
+when none answers within 10 s ("Kafka unreachable ...: nothing was read or published").
+If Kafka stops acknowledging part-way (after the publisher's retries, about 8 s), publish stops
+reading and says after which line it stopped, how many events were not published and which bad
+lines were not dead-lettered; publishing the same input again is safe.
+
 Exit status: 0 when every line was published, dead-lettered or blank (dead-lettered lines are
-not lost); 1 when publishing failed (Kafka did not acknowledge some events) or the file could
-not be read.
+not lost); 1 when publishing failed (Kafka unreachable or did not acknowledge some events) or
+the file could not be read.
 
 Retries re-send the same event (same uuid); the consumers deduplicate by uuid, so publishing a
 file twice is harmless.`,
@@ -69,6 +79,7 @@ file twice is harmless.`,
 }
 
 type publishOptions struct {
+	pingTimeout time.Duration // default publishPingTimeout
 	file        string
 	brokers     []string
 	instanceURL string
@@ -87,12 +98,6 @@ func publishSplitBrokers(s string) []string {
 }
 
 func runPublish(ctx context.Context, o publishOptions) error {
-	in, name, closeInput, err := publishOpenInput(o)
-	if err != nil {
-		return err
-	}
-	defer closeInput()
-
 	pub, err := ingest.NewPublisher(ingest.PublisherConfig{
 		Brokers:            o.brokers,
 		DefaultInstanceURL: o.instanceURL,
@@ -101,6 +106,19 @@ func runPublish(ctx context.Context, o publishOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.pingTimeout == 0 {
+		o.pingTimeout = publishPingTimeout
+	}
+	if err := pub.Ping(ctx, o.pingTimeout); err != nil {
+		pub.Close()
+		return fmt.Errorf("%w: nothing was read or published", err)
+	}
+	in, name, closeInput, err := publishOpenInput(o)
+	if err != nil {
+		pub.Close()
+		return err
+	}
+	defer closeInput()
 
 	// Progress: PublishFile reports after every batch; a ticker prints the latest every second.
 	var mu sync.Mutex
@@ -143,26 +161,41 @@ func runPublish(ctx context.Context, o publishOptions) error {
 	<-ticking
 	closeErr := pub.Close()
 
-	elapsed := time.Since(start)
-	fmt.Fprintf(o.out, "%s: %d lines, %d events published, %d dead-lettered to %s, %d blank, in %s (%.0f events/s)\n",
-		o.file, st.Lines, st.Published, st.DeadLettered, ingest.TopicDeadLetters, st.Blank,
-		elapsed.Round(time.Millisecond), float64(st.Published)/max(elapsed.Seconds(), 1e-9))
-	if st.DeadLettered > 0 || len(st.BadLines) > 0 {
-		fmt.Fprintf(o.out, "bad lines (dead-lettered with id publish:%s:<line>):\n", name)
-		for _, b := range st.BadLines {
-			fmt.Fprintf(o.out, "  line %d: %q\n", b.Line, b.Reason)
-		}
-		if more := st.DeadLettered - len(st.BadLines); more > 0 {
-			fmt.Fprintf(o.out, "  … and %d more (see %s)\n", more, ingest.TopicDeadLetters)
-		}
-	}
+	writePublishSummary(o.out, o.file, name, st, pubErr != nil, time.Since(start))
 	if pubErr != nil {
-		return errors.Join(pubErr, closeErr)
+		// Closing a writer whose brokers are gone fails too; that says nothing more than pubErr.
+		return pubErr
 	}
-	if closeErr != nil {
-		return closeErr
+	return closeErr
+}
+
+// writePublishSummary prints what became of every line read: published, dead-lettered, blank,
+// or, when publishing stopped, neither (with the first refused lines and whether each reached
+// the dead-letter topic).
+func writePublishSummary(out io.Writer, file, name string, st ingest.Stats, stopped bool, elapsed time.Duration) {
+	rate := float64(st.Published) / max(elapsed.Seconds(), 1e-9)
+	if !stopped {
+		fmt.Fprintf(out, "%s: %d lines, %d events published, %d dead-lettered to %s, %d blank, in %s (%.0f events/s)\n",
+			file, st.Lines, st.Published, st.DeadLettered, ingest.TopicDeadLetters, st.Blank, elapsed.Round(time.Millisecond), rate)
+	} else {
+		fmt.Fprintf(out, "%s: publishing STOPPED after line %d (lines after it were not read): %d events published, %d dead-lettered to %s, %d blank; NOT published: %d events, %d bad lines not dead-lettered\n",
+			file, st.Lines, st.Published, st.DeadLettered, ingest.TopicDeadLetters, st.Blank, st.NotPublished, st.NotDeadLettered)
+		fmt.Fprintln(out, "publish the same input again once Kafka is back: events keep their uuid and dead letters their id, so nothing is counted twice")
 	}
-	return nil
+	if len(st.BadLines) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "bad lines (dead-letter id publish:%s:<line>:<payload hash>):\n", name)
+	for _, b := range st.BadLines {
+		state := ""
+		if !b.DeadLettered {
+			state = " [not dead-lettered]"
+		}
+		fmt.Fprintf(out, "  line %d%s: %q\n", b.Line, state, b.Reason)
+	}
+	if more := st.DeadLettered + st.NotDeadLettered - len(st.BadLines); more > 0 {
+		fmt.Fprintf(out, "  … and %d more (see %s)\n", more, ingest.TopicDeadLetters)
+	}
 }
 
 // publishOpenInput opens the input and names it for dead-letter IDs: "<base name>@<first 12
