@@ -6,7 +6,7 @@ PACKAGES := redis-server clickhouse-server clickhouse-client nodejs npm chromium
 # sudo only when not already root.
 SUDO     := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: deps web test demo build
+.PHONY: deps web chdb test demo build
 
 # Installs whichever of $(PACKAGES) is missing; a package counts as present when its command
 # is found (on PATH or in /usr/sbin), or the newer single "clickhouse" binary stands in.
@@ -32,7 +32,13 @@ deps:
 web: deps
 	npm ci --prefix dashboards/web --no-audit --no-fund
 
-test: deps web
+# The current ClickHouse engine for the tests (testkit/chdb): chDB's libchdb.so, ClickHouse
+# 26.7, from the npm package chdb pinned in testdata/chdb/package-lock.json (about 550 MB in
+# testdata/chdb/node_modules; about 20 s to install).
+chdb: deps
+	npm ci --prefix testdata/chdb --no-audit --no-fund
+
+test: deps web chdb
 	$(GO) test ./... -count=1 -timeout 20m
 
 demo: deps web
