@@ -2,6 +2,10 @@ package dashboards
 
 import "fmt"
 
+// CountPlaceholders is how many positional "?" parameters clickhouse-go binds in query
+// (countPlaceholders says which "?" count); tests use it to bind every query in sql/queries.
+func CountPlaceholders(query string) (int, error) { return countPlaceholders(query) }
+
 // countPlaceholders counts the positional "?" parameters of a ClickHouse query the way
 // clickhouse-go's binder finds them: a "?" inside a string literal ('...'), a quoted
 // identifier ("..." or `...`) or a comment (-- or # to the end of the line, nested /* */) is

@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	// After the comparison, so it is unchanged: history for the dashboards that the corpus
 	// does not hold (the consumers are still running to store the resets' audit events).
 	if !cfg.NoHistory {
-		runs, err := recordSchemaChecks(ctx, ch, genCfg.End)
+		runs, err := RecordSchemaChecks(ctx, ch, genCfg.End)
 		if err != nil {
 			return nil, err
 		}

@@ -99,11 +99,11 @@ func corpusServers() (map[string][]servedTool, error) {
 	return out, nil
 }
 
-// recordSchemaChecks serves every corpus server over Streamable HTTP on loopback and runs the
+// RecordSchemaChecks serves every corpus server over Streamable HTTP on loopback and runs the
 // scheduler's schema ratchet job (jobs.SchemaRatchet.RunOnce, which stores each run in
 // schema_check_runs and schema_check_tools) once per schemaCheckRuns entry, its clock set to
 // that run's start before end. It returns how many runs it stored.
-func recordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int, error) {
+func RecordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int, error) {
 	servers, err := corpusServers()
 	if err != nil {
 		return 0, fmt.Errorf("demo schema checks: %w", err)

@@ -6,11 +6,11 @@ FROM
     SELECT campaign_id, reason, sum(calls) AS calls
     FROM mcpulse.v_gate_reasons_hourly
     GROUP BY campaign_id, reason
-)
-ANY INNER JOIN
+) AS per_reason
+ALL INNER JOIN
 (
     SELECT campaign_id, sum(calls) AS sum_calls
     FROM mcpulse.v_gate_reasons_hourly
     GROUP BY campaign_id
-) USING campaign_id
+) AS per_campaign USING campaign_id
 ORDER BY campaign_id, calls DESC, reason

@@ -30,14 +30,14 @@ FROM
             ifNull(responded_at_ms, ifNull(toInt64(toUInt32(responded_at)) * 1000,
                 if(timestamp_ms = 0, toInt64(toUInt32(timestamp)) * 1000, timestamp_ms))) AS at_ms
         FROM mcpulse.recruitment_events
-    )
+    ) AS responses
     ANY LEFT JOIN
     (
         SELECT identity_hash, max(if(at_ms = 0, toInt64(toUInt32(at)) * 1000, at_ms)) AS reset_ms
         FROM mcpulse.suppression_audit
         WHERE action = 'suppression_reset'
         GROUP BY identity_hash
-    ) USING identity_hash
+    ) AS resets USING identity_hash
     GROUP BY identity_hash
 )
 GROUP BY state

@@ -29,7 +29,7 @@ FROM
         AND (? = '' OR tool_name = ?)
     GROUP BY tool_name
     HAVING calls > 0
-)
+) AS rates
 ANY LEFT JOIN
 (
     SELECT
@@ -43,6 +43,6 @@ ANY LEFT JOIN
         argMax(described, started_at) AS schema_described
     FROM mcpulse.schema_check_tools FINAL
     GROUP BY tool_name
-) USING tool_name
+) AS latest_checks USING tool_name
 ORDER BY ignored_key_rate DESC, calls DESC, tool_name
 LIMIT ?

@@ -17,12 +17,12 @@ FROM
 (
     SELECT kind, timestamp, campaign_id, feature_flag, invitation_id, distinct_id, response, responded_at
     FROM mcpulse.recruitment_events FINAL
-)
+) AS events
 ANY LEFT JOIN
 (
     SELECT invitation_id, min(timestamp) AS sent_at, 1 AS has_invitation
     FROM mcpulse.recruitment_events FINAL
     WHERE kind = 'invitation_sent'
     GROUP BY invitation_id
-) USING invitation_id
+) AS invitations USING invitation_id
 GROUP BY day, campaign_id, feature_flag

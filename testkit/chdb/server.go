@@ -199,13 +199,22 @@ func (ss *session) query() error {
 	if err != nil {
 		return ss.fail(fmt.Errorf("Code: 1001. DB::Exception: reading the engine's Native output: %v", err))
 	}
-	if len(blocks) == 0 && returnsRows(q.Body) {
-		// The engine writes nothing for an empty result; clickhouse-go needs the header.
+	if ReturnsRows(q.Body) {
+		// The engine's Native output names DateTime('UTC') plain DateTime (it writes types
+		// for a client of revision 0, which predates time zones in type names) and writes
+		// nothing at all for an empty result, so the result's types come from DESCRIBE.
 		h, err := ss.s.header(q.Body, settings)
 		if err != nil {
 			return ss.fail(err)
 		}
-		blocks = []*proto.Block{h}
+		for _, b := range blocks {
+			if err := retype(b, h); err != nil {
+				return ss.fail(fmt.Errorf("Code: 1001. DB::Exception: %v", err))
+			}
+		}
+		if len(blocks) == 0 {
+			blocks = []*proto.Block{h}
+		}
 	}
 	for _, b := range blocks {
 		if err := ss.sendBlock(b); err != nil {
@@ -356,6 +365,43 @@ func (s *Server) header(query string, settings []setting) (*proto.Block, error) 
 	return b, nil
 }
 
+// zoneInType matches the time zone argument of DateTime('tz') and DateTime64(p, 'tz').
+var zoneInType = regexp.MustCompile(`(DateTime(?:64\(\d+)?)(?:\(|, )'[^']*'\)`)
+
+// retype gives b's columns the types of header h where they differ only by a time zone,
+// which the Native encoding does not carry (the bytes are the same).
+func retype(b, h *proto.Block) error {
+	if len(b.Columns) != len(h.Columns) {
+		return fmt.Errorf("result has %d columns, DESCRIBE says %d", len(b.Columns), len(h.Columns))
+	}
+	for i, c := range b.Columns {
+		want := h.Columns[i].Type()
+		if c.Type() == want || zoneInType.ReplaceAllStringFunc(string(want), stripZone) != string(c.Type()) {
+			continue
+		}
+		var data chproto.Buffer
+		c.Encode(&data)
+		nc, err := want.Column(c.Name(), b.ServerContext)
+		if err != nil {
+			return err
+		}
+		if err := nc.Decode(data.Reader(), c.Rows()); err != nil {
+			return fmt.Errorf("column %s as %s: %w", c.Name(), want, err)
+		}
+		b.Columns[i] = nc
+	}
+	return nil
+}
+
+// stripZone turns DateTime('tz') into DateTime and DateTime64(p, 'tz') into DateTime64(p).
+func stripZone(t string) string {
+	m := zoneInType.FindStringSubmatch(t)
+	if strings.HasPrefix(m[1], "DateTime64") {
+		return m[1] + ")"
+	}
+	return m[1]
+}
+
 // unescapeTSV undoes TabSeparated escaping of one field.
 func unescapeTSV(s string) string {
 	if !strings.Contains(s, `\`) {
@@ -438,8 +484,9 @@ func decodeNative(out []byte) ([]*proto.Block, error) {
 // leadingNoise is whitespace, comments and opening parentheses before a statement's keyword.
 var leadingNoise = regexp.MustCompile(`^(?:\s+|--[^\n]*\n?|/\*(?s:.*?)\*/|\()*`)
 
-// returnsRows reports whether a statement is a query with a result (SELECT, WITH ...).
-func returnsRows(query string) bool {
+// ReturnsRows reports whether a statement is a query with a result (SELECT, WITH ...), after
+// any leading comments and parentheses.
+func ReturnsRows(query string) bool {
 	rest := strings.ToUpper(query[len(leadingNoise.FindString(query)):])
 	return strings.HasPrefix(rest, "SELECT") || strings.HasPrefix(rest, "WITH")
 }
