@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/segmentio/encoding/json"
+
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // Event names, as PostHog's MCP analytics SDK and PostHog's MCP server send them (DESIGN.md §2),
@@ -87,7 +89,7 @@ const (
 	MaxDistinctIDLength = 200
 	// MaxIgnoredKeys is how many $mcp_ignored_keys entries an event carries at most; the MCP
 	// server reports how many there were before the cap in $mcp_ignored_keys_total.
-	MaxIgnoredKeys = 20
+	MaxIgnoredKeys = misuse.MaxKeys
 )
 
 // Responses an invitation can get, as sent in the `response` property.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/segmentio/encoding/json"
+
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // propertyReader reads typed properties and records a FieldError for each property of the
@@ -196,10 +198,9 @@ func (p propertyReader) ignoredKeys() []string {
 	return keys
 }
 
-// MaskControl replaces C0 and C1 control characters, DEL and the line separators U+2028 and
-// U+2029 (which JSON.stringify leaves raw, so they break lines in agent-facing text) with '?', as the MCP server does
-// for $mcp_ignored_keys before it reports them.
-func MaskControl(s string) string { return replaceControl(s, '?') }
+// MaskControl is misuse.MaskControl: ignored-key paths get the same masking whichever source
+// they came from.
+func MaskControl(s string) string { return misuse.MaskControl(s) }
 
 // replaceControl replaces every character isControl reports with the rune with.
 func replaceControl(s string, with rune) string {
@@ -214,9 +215,7 @@ func replaceControl(s string, with rune) string {
 	}, s)
 }
 
-func isControl(r rune) bool {
-	return r < 0x20 || (r >= 0x7f && r < 0xa0) || r == 0x2028 || r == 0x2029
-}
+func isControl(r rune) bool { return misuse.IsControl(r) }
 
 func (p propertyReader) recruitment(kind Kind, ts time.Time) *Recruitment {
 	r := &Recruitment{

@@ -1,0 +1,96 @@
+package misuse_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/mcpulse/mcpulse/misuse"
+)
+
+// checkIgnoredKeys asserts the invariants of any derivation outcome.
+func checkIgnoredKeys(t *testing.T, got misuse.IgnoredKeys) {
+	t.Helper()
+	if len(got.Keys) > misuse.MaxKeys || got.Total < len(got.Keys) {
+		t.Fatalf("%d keys, total %d", len(got.Keys), got.Total)
+	}
+	switch got.Source {
+	case misuse.SourceNotMeasurable:
+		if got.Reason == "" || got.Keys != nil || got.Total != 0 {
+			t.Fatalf("not measurable without a reason or with keys: %+v", got)
+		}
+	case misuse.SourceSchema, misuse.SourceResponse, misuse.SourceReported:
+		if got.Reason != "" {
+			t.Fatalf("measurable with a reason: %+v", got)
+		}
+	default:
+		t.Fatalf("source %q", got.Source)
+	}
+	for _, k := range got.Keys {
+		if strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || (r >= 0x7f && r < 0xa0) || r == 0x2028 || r == 0x2029 }) {
+			t.Fatalf("unmasked control character in %q", k)
+		}
+	}
+}
+
+// FuzzFromArguments feeds arbitrary schemas and arguments. Nothing may panic, the outcome
+// keeps its invariants, and a second derivation (through the pooled walker) gives the same
+// outcome. Seeds: testdata/fuzz/FuzzFromArguments (the SDK fixtures' schemas and arguments,
+// $ref cycles, markers, unions).
+func FuzzFromArguments(f *testing.F) {
+	f.Add([]byte(`{"properties":{"a":{}}}`), []byte(`{"a":1,"b":{"c":2}}`))
+	f.Fuzz(func(t *testing.T, schema, args []byte) {
+		s, err := misuse.CompileSchema(schema)
+		if s == nil {
+			t.Fatalf("nil schema (err %v)", err)
+		}
+		got := misuse.FromArguments(s, args)
+		checkIgnoredKeys(t, got)
+		if err != nil && got.Source != misuse.SourceNotMeasurable {
+			t.Fatalf("schema error %v, yet measurable: %+v", err, got)
+		}
+		if again := misuse.FromArguments(s, args); !reflect.DeepEqual(got, again) {
+			t.Fatalf("second derivation %+v differs from %+v", again, got)
+		}
+		params := append(append([]byte(`{"request":{"params":{"arguments":`), args...), "}}}"...)
+		checkIgnoredKeys(t, misuse.FromParameters(s, params))
+		_ = misuse.SchemaTruncated(schema)
+	})
+}
+
+// FuzzFromResponse feeds arbitrary tool results. Seeds: testdata/fuzz/FuzzFromResponse.
+func FuzzFromResponse(f *testing.F) {
+	f.Add([]byte(`{"content":[{"type":"text","text":"Ignored input keys: \"a\", b. x"}]}`))
+	f.Fuzz(func(t *testing.T, response []byte) {
+		keys, total, ok := misuse.FromResponse(response)
+		if !ok && (keys != nil || total != 0) {
+			t.Fatalf("not ok with keys %q, total %d", keys, total)
+		}
+		if ok {
+			checkIgnoredKeys(t, misuse.IgnoredKeys{Keys: keys, Total: total, Source: misuse.SourceResponse})
+			if len(keys) == 0 {
+				t.Fatal("ok without keys")
+			}
+		}
+	})
+}
+
+// FuzzClassifyError feeds arbitrary messages. Seeds: testdata/fuzz/FuzzClassifyError.
+func FuzzClassifyError(f *testing.F) {
+	f.Add("MCP error -32602: Input validation error: Invalid arguments for tool get-sum: Expected number, received string at a")
+	f.Fuzz(func(t *testing.T, msg string) {
+		c := misuse.ClassifyError(msg)
+		switch c {
+		case misuse.ClassNone:
+			if strings.TrimSpace(msg) != "" {
+				t.Fatalf("no class for %q", msg)
+			}
+		case misuse.ClassValidationType, misuse.ClassValidationRequired, misuse.ClassValidationUnknownKey,
+			misuse.ClassValidationOther, misuse.ClassUnknownTool, misuse.ClassOther:
+		default:
+			t.Fatalf("class %q", c)
+		}
+		_ = utf8.ValidString(msg)
+	})
+}

@@ -1,0 +1,674 @@
+package misuse
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Markers the PostHog MCP analytics SDK (@posthog/mcp 0.16.3) writes in place of what it cut
+// or hid, in both the tool arguments ($mcp_parameters) and the tools/list result
+// ($mcp_response) it captures:
+//   - src/extensions/truncation.ts normalize(): an object or array below depth 10 (less when
+//     the event is over its 100 KB budget) becomes "[Object]" / "[Array]"; an object with more
+//     than 100 keys keeps the first 100 and gets the key "..." with value "[MaxProperties ~]";
+//     an array with more than 100 items keeps 100 and ends with the item "[MaxProperties ~]";
+//     strings over 32,768 UTF-16 units are cut and end in "...".
+//   - src/extensions/mcp-payloads.ts sanitizeCapturedValue(): the value of any key matching
+//     sensitiveKeyRE is replaced by "[redacted]", whatever it was (an object too).
+const (
+	markerObject   = "[Object]"
+	markerArray    = "[Array]"
+	markerBreadth  = "[MaxProperties ~]"
+	markerCircular = "[Circular ~]"
+	markerRedacted = "[redacted]"
+	breadthKey     = "..."
+	// maxStringUnits is the SDK's MAX_STRING_LENGTH: a longer string is cut to this many UTF-16
+	// units plus "...".
+	maxStringUnits = 32768
+)
+
+// sensitiveKeyRE is the SDK's SENSITIVE_KEY_PATTERN (src/extensions/mcp-payloads.ts): the
+// keys whose values it redacts.
+var sensitiveKeyRE = regexp.MustCompile(`(?i)^(authorization|cookie|set-cookie|x-api-key|api[-_]?key|api[-_]?token|access[-_]?token|refresh[-_]?token|token|password|secret|client[-_]?secret|private[-_]?key)$`)
+
+// isCutMarker reports whether a string value is one of the SDK's truncation markers.
+func isCutMarker(s string) bool {
+	return s == markerObject || s == markerArray || s == markerBreadth || s == markerCircular
+}
+
+// Schema is a tool's input schema as served, compiled for FromArguments. Build one with
+// CompileSchema; a Schema is immutable and safe for concurrent use.
+type Schema struct {
+	root *rule
+	// failed is ReasonSchemaUnsupported (or ReasonSchemaTruncated when the SDK's cuts broke
+	// the schema) when the schema could not be compiled.
+	failed    Reason
+	truncated bool
+}
+
+// Truncated reports whether the schema as captured carries the SDK's truncation or redaction
+// markers (see SchemaTruncated).
+func (s *Schema) Truncated() bool { return s != nil && s.truncated }
+
+// CompileSchema compiles a tool's inputSchema JSON text, exactly as the tools/list result (or
+// the SDK's capture of it in $mcp_response.tools[].inputSchema) held it.
+//
+// The returned Schema is never nil. When the schema cannot be compiled the error says why and
+// the Schema derives SourceNotMeasurable with ReasonSchemaUnsupported (or
+// ReasonSchemaTruncated when the SDK's own cuts broke it), so a caller may cache it either way.
+//
+// What is read: only what declares keys and reaches values: `properties`,
+// `patternProperties`, `additionalProperties`, `unevaluatedProperties`, `items`,
+// `prefixItems`, `additionalItems`, `$ref`/`$dynamicRef`/`$recursiveRef` with `$defs`,
+// `definitions`, `$id` and `$anchor`, `allOf`/`anyOf`/`oneOf`, `if`/`then`/`else`,
+// `dependentSchemas`/`dependencies`, `type` and `$schema` (the draft: 2020-12 when absent, as
+// the MCP specification says for inputSchema). Validation keywords (`required`, `enum`,
+// `pattern`, `format`, bounds, ...) and annotations are dropped before compiling, so a schema
+// that is wrong only in those still derives. References are resolved by
+// github.com/santhosh-tekuri/jsonschema/v6; a $ref outside the document is refused, never
+// fetched (the schema is untrusted).
+//
+// SDK markers (see markerObject) in schema positions become opaque subschemas: arguments
+// that reach one with an object or array are not measurable (ReasonSchemaTruncated).
+func CompileSchema(inputSchema []byte) (*Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(inputSchema))
+	if err != nil {
+		return &Schema{failed: ReasonSchemaUnsupported}, fmt.Errorf("misuse: input schema is not JSON: %w", err)
+	}
+	p := &preparer{opaque: map[string]Reason{}, cut: map[string]bool{}}
+	cleaned := p.schema(doc, "")
+	truncated := p.truncated || containsMarkers(doc)
+	failed := func(err error) (*Schema, error) {
+		r := ReasonSchemaUnsupported
+		if truncated {
+			r = ReasonSchemaTruncated
+		}
+		return &Schema{failed: r, truncated: truncated}, fmt.Errorf("misuse: input schema: %w", err)
+	}
+
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(refuseLoader{})
+	c.UseRegexpEngine(lenientRegexp)
+	const loc = "urn:mcpulse:input-schema"
+	if err := c.AddResource(loc, cleaned); err != nil {
+		return failed(err)
+	}
+	compiled, err := c.Compile(loc)
+	if err != nil {
+		return failed(err)
+	}
+	conv := &converter{rules: map[*jsonschema.Schema]*rule{}, prep: p, loc: loc + "#"}
+	root := conv.rule(compiled)
+	return &Schema{root: root, truncated: truncated}, nil
+}
+
+// SchemaTruncated reports whether an inputSchema as captured by the SDK carries its
+// truncation or redaction markers anywhere (a marker string as a value, the "..." key of a
+// cut object, a string cut at 32,768 units): the snapshot is then not the schema exactly as
+// served, and its size is a lower bound. Invalid JSON is not truncated.
+func SchemaTruncated(inputSchema []byte) bool {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(inputSchema))
+	if err != nil {
+		return false
+	}
+	return containsMarkers(doc)
+}
+
+// containsMarkers reports whether any value in doc is an SDK marker.
+func containsMarkers(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return isCutMarker(v) || v == markerRedacted || isCutString(v)
+	case []any:
+		for _, e := range v {
+			if containsMarkers(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if k == breadthKey && e == markerBreadth {
+				return true
+			}
+			if containsMarkers(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isCutString reports whether s is a string the SDK cut at maxStringUnits.
+func isCutString(s string) bool {
+	return len(s) >= maxStringUnits+3 && strings.HasSuffix(s, "...") && utf16Units(s) == maxStringUnits+3
+}
+
+func utf16Units(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// refuseLoader refuses every URL: a served schema is untrusted and its $refs are resolved
+// inside the document only (no file://, no http://).
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%q is outside the input schema: remote references are not followed", url)
+}
+
+// badPattern is a patternProperties regular expression Go's regexp cannot run (ECMA-262
+// lookarounds, backreferences): it matches nothing, and a rule holding one cannot say a key
+// is undeclared.
+type badPattern struct{ src string }
+
+func (b badPattern) String() string          { return b.src }
+func (b badPattern) MatchString(string) bool { return false }
+
+// lenientRegexp compiles with Go's regexp (RE2), keeping patterns it cannot run as badPattern
+// instead of failing the whole schema.
+func lenientRegexp(s string) (jsonschema.Regexp, error) {
+	re, err := regexp.Compile(s)
+	if err != nil {
+		return badPattern{s}, nil
+	}
+	return re, nil
+}
+
+// Keywords kept for compiling, by the shape of their value.
+var (
+	keepString = map[string]bool{"$schema": true, "$id": true, "id": true, "$anchor": true, "$dynamicAnchor": true,
+		"$ref": true, "$dynamicRef": true, "$recursiveRef": true}
+	schemaMaps   = map[string]bool{"properties": true, "patternProperties": true, "$defs": true, "definitions": true, "dependentSchemas": true}
+	schemaSingle = map[string]bool{"additionalProperties": true, "unevaluatedProperties": true, "additionalItems": true,
+		"unevaluatedItems": true, "contains": true, "propertyNames": true, "not": true, "if": true, "then": true, "else": true}
+	schemaArrays = map[string]bool{"allOf": true, "anyOf": true, "oneOf": true, "prefixItems": true}
+	knownTypes   = map[string]bool{"null": true, "boolean": true, "number": true, "integer": true, "string": true, "array": true, "object": true}
+)
+
+// knownDrafts are the $schema values santhosh-tekuri/jsonschema knows (scheme and trailing
+// '#' aside); any other $schema is dropped (the default draft applies) rather than fetched.
+var knownDrafts = []string{"json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema",
+	"json-schema.org/draft-07/schema", "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema"}
+
+// preparer copies a schema document keeping only what CompileSchema reads, replacing SDK
+// markers and malformed subschemas with `true` and remembering where (JSON pointers).
+type preparer struct {
+	opaque    map[string]Reason // pointer of a subschema whose content is unknown -> why
+	cut       map[string]bool   // pointer of a schema whose key or branch list the SDK cut
+	truncated bool
+}
+
+// schema prepares the subschema v at pointer ptr.
+func (p *preparer) schema(v any, ptr string) any {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case map[string]any:
+		return p.object(v, ptr)
+	case string:
+		if isCutMarker(v) || v == markerRedacted {
+			p.truncated = true
+			p.opaque[ptr] = ReasonSchemaTruncated
+			return true
+		}
+	}
+	p.opaque[ptr] = ReasonSchemaUnsupported
+	return true
+}
+
+func (p *preparer) object(m map[string]any, ptr string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		at := ptr + "/" + escapePointer(k)
+		switch {
+		case k == "$schema":
+			if s, ok := v.(string); ok && isKnownDraft(s) {
+				out[k] = s
+			}
+		case keepString[k]:
+			if s, ok := v.(string); ok {
+				out[k] = s
+			}
+		case k == "$recursiveAnchor":
+			if b, ok := v.(bool); ok {
+				out[k] = b
+			}
+		case k == "type":
+			if t := cleanType(v); t != nil {
+				out[k] = t
+			}
+		case schemaMaps[k]:
+			entries, ok := v.(map[string]any)
+			if !ok {
+				if s, isStr := v.(string); isStr && (isCutMarker(s) || s == markerRedacted) {
+					p.truncated = true
+				}
+				// The whole list is unknown: keep the keyword (the schema still enumerates
+				// keys) with nothing in it, and remember the schema's list as cut.
+				p.cut[ptr] = true
+				if k == "properties" || k == "patternProperties" {
+					out[k] = map[string]any{}
+				}
+				continue
+			}
+			cleaned := make(map[string]any, len(entries))
+			for name, sub := range entries {
+				if name == breadthKey && sub == markerBreadth {
+					p.truncated = true
+					p.cut[ptr] = true
+					continue
+				}
+				cleaned[name] = p.schema(sub, at+"/"+escapePointer(name))
+			}
+			out[k] = cleaned
+		case k == "dependencies":
+			entries, ok := v.(map[string]any)
+			if !ok {
+				continue
+			}
+			cleaned := map[string]any{}
+			for name, sub := range entries {
+				switch sub := sub.(type) {
+				case bool, map[string]any:
+					cleaned[name] = p.schema(sub, at+"/"+escapePointer(name))
+				case []any:
+					var names []any
+					for _, n := range sub {
+						if s, ok := n.(string); ok {
+							names = append(names, s)
+						}
+					}
+					cleaned[name] = names
+				}
+			}
+			out[k] = cleaned
+		case schemaSingle[k]:
+			out[k] = p.schema(v, at)
+		case k == "items":
+			if arr, ok := v.([]any); ok {
+				out[k] = p.schemaArray(arr, at, ptr)
+			} else {
+				out[k] = p.schema(v, at)
+			}
+		case schemaArrays[k]:
+			arr, ok := v.([]any)
+			if !ok {
+				// Cut as a whole ("[Array]"): one unknown branch keeps a union a union.
+				if s, isStr := v.(string); isStr && isCutMarker(s) {
+					p.truncated = true
+				}
+				p.cut[ptr] = true
+				p.opaque[at+"/0"] = ReasonSchemaTruncated
+				out[k] = []any{true}
+				continue
+			}
+			out[k] = p.schemaArray(arr, at, ptr)
+		}
+	}
+	return out
+}
+
+// schemaArray prepares an array of subschemas; a trailing breadth marker marks the owner cut.
+func (p *preparer) schemaArray(arr []any, at, owner string) []any {
+	out := make([]any, 0, len(arr))
+	for i, sub := range arr {
+		if sub == markerBreadth && i == len(arr)-1 {
+			p.truncated = true
+			p.cut[owner] = true
+			continue
+		}
+		out = append(out, p.schema(sub, at+"/"+strconv.Itoa(i)))
+	}
+	if len(out) == 0 {
+		// allOf/anyOf/oneOf must not be empty; an empty tuple is fine but keep one shape.
+		p.opaque[at+"/0"] = ReasonSchemaTruncated
+		out = append(out, true)
+	}
+	return out
+}
+
+// cleanType keeps a `type` of known type names (a string or an array of them), else nil.
+func cleanType(v any) any {
+	switch v := v.(type) {
+	case string:
+		if knownTypes[v] {
+			return v
+		}
+	case []any:
+		var out []any
+		seen := map[string]bool{}
+		for _, t := range v {
+			if s, ok := t.(string); ok && knownTypes[s] && !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return nil
+}
+
+func isKnownDraft(s string) bool {
+	s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://"), "#")
+	for _, d := range knownDrafts {
+		if s == d {
+			return true
+		}
+	}
+	return false
+}
+
+// escapePointer escapes a JSON Pointer reference token (RFC 6901).
+func escapePointer(s string) string {
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// Type bits of a rule.
+const (
+	admitsObject = 1 << iota
+	admitsArray
+)
+
+// rule is one compiled subschema, reduced to what the key walk needs.
+type rule struct {
+	opaque Reason // content unknown: the SDK cut or hid it, or it was malformed
+	cut    bool   // the SDK cut this schema's properties or branch list
+	never  bool   // the false schema
+	types  int    // admitsObject | admitsArray, from `type` (both when absent)
+
+	// Objects: objKeys says the schema enumerates keys (properties or patternProperties
+	// present, even empty, or additionalProperties / unevaluatedProperties present).
+	objKeys  bool
+	props    map[string]*rule
+	patterns []patternRule
+	badRegex bool  // a pattern Go cannot run: undeclared keys are unknown
+	extra    *rule // additionalProperties (or unevaluatedProperties) schema admitting other keys
+
+	// Arrays.
+	arrKeys bool
+	prefix  []*rule
+	items   *rule // items beyond prefix; nil when unconstrained or forbidden
+
+	// Composition: conj apply together ($ref, allOf, then/else, dependent schemas); union
+	// are anyOf/oneOf branches.
+	conj  []*rule
+	union []*rule
+
+	flat *flatView
+}
+
+type patternRule struct {
+	re jsonschema.Regexp
+	r  *rule
+}
+
+// match reports whether the member name k matches (a search, as JSON Schema's patterns are).
+func (p patternRule) match(k []byte) bool {
+	if re, ok := p.re.(*regexp.Regexp); ok {
+		return re.Match(k)
+	}
+	return p.re.MatchString(string(k))
+}
+
+// converter turns a compiled schema graph into rules, once per schema node.
+type converter struct {
+	rules map[*jsonschema.Schema]*rule
+	prep  *preparer
+	loc   string // Location prefix of the document's own pointers
+}
+
+func (c *converter) rule(s *jsonschema.Schema) *rule {
+	if s == nil {
+		return nil
+	}
+	if r, ok := c.rules[s]; ok {
+		return r
+	}
+	r := &rule{types: admitsObject | admitsArray}
+	c.rules[s] = r
+	ptr, own := strings.CutPrefix(s.Location, c.loc)
+	if own {
+		if why, ok := c.prep.opaque[ptr]; ok {
+			r.opaque = why
+			return r
+		}
+		r.cut = c.prep.cut[ptr]
+	}
+	if s.Bool != nil {
+		r.never = !*s.Bool
+		return r
+	}
+	if s.Types != nil {
+		r.types = 0
+		for _, t := range s.Types.ToStrings() {
+			switch t {
+			case "object":
+				r.types |= admitsObject
+			case "array":
+				r.types |= admitsArray
+			}
+		}
+	}
+
+	if s.Properties != nil {
+		r.objKeys = true
+		r.props = make(map[string]*rule, len(s.Properties))
+		for k, sub := range s.Properties {
+			r.props[k] = c.rule(sub)
+		}
+	}
+	if s.PatternProperties != nil {
+		r.objKeys = true
+		for re, sub := range s.PatternProperties {
+			if _, bad := re.(badPattern); bad {
+				r.badRegex = true
+				continue
+			}
+			r.patterns = append(r.patterns, patternRule{re: re, r: c.rule(sub)})
+		}
+	}
+	for _, ap := range []any{s.AdditionalProperties, unevaluated(s.UnevaluatedProperties)} {
+		switch ap := ap.(type) {
+		case bool:
+			r.objKeys = true
+			if ap && r.extra == nil {
+				r.extra = &rule{types: admitsObject | admitsArray}
+			}
+		case *jsonschema.Schema:
+			r.objKeys = true
+			if sub := c.rule(ap); !sub.never && r.extra == nil {
+				r.extra = sub
+			}
+		}
+	}
+
+	// Arrays: draft 2020-12 prefixItems/items, earlier items (one schema or a tuple) with
+	// additionalItems.
+	switch {
+	case s.PrefixItems != nil || s.Items2020 != nil:
+		r.arrKeys = true
+		for _, sub := range s.PrefixItems {
+			r.prefix = append(r.prefix, c.rule(sub))
+		}
+		if s.Items2020 != nil {
+			r.items = c.rule(s.Items2020)
+		}
+	case s.Items != nil:
+		r.arrKeys = true
+		switch it := s.Items.(type) {
+		case *jsonschema.Schema:
+			r.items = c.rule(it)
+		case []*jsonschema.Schema:
+			for _, sub := range it {
+				r.prefix = append(r.prefix, c.rule(sub))
+			}
+			switch ai := s.AdditionalItems.(type) {
+			case *jsonschema.Schema:
+				r.items = c.rule(ai)
+			case bool:
+				if ai {
+					r.items = &rule{types: admitsObject | admitsArray}
+				}
+			}
+		}
+	}
+	if r.items != nil && r.items.never {
+		r.items = nil
+	}
+
+	add := func(sub *jsonschema.Schema) {
+		if sub != nil {
+			r.conj = append(r.conj, c.rule(sub))
+		}
+	}
+	add(s.Ref)
+	add(s.RecursiveRef)
+	if s.DynamicRef != nil {
+		add(s.DynamicRef.Ref)
+	}
+	for _, sub := range s.AllOf {
+		add(sub)
+	}
+	add(s.Then)
+	add(s.Else)
+	for _, sub := range s.DependentSchemas {
+		add(sub)
+	}
+	for _, dep := range s.Dependencies {
+		if sub, ok := dep.(*jsonschema.Schema); ok {
+			add(sub)
+		}
+	}
+	for _, sub := range append(append([]*jsonschema.Schema(nil), s.AnyOf...), s.OneOf...) {
+		r.union = append(r.union, c.rule(sub))
+	}
+	return r
+}
+
+// unevaluated turns a nil *Schema into a nil interface (so the type switch skips it).
+func unevaluated(s *jsonschema.Schema) any {
+	if s == nil {
+		return nil
+	}
+	return s
+}
+
+// flatView is what applies at one value position, through $ref, allOf and unions.
+type flatView struct {
+	members   []*rule // rules with object or array keywords that apply
+	objOpen   bool    // some union branch admits any object key
+	arrOpen   bool    // some union branch admits any array item
+	opaque    Reason  // some applicable schema is unknown
+	union     bool    // an anyOf/oneOf applies here
+	admitsObj bool    // the types of the applicable schemas admit an object
+	admitsArr bool
+	cut       bool // some applicable schema's list was cut
+}
+
+// view flattens r (memoized; a cycle through $ref/allOf yields what was gathered so far).
+func (r *rule) view() *flatView {
+	if r.flat != nil {
+		return r.flat
+	}
+	f := &flatView{admitsObj: r.types&admitsObject != 0 && !r.never, admitsArr: r.types&admitsArray != 0 && !r.never}
+	r.flat = f
+	if r.opaque != "" {
+		f.opaque = r.opaque
+		return f
+	}
+	f.cut = r.cut
+	if r.objKeys || r.arrKeys {
+		f.members = append(f.members, r)
+	}
+	for _, c := range r.conj {
+		cv := c.view()
+		f.merge(cv)
+		f.admitsObj = f.admitsObj && cv.admitsObj
+		f.admitsArr = f.admitsArr && cv.admitsArr
+	}
+	if len(r.union) > 0 {
+		f.union = true
+		anyObj, anyArr := false, false
+		for _, b := range r.union {
+			bv := b.view()
+			f.merge(bv)
+			anyObj = anyObj || bv.admitsObj
+			anyArr = anyArr || bv.admitsArr
+			if bv.opaque == "" && bv.admitsObj && !bv.enumeratesKeys() {
+				f.objOpen = true
+			}
+			if bv.opaque == "" && bv.admitsArr && !bv.constrainsItems() {
+				f.arrOpen = true
+			}
+		}
+		f.admitsObj = f.admitsObj && anyObj
+		f.admitsArr = f.admitsArr && anyArr
+	}
+	return f
+}
+
+func (f *flatView) merge(o *flatView) {
+	for _, m := range o.members {
+		if !containsRule(f.members, m) {
+			f.members = append(f.members, m)
+		}
+	}
+	f.objOpen = f.objOpen || o.objOpen
+	f.arrOpen = f.arrOpen || o.arrOpen
+	f.union = f.union || o.union
+	f.cut = f.cut || o.cut
+	if f.opaque == "" {
+		f.opaque = o.opaque
+	}
+}
+
+func (f *flatView) enumeratesKeys() bool {
+	if f.objOpen {
+		return false
+	}
+	for _, m := range f.members {
+		if m.objKeys {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *flatView) constrainsItems() bool {
+	if f.arrOpen {
+		return false
+	}
+	for _, m := range f.members {
+		if m.arrKeys {
+			return true
+		}
+	}
+	return false
+}
+
+func containsRule(rs []*rule, r *rule) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
