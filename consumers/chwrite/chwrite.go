@@ -1,0 +1,193 @@
+// Package chwrite inserts Go structs into ClickHouse column by column, in large streamed
+// batches.
+//
+// A Table[T] maps the fields of struct T, by their `ch` tags, to the columns of one table,
+// once. Insert then sends a slice of T as one INSERT with an explicit column list (ClickHouse
+// 18.16 refuses a batch without one), in blocks of BlockRows rows: each block is built column
+// by column (one typed slice per column, handed to clickhouse-go's batch column API) and sent
+// with Flush before the next block is built, so a large insert holds one block in memory,
+// not the whole batch encoded. Measured against clickhouse-go's row Append (reflection per
+// value), the column path costs about a third of the CPU per row.
+//
+// A clickhouse-go batch cannot be sent again after a failed Send (DESIGN.md §5), and a
+// column append that fails leaves the block's columns misaligned; so a failed Insert aborts
+// its batch and returns the error, and the caller retries Insert with the same rows, which it
+// keeps until the insert succeeded.
+package chwrite
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+)
+
+// DefaultBlockRows is Table.BlockRows's default: rows per block sent.
+const DefaultBlockRows = 16384
+
+// Table inserts values of struct type T into one ClickHouse table. Create it with NewTable.
+type Table[T any] struct {
+	name    string
+	query   string
+	columns []column
+	// BlockRows is how many rows each block sent holds. Default: DefaultBlockRows.
+	BlockRows int
+}
+
+// column is one field of T: its column name and how to append a range of rows' values.
+type column struct {
+	name   string
+	append func(col driver.BatchColumn, base unsafe.Pointer, stride uintptr, n int) error
+}
+
+// NewTable maps T's exported fields with a `ch:"column"` tag to the columns of table (a
+// qualified name, e.g. "mcpulse.tool_calls"); fields without the tag are left out. Every
+// tagged field must have one of the supported types: string, bool (as UInt8), uint8..uint64,
+// int8..int64, float32, float64, time.Time, uuid.UUID, []string, []uint64, []time.Time, or a pointer to
+// one of the scalar types (a Nullable column). The column types of the table must accept
+// them (clickhouse-go's conversions); a mismatch fails the first Insert.
+func NewTable[T any](table string) (*Table[T], error) {
+	rt := reflect.TypeFor[T]()
+	if rt.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("chwrite: %s is not a struct", rt)
+	}
+	t := &Table[T]{name: table, BlockRows: DefaultBlockRows}
+	var names []string
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		name := f.Tag.Get("ch")
+		if name == "" || name == "-" {
+			continue
+		}
+		if !f.IsExported() {
+			return nil, fmt.Errorf("chwrite: %s.%s: unexported field with a ch tag", rt, f.Name)
+		}
+		mk, ok := appenders[f.Type]
+		if !ok {
+			return nil, fmt.Errorf("chwrite: %s.%s: unsupported type %s", rt, f.Name, f.Type)
+		}
+		t.columns = append(t.columns, column{name: name, append: mk(f.Offset)})
+		names = append(names, name)
+	}
+	if len(t.columns) == 0 {
+		return nil, fmt.Errorf("chwrite: %s has no field with a ch tag", rt)
+	}
+	t.query = "INSERT INTO " + table + " (" + strings.Join(names, ", ") + ")"
+	return t, nil
+}
+
+// Name is the table's name.
+func (t *Table[T]) Name() string { return t.name }
+
+// Columns are the table's column names, in the order of T's fields.
+func (t *Table[T]) Columns() []string {
+	out := make([]string, len(t.columns))
+	for i, c := range t.columns {
+		out[i] = c.name
+	}
+	return out
+}
+
+// Insert sends rows as one INSERT, streamed in blocks of BlockRows rows. It does nothing for
+// no rows. On error the batch is aborted; the rows may be partly stored (ClickHouse writes
+// the blocks it received), so the caller retries with the same rows into tables whose writes
+// are idempotent. Errors name the table.
+func (t *Table[T]) Insert(ctx context.Context, conn driver.Conn, rows []T) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	batch, err := conn.PrepareBatch(ctx, t.query)
+	if err != nil {
+		return fmt.Errorf("insert into %s: %w", t.name, err)
+	}
+	block := t.BlockRows
+	if block <= 0 {
+		block = DefaultBlockRows
+	}
+	stride := unsafe.Sizeof(rows[0])
+	for lo := 0; lo < len(rows); lo += block {
+		hi := min(lo+block, len(rows))
+		base := unsafe.Pointer(&rows[lo])
+		for i, c := range t.columns {
+			if err := c.append(batch.Column(i), base, stride, hi-lo); err != nil {
+				_ = batch.Abort()
+				return fmt.Errorf("insert into %s: column %s: %w", t.name, c.name, err)
+			}
+		}
+		if hi < len(rows) {
+			if err := batch.Flush(); err != nil {
+				_ = batch.Abort()
+				return fmt.Errorf("insert into %s: %w", t.name, err)
+			}
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("insert into %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// appenders build, for a field type and the field's offset in T, the function that copies
+// the field of n rows into a typed slice and appends it to a batch column.
+var appenders = map[reflect.Type]func(off uintptr) func(driver.BatchColumn, unsafe.Pointer, uintptr, int) error{}
+
+func register[F any]() {
+	appenders[reflect.TypeFor[F]()] = fieldAppender[F]
+}
+
+func init() {
+	register[string]()
+	register[uint8]()
+	register[uint16]()
+	register[uint32]()
+	register[uint64]()
+	register[int8]()
+	register[int16]()
+	register[int32]()
+	register[int64]()
+	register[float32]()
+	register[float64]()
+	register[time.Time]()
+	register[uuid.UUID]()
+	register[[]string]()
+	register[[]uint64]()
+	register[[]time.Time]()
+	register[*string]()
+	register[*uint8]()
+	register[*uint32]()
+	register[*uint64]()
+	register[*int32]()
+	register[*int64]()
+	register[*float64]()
+	register[*time.Time]()
+	appenders[reflect.TypeFor[bool]()] = boolAppender
+}
+
+// fieldAppender reads the F at offset off of each of n rows laid out stride bytes apart from
+// base. The rows are a live Go slice the caller holds, so the pointers stay valid.
+func fieldAppender[F any](off uintptr) func(driver.BatchColumn, unsafe.Pointer, uintptr, int) error {
+	return func(col driver.BatchColumn, base unsafe.Pointer, stride uintptr, n int) error {
+		vals := make([]F, n)
+		for i := range n {
+			vals[i] = *(*F)(unsafe.Add(base, uintptr(i)*stride+off))
+		}
+		return col.Append(vals)
+	}
+}
+
+func boolAppender(off uintptr) func(driver.BatchColumn, unsafe.Pointer, uintptr, int) error {
+	return func(col driver.BatchColumn, base unsafe.Pointer, stride uintptr, n int) error {
+		vals := make([]uint8, n)
+		for i := range n {
+			if *(*bool)(unsafe.Add(base, uintptr(i)*stride+off)) {
+				vals[i] = 1
+			}
+		}
+		return col.Append(vals)
+	}
+}
