@@ -44,9 +44,17 @@ replicas) before answering:
 
 The four mcpulse kinds are validated and routed; other valid events ($identify, ...) are
 acknowledged and counted, never an error. A batch with invalid events is answered 400 naming
-each by index and field, and its valid events are still published. When the client clock is
-off by more than --skew-threshold (from the body's sent_at), every timestamp of the request is
-shifted by the same amount. Kafka unavailable or too slow: 503 with Retry-After.
+each by index and field, and its valid events are still published. Kafka unavailable or too
+slow: 503 with Retry-After.
+
+Client clocks: an event without uuid (or with "") gets one derived from the event as sent; an
+event without timestamp is dated at receipt (or by its offset, milliseconds before sending). A
+request's sent_at (posthog-js: ?_=milliseconds) is compared with the receive time: a client
+clock that is ahead is corrected in full (less 1s of noise); one that is behind by more than
+--transit-allowance is corrected by the excess (a late delivery is not a slow clock). The same
+shift applies to every time of every event of the request (timestamp, properties.responded_at);
+the client's raw values are kept as $mcpulse_client_timestamp, $mcpulse_client_responded_at,
+$mcpulse_client_sent_at, $mcpulse_client_offset_ms, next to $mcpulse_received_at.
 
 API keys come from --api-keys-file (one per line; blank lines and # comments ignored) and from
 $` + gatewayAPIKeysEnv + ` (comma-separated); at least one is required. Keys are never logged.
@@ -123,7 +131,8 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 		"PostHog instance URL used for the identity hash (message key) of recruitment events without instance_url; must match the consumers'")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", gateway.DefaultMaxBodyBytes, "largest request body as sent (413 above)")
 	f.Int64Var(&cfg.MaxDecompressedBytes, "max-decompressed-bytes", gateway.DefaultMaxDecompressedBytes, "largest body once gzip is inflated (413 above)")
-	f.DurationVar(&cfg.SkewThreshold, "skew-threshold", gateway.DefaultSkewThreshold, "correct timestamps by now - sent_at only when the client clock is off by more than this")
+	f.DurationVar(&cfg.TransitAllowance, "transit-allowance", gateway.DefaultTransitAllowance,
+		"how far behind the receive time a request's sent_at may be and still count as transit delay, not a slow clock (times move forward only by the excess)")
 	f.DurationVar(&cfg.KafkaTimeout, "kafka-timeout", gateway.DefaultKafkaTimeout, "how long a request waits for Kafka's acknowledgement before 503")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", gateway.DefaultShutdownTimeout, "how long shutdown waits for in-flight requests")
 	f.StringVar(&posthogHost, "posthog-host", "", "PostHog instance to forward to (e.g. https://us.i.posthog.com)")

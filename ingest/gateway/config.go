@@ -20,10 +20,6 @@ const (
 	// DefaultMaxDecompressedBytes is Config.MaxDecompressedBytes's default: 10 MiB once a
 	// gzip body is inflated.
 	DefaultMaxDecompressedBytes = 10 << 20
-	// DefaultSkewThreshold is Config.SkewThreshold's default. A client clock within a minute
-	// of the gateway's is trusted as is (batching and network delays stay out of the
-	// timestamps); beyond that every timestamp of the request is shifted by now − sent_at.
-	DefaultSkewThreshold = time.Minute
 	// DefaultMaxEvents is Config.MaxEvents's default: events in one request.
 	DefaultMaxEvents = 10000
 	// MaxReportedErrors is how many bad events a 400 answer lists; the rest are counted in
@@ -58,10 +54,13 @@ type Config struct {
 	// MaxDecompressedBytes caps a gzip body once inflated, enforced while inflating (a gzip
 	// bomb is 413 without being inflated in memory). Default: 10 MiB.
 	MaxDecompressedBytes int64
-	// SkewThreshold: when |now − sent_at| exceeds it, every timestamp of the request is
-	// shifted by now − sent_at (PostHog capture's correction, applied uniformly so the order
-	// within a batch is kept). Default: 1 minute.
-	SkewThreshold time.Duration
+	// TransitAllowance is how far behind the receive time a request's sent_at may be and still
+	// be read as transit delay rather than a slow client clock: a request whose sent_at is b
+	// behind has every time (timestamp, properties.responded_at) moved forward by
+	// b − TransitAllowance, nothing when b is smaller. A sent_at ahead of the receive time is
+	// always a fast clock and is corrected in full, less FastClockTolerance (see clock.go).
+	// Default: DefaultTransitAllowance (150 s, PostHog capture's deadband).
+	TransitAllowance time.Duration
 	// KafkaTimeout bounds the wait for Kafka's acknowledgement of a request's events; past it
 	// the request is 503 with Retry-After. Default: 10s.
 	KafkaTimeout time.Duration
@@ -95,8 +94,8 @@ func (c *Config) setDefaults() {
 	if c.MaxDecompressedBytes == 0 {
 		c.MaxDecompressedBytes = DefaultMaxDecompressedBytes
 	}
-	if c.SkewThreshold == 0 {
-		c.SkewThreshold = DefaultSkewThreshold
+	if c.TransitAllowance == 0 {
+		c.TransitAllowance = DefaultTransitAllowance
 	}
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
@@ -154,7 +153,7 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{
-		{"SkewThreshold", c.SkewThreshold}, {"KafkaTimeout", c.KafkaTimeout}, {"ReadyTimeout", c.ReadyTimeout},
+		{"TransitAllowance", c.TransitAllowance}, {"KafkaTimeout", c.KafkaTimeout}, {"ReadyTimeout", c.ReadyTimeout},
 		{"ShutdownTimeout", c.ShutdownTimeout}, {"RetryAfter", c.RetryAfter},
 	} {
 		if d.v < 0 {

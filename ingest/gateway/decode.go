@@ -29,7 +29,7 @@ const (
 // payload is a decoded request body: its events, still raw, and the request-level fields.
 type payload struct {
 	APIKey string            // api_key or token of the body; "" when absent
-	SentAt string            // sent_at of the body; "" when absent
+	SentAt json.RawMessage   // sent_at of the body as sent; nil when absent
 	Events []json.RawMessage // the events, in order
 }
 
@@ -185,7 +185,7 @@ func decodePostHog(data []byte) (*payload, error) {
 	if p.APIKey == "" {
 		p.APIKey = stringField(top, "token")
 	}
-	p.SentAt = stringField(top, "sent_at")
+	p.SentAt = top["sent_at"]
 	batch, ok := top["batch"]
 	if !ok {
 		// A single event.

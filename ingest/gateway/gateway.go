@@ -1,4 +1,4 @@
-// Package gateway is mcpulse's HTTP ingest gateway (issue 5): it speaks PostHog's capture API
+// Package gateway is mcpulse's HTTP ingest gateway: it speaks PostHog's capture API
 // (POST /batch/, /capture/, /e/, /i/v0/e/) so an MCP server already sending analytics through a
 // PostHog SDK adopts mcpulse by changing its host, and takes mcpulse envelopes on
 // POST /v1/events. Events of the four kinds (DESIGN.md §2) are validated and published to
@@ -272,7 +272,11 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 	if msg := g.authorize(r, form, p); msg != "" {
 		return http.StatusUnauthorized, Response{Status: "unauthorized", Error: msg}, processed{}
 	}
-	res := g.process(p, form, now)
+	sentAt := p.SentAt
+	if q := r.URL.Query().Get("_"); isNull(sentAt) && q != "" && form == formPostHog {
+		sentAt = mustJSON(q) // posthog-js: milliseconds since the epoch when the request was sent
+	}
+	res := g.process(p, form, newRequestClock(now, sentAt, g.cfg.TransitAllowance))
 	if len(res.events) > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.cfg.KafkaTimeout)
 		err := g.pub.Publish(ctx, res.events...)
@@ -407,23 +411,12 @@ type processed struct {
 // same uuid and is deduplicated.
 var uuidNamespace = uuid.MustParse("6f1c8a52-4d3e-4c53-9b7e-6d63b0d4b9a1")
 
-// process normalizes, corrects and validates every event of a request.
-func (g *Gateway) process(p *payload, form bodyForm, now time.Time) processed {
+// process normalizes, dates and validates every event of a request.
+func (g *Gateway) process(p *payload, form bodyForm, clk requestClock) processed {
 	var res processed
-	// sent_at skew: one shift for the whole request, so the batch keeps its order.
-	var shift time.Duration
-	if p.SentAt != "" {
-		if sent, err := time.Parse(time.RFC3339Nano, p.SentAt); err == nil {
-			d := now.Sub(sent)
-			plausible := d < maxPlausibleSkew && d > -maxPlausibleSkew
-			if plausible && (d > g.cfg.SkewThreshold || d < -g.cfg.SkewThreshold) {
-				shift = d
-			}
-		}
-	}
 	seen := map[uuid.UUID]bool{}
 	for i, raw := range p.Events {
-		ev, env, problems, unrouted := g.event(raw, form, now, shift)
+		ev, env, problems, unrouted := g.event(raw, form, clk, i)
 		switch {
 		case len(problems) > 0:
 			res.errors = append(res.errors, EventError{Index: i, Problems: problems})
@@ -443,10 +436,11 @@ func (g *Gateway) process(p *payload, form bodyForm, now time.Time) processed {
 	return res
 }
 
-// event normalizes and validates one event. It returns the event (a routed kind), or the
-// problems, or unrouted=true for a valid event of another name with its normalized envelope.
-func (g *Gateway) event(raw json.RawMessage, form bodyForm, now time.Time, shift time.Duration) (*ingest.Event, ingest.Envelope, []Problem, bool) {
-	ev, problems, unrouted, data := g.parseEvent(raw, form, now, shift)
+// event normalizes and validates one event (index is its place in the request). It returns the
+// event (a routed kind), or the problems, or unrouted=true for a valid event of another name
+// with its normalized envelope.
+func (g *Gateway) event(raw json.RawMessage, form bodyForm, clk requestClock, index int) (*ingest.Event, ingest.Envelope, []Problem, bool) {
+	ev, problems, unrouted, data := g.parseEvent(raw, form, clk, index)
 	var env ingest.Envelope
 	if unrouted && g.cfg.OnUnrouted != nil {
 		// Parse accepted every top-level field's type, so this decodes.
@@ -455,26 +449,29 @@ func (g *Gateway) event(raw json.RawMessage, form bodyForm, now time.Time, shift
 	return ev, env, problems, unrouted
 }
 
-func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, now time.Time, shift time.Duration) (*ingest.Event, []Problem, bool, []byte) {
+func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, clk requestClock, index int) (*ingest.Event, []Problem, bool, []byte) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
 		return nil, []Problem{{Path: "", Problem: "bad JSON: an event must be a JSON object"}}, false, nil
 	}
 	if form == formPostHog {
-		normalizePostHog(top)
-		if isNull(top["uuid"]) {
-			top["uuid"] = mustJSON(derivedUUID(top).String())
-		}
-	}
-	switch ts := top["timestamp"]; {
-	case isNull(ts) && form == formPostHog:
-		top["timestamp"] = mustJSON(now.UTC().Format(time.RFC3339Nano))
-	case shift != 0 && len(ts) > 0 && ts[0] == '"':
-		var s string
-		if json.Unmarshal(ts, &s) == nil {
-			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-				top["timestamp"] = mustJSON(t.Add(shift).UTC().Format(time.RFC3339Nano))
+		props := normalizePostHog(top)
+		if absentUUID(top["uuid"]) {
+			// Derived from the event as sent (before the gateway adds anything), at the time it
+			// was sent or, without one, received: a retried request gets the same uuid, separate
+			// requests of a timestamp-less event stay separate, and so do such events within one
+			// request (their index is part of it).
+			at, idx := top["timestamp"], -1
+			if isNull(at) {
+				at, idx = mustJSON(clk.now.UTC().Format(time.RFC3339Nano)), index
 			}
+			top["uuid"] = mustJSON(derivedUUID(top["event"], top["distinct_id"], at, top["properties"], idx).String())
+		}
+		if props != nil {
+			if problems := applyClock(top, props, clk); len(problems) > 0 {
+				return nil, problems, false, nil
+			}
+			top["properties"] = mustJSON(props)
 		}
 	}
 	data, err := json.Marshal(top)
@@ -483,7 +480,7 @@ func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, now time.Time, 
 	}
 	ev, err := ingest.Parse(data)
 	if err == nil {
-		err = ingest.CheckClock(ev, now)
+		err = ingest.CheckClock(ev, clk.now)
 	}
 	var verr *ingest.ValidationError
 	switch {
@@ -502,15 +499,22 @@ func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, now time.Time, 
 	}
 }
 
+// absentUUID reports whether an event's uuid counts as absent: missing, null or "" (posthog-go
+// sends "uuid":"" unless the caller sets one).
+func absentUUID(raw json.RawMessage) bool {
+	return isNull(raw) || string(raw) == `""`
+}
+
 // normalizePostHog maps what PostHog SDKs send onto the envelope: distinct_id from properties
 // when absent at the top (posthog-js), an absent properties object as {}, and the project key
-// (properties.token, api_key) removed so that it is never stored.
-func normalizePostHog(top map[string]json.RawMessage) {
+// (properties.token, api_key) removed so that it is never stored. It returns the properties
+// (also set in top), or nil when properties is not an object (a type problem Parse reports).
+func normalizePostHog(top map[string]json.RawMessage) map[string]json.RawMessage {
 	delete(top, "api_key")
 	props := map[string]json.RawMessage{}
 	if raw, ok := top["properties"]; ok && !isNull(raw) {
 		if json.Unmarshal(raw, &props) != nil {
-			return // a type problem Parse reports
+			return nil
 		}
 	}
 	if isNull(top["distinct_id"]) {
@@ -522,6 +526,7 @@ func normalizePostHog(top map[string]json.RawMessage) {
 	}
 	delete(props, "token")
 	top["properties"] = mustJSON(props)
+	return props
 }
 
 // DeriveUUID is the uuid the gateway gives an event sent without one: a version 5 uuid over
@@ -537,13 +542,17 @@ func DeriveUUID(env *ingest.Envelope) uuid.UUID {
 	if env.Properties != nil {
 		top["properties"] = mustJSON(env.Properties)
 	}
-	return derivedUUID(top)
+	return derivedUUID(top["event"], top["distinct_id"], top["timestamp"], top["properties"], -1)
 }
 
-func derivedUUID(top map[string]json.RawMessage) uuid.UUID {
-	data, _ := json.Marshal(map[string]json.RawMessage{
-		"event": top["event"], "distinct_id": top["distinct_id"], "timestamp": top["timestamp"], "properties": top["properties"],
-	})
+// derivedUUID is the version 5 uuid over an event's name, distinct_id, time and properties (raw
+// JSON) and, when index >= 0, its index in the request.
+func derivedUUID(event, distinctID, at, properties json.RawMessage, index int) uuid.UUID {
+	fields := map[string]json.RawMessage{"event": event, "distinct_id": distinctID, "timestamp": at, "properties": properties}
+	if index >= 0 {
+		fields["index"] = mustJSON(index)
+	}
+	data, _ := json.Marshal(fields)
 	return uuid.NewSHA1(uuidNamespace, data)
 }
 

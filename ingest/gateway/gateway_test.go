@@ -346,37 +346,6 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 }
 
-func TestSkewCorrectionAroundMidnightKeepsOrderAndDay(t *testing.T) {
-	now := time.Date(2026, 11, 21, 0, 0, 30, 0, time.UTC)
-	f := newFixture(t, func(c *gateway.Config) { c.Now = func() time.Time { return now } })
-	// The client's clock is two hours behind: it sent at 22:00:30 on the 20th by its clock.
-	sentAt := now.Add(-2 * time.Hour)
-	var events []map[string]any
-	for i, off := range []time.Duration{-40 * time.Second, -30 * time.Second, -20 * time.Second, -1 * time.Millisecond} {
-		ev := toolCall(i + 1)
-		ev["timestamp"] = sentAt.Add(off).In(time.FixedZone("client", -5*3600)).Format(time.RFC3339Nano)
-		events = append(events, ev)
-	}
-	if res, r := f.post("/batch/", batchBody(t, sentAt.Format(time.RFC3339Nano), events...)); res.StatusCode != 200 || r.Accepted != 4 {
-		t.Fatalf("%d %+v", res.StatusCode, r)
-	}
-	// Skew under the threshold (30s): timestamps are kept as sent.
-	small := toolCall(5)
-	small["timestamp"] = now.Add(-35 * time.Second).Format(time.RFC3339Nano)
-	if res, r := f.post("/batch/", batchBody(t, now.Add(-30*time.Second).Format(time.RFC3339Nano), small)); res.StatusCode != 200 || r.Accepted != 1 {
-		t.Fatalf("%d %+v", res.StatusCode, r)
-	}
-	msgs := f.messages(ingest.TopicToolCalls)
-	want := []string{"2026-11-20T23:59:50Z", "2026-11-21T00:00:00Z", "2026-11-21T00:00:10Z", "2026-11-21T00:00:29.999Z", "2026-11-20T23:59:55Z"}
-	var got []string
-	for _, m := range msgs {
-		got = append(got, envelopeOf(t, m).Timestamp)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("timestamps %v, want %v", got, want)
-	}
-}
-
 func TestShutdownDrainsInFlightRequests(t *testing.T) {
 	f := newFixture(t, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
