@@ -546,15 +546,21 @@ func (w *walker) skipRest(end jsontext.Kind) error {
 	}
 }
 
-// mayHoldKeys reports whether a value at a position the rules ctx apply to could be an object
-// or an array (so a redacted value there could hide keys).
+// mayHoldKeys reports whether a redacted value at a position the rules ctx apply to could
+// have been an object or an array (so the redaction could hide keys). The SDK redacts the
+// value of every key named like a secret, and in the served schema the subschema of every
+// property so named, so for such a key the type is never known: it is taken to be a scalar
+// (a secret is a string), since a wrong guess there can only miss keys, never report one.
+// A schema that does say it admits an object or an array is believed.
 func mayHoldKeys(ctx []*rule) bool {
 	if len(ctx) == 0 {
 		return true
 	}
 	for _, r := range ctx {
 		v := r.view()
-		if v.opaque != "" || v.admitsObj || v.admitsArr {
+		switch {
+		case r.redacted:
+		case v.opaque != "" || v.admitsObj || v.admitsArr:
 			return true
 		}
 	}

@@ -70,12 +70,15 @@ func (c ErrorClass) IsValidation() bool {
 //     "Additional properties are not allowed ('c' was unexpected)"); FastMCP "Unknown tool:
 //     <name>" and pydantic's "N validation error(s) for <tool>Arguments ... Field required
 //     [type=missing" / "Input should be a valid integer [type=int_parsing".
+//   - Ajv (the JSON Schema validator of TypeScript servers built on the low-level Server, and
+//     of SDK 2.x's JSON Schema tools): "data/limit must be integer", "data must have required
+//     property 'query'", "data must NOT have additional properties".
 var (
 	unknownToolRE = regexp.MustCompile(`(?i)(?:^|: )(?:Tool \S{1,256} (?:not found|disabled)$|Unknown tool: |unknown tool "|Tool not found: )`)
 	validationRE  = regexp.MustCompile(`(?i)Input validation error|Invalid arguments for tool |validating "arguments"|validation errors? for \S*Arguments`)
-	requiredRE    = regexp.MustCompile(`(?:^|[\n:,] ?|: )Required(?: at |$|\n|,)|(?i)received undefined|"received":\s*"undefined"|required: missing propert|is a required property|Field required|\[type=missing`)
-	typeRE        = regexp.MustCompile(`(?i)(?:^|[\s:,])expected [a-z]+, received [a-z]+|"code":\s*"invalid_type"|has type "[a-z]+", want |is not of type '|Input should be a valid (?:integer|number|string|boolean|dictionary|list|array|object)|\[type=(?:int|float|string|bool|dict|list|model)_(?:type|parsing)`)
-	unknownKeyRE  = regexp.MustCompile(`(?i)Unrecognized keys?\b|"code":\s*"unrecognized_keys"|unexpected additional propert|Additional properties are not allowed|Extra inputs are not permitted|\[type=extra_forbidden`)
+	requiredRE    = regexp.MustCompile(`(?:^|[\n:,] ?|: )Required(?: at |$|\n|,)|(?i)received undefined|"received":\s*"undefined"|required: missing propert|is a required property|Field required|\[type=missing|must have required property`)
+	typeRE        = regexp.MustCompile(`(?i)(?:^|[\s:,])expected [a-z]+, received [a-z]+|"code":\s*"invalid_type"|has type "[a-z]+", want |is not of type '|Input should be a valid (?:integer|number|string|boolean|dictionary|list|array|object)|\[type=(?:int|float|string|bool|dict|list|model)_(?:type|parsing)|must be (?:integer|number|string|boolean|object|array|null)\b`)
+	unknownKeyRE  = regexp.MustCompile(`(?i)Unrecognized keys?\b|"code":\s*"unrecognized_keys"|unexpected additional propert|Additional properties are not allowed|Extra inputs are not permitted|\[type=extra_forbidden|must NOT have additional properties`)
 )
 
 // ClassifyError classifies a failed tool call by its error message ($mcp_error_message, or a

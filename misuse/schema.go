@@ -80,7 +80,7 @@ func CompileSchema(inputSchema []byte) (*Schema, error) {
 	if err != nil {
 		return &Schema{failed: ReasonSchemaUnsupported}, fmt.Errorf("misuse: input schema is not JSON: %w", err)
 	}
-	p := &preparer{opaque: map[string]Reason{}, cut: map[string]bool{}}
+	p := &preparer{opaque: map[string]Reason{}, redacted: map[string]bool{}, cut: map[string]bool{}}
 	cleaned := p.schema(doc, "")
 	truncated := p.truncated || containsMarkers(doc)
 	failed := func(err error) (*Schema, error) {
@@ -207,6 +207,7 @@ var knownDrafts = []string{"json-schema.org/draft-04/schema", "json-schema.org/d
 // markers and malformed subschemas with `true` and remembering where (JSON pointers).
 type preparer struct {
 	opaque    map[string]Reason // pointer of a subschema whose content is unknown -> why
+	redacted  map[string]bool   // pointer of a subschema the SDK redacted (a secret-named property)
 	cut       map[string]bool   // pointer of a schema whose key or branch list the SDK cut
 	truncated bool
 }
@@ -222,6 +223,9 @@ func (p *preparer) schema(v any, ptr string) any {
 		if isCutMarker(v) || v == markerRedacted {
 			p.truncated = true
 			p.opaque[ptr] = ReasonSchemaTruncated
+			if v == markerRedacted {
+				p.redacted[ptr] = true
+			}
 			return true
 		}
 	}
@@ -390,9 +394,12 @@ const (
 // rule is one compiled subschema, reduced to what the key walk needs.
 type rule struct {
 	opaque Reason // content unknown: the SDK cut or hid it, or it was malformed
-	cut    bool   // the SDK cut this schema's properties or branch list
-	never  bool   // the false schema
-	types  int    // admitsObject | admitsArray, from `type` (both when absent)
+	// redacted: the SDK replaced this subschema with "[redacted]" because the property is
+	// named like a secret (see sensitiveKeyRE).
+	redacted bool
+	cut      bool // the SDK cut this schema's properties or branch list
+	never    bool // the false schema
+	types    int  // admitsObject | admitsArray, from `type` (both when absent)
 
 	// Objects: objKeys says the schema enumerates keys (properties or patternProperties
 	// present, even empty, or additionalProperties / unevaluatedProperties present).
@@ -448,6 +455,7 @@ func (c *converter) rule(s *jsonschema.Schema) *rule {
 	if own {
 		if why, ok := c.prep.opaque[ptr]; ok {
 			r.opaque = why
+			r.redacted = c.prep.redacted[ptr]
 			return r
 		}
 		r.cut = c.prep.cut[ptr]
