@@ -31,9 +31,27 @@ reason, event_uuid, event, distinct_id, payload, dlq_partition, dlq_offset)`
 // clickhouse-go batch cannot be re-sent after a failed Send (DESIGN.md §5).
 type row []any
 
-// insertRows sends rows in one batch. Every row was built by this package with the column
-// types of its table, so a failed Append is a BUG, not bad input.
+// MaxPartitionsPerInsert is how many monthly partitions one INSERT may touch: current
+// ClickHouse refuses an INSERT block that falls in more than max_partitions_per_insert_block
+// partitions (100 by default; code 252, TOO_MANY_PARTS), and every raw table and rollup is
+// partitioned by UTC month (toYYYYMM). ClickHouse 18.16 has no such limit.
+const MaxPartitionsPerInsert = 100
+
+// insertRows sends rows in as few batches as keep each within MaxPartitionsPerInsert months
+// (one batch unless the rows span more: a backfill, or clocks set years apart). Every row was
+// built by this package with the column types of its table, so a failed Append is a BUG, not
+// bad input. A retry after a later batch failed re-sends the earlier ones, which the
+// replacing raw tables and the uniqExact rollups absorb (DESIGN.md §5).
 func insertRows(ctx context.Context, conn driver.Conn, query string, rows []row) error {
+	for _, chunk := range byMonths(rows, MaxPartitionsPerInsert) {
+		if err := insertBatch(ctx, conn, query, chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func insertBatch(ctx context.Context, conn driver.Conn, query string, rows []row) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -48,6 +66,55 @@ func insertRows(ctx context.Context, conn driver.Conn, query string, rows []row)
 		}
 	}
 	return batch.Send()
+}
+
+// byMonths cuts rows, in order, into runs whose time values fall in at most max UTC months.
+// Every time.Time and *time.Time column counts, not only the table's partition key, so a
+// rollup a materialized view partitions by another of the row's times (the funnel by
+// invitation_sent_at) stays within the limit too.
+func byMonths(rows []row, max int) [][]row {
+	var (
+		out    [][]row
+		start  int
+		months = map[int]bool{}
+	)
+	for i, r := range rows {
+		var own []int
+		for _, v := range r {
+			var t time.Time
+			switch x := v.(type) {
+			case time.Time:
+				t = x
+			case *time.Time:
+				if x == nil {
+					continue
+				}
+				t = *x
+			default:
+				continue
+			}
+			u := t.UTC()
+			own = append(own, u.Year()*12+int(u.Month()))
+		}
+		added := 0
+		for _, m := range own {
+			if !months[m] {
+				added++
+			}
+		}
+		if len(months)+added > max && i > start {
+			out = append(out, rows[start:i])
+			start = i
+			clear(months)
+		}
+		for _, m := range own {
+			months[m] = true
+		}
+	}
+	if start < len(rows) {
+		out = append(out, rows[start:])
+	}
+	return out
 }
 
 func tableOf(query string) string {
