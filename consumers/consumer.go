@@ -25,6 +25,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 // Consumer is one member of the consumer group. Create it with New, run it with Run or
@@ -50,7 +51,7 @@ type Stats struct {
 	DeadLettered int64            // malformed events sent to the dead-letter topic
 	DeadLetters  int64            // dead-letter messages recorded in table dead_letters
 	Audits       int64            // audit events recorded in table suppression_audit
-	Suppression  map[string]int64 // suppression script outcomes (ApplyWritten, ...)
+	Suppression  map[string]int64 // suppression script outcomes (suppression.Outcome)
 	Batches      int64            // batches stored and committed
 	StoreRetries int64            // batch attempts that failed on a store and were retried
 	FetchRetries int64            // Kafka fetches that failed (group not joined or synced) and were retried
@@ -73,8 +74,8 @@ func New(cfg Config) (*Consumer, error) {
 	keys, _ := ingest.NewKeyFilter(cfg.ClientInjectedKeys) // validated above
 	c := &Consumer{cfg: cfg, keys: keys}
 	c.stats.suppression = map[string]*atomic.Int64{}
-	for _, k := range []string{ApplyWritten, ApplyOlder, ApplyKeptPermanent, ApplyExpired, ApplyBeforeReset} {
-		c.stats.suppression[k] = new(atomic.Int64)
+	for _, k := range suppression.Outcomes {
+		c.stats.suppression[string(k)] = new(atomic.Int64)
 	}
 	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
 	var err error
@@ -275,9 +276,10 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 	return res, nil
 }
 
-// applySuppression runs the suppression script for every response, pipelined (runScripts). The
-// script's result does not depend on the order responses are applied in (it keeps the maximum
-// under the precedence order), so one round trip serves the whole batch; on a Redis Cluster
+// applySuppression runs the suppression script (package suppression) for every response,
+// pipelined (runScripts). The script's result does not depend on the order responses are
+// applied in (it keeps the maximum under the precedence order), so one round trip serves the
+// whole batch; on a Redis Cluster
 // the pipeline is split by slot, and an identity's two keys share one slot (hash tag).
 func (c *Consumer) applySuppression(ctx context.Context, events []decoded, outcomes map[string]int64) error {
 	var responses []decoded
@@ -293,10 +295,10 @@ func (c *Consumer) applySuppression(ctx context.Context, events []decoded, outco
 	calls := make([]scriptCall, len(responses))
 	for i, d := range responses {
 		r := d.ev.Recruitment
-		rec := Record{DistinctID: d.ev.DistinctID, CampaignID: r.CampaignID, Response: StateFor(r.Response), RespondedAt: FormatTime(r.RespondedAt)}
-		calls[i] = suppressionCall(c.identity(d.ev), rec, r.RespondedAt, now)
+		keys, args := suppression.ApplyCall(c.identity(d.ev), suppression.NewResponse(d.ev.DistinctID, r.CampaignID, r.Response, r.RespondedAt), now)
+		calls[i] = scriptCall{keys: keys, args: args}
 	}
-	cmds, err := runScripts(ctx, c.cfg.Redis, suppressionScript, calls)
+	cmds, err := runScripts(ctx, c.cfg.Redis, suppression.ApplyScript(), calls)
 	if err != nil {
 		return fmt.Errorf("suppression: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 func TestDuplicateDeliveriesChangeNoCount(t *testing.T) {
@@ -179,7 +180,7 @@ type snapshot struct {
 
 func (h *harness) snapshot() snapshot {
 	h.t.Helper()
-	rec, err := h.rdb.Get(context.Background(), consumers.ResponseKey(ingest.IdentityHash("https://us.posthog.com", "dora"))).Result()
+	rec, err := h.rdb.Get(context.Background(), suppression.ResponseKey(ingest.IdentityHash("https://us.posthog.com", "dora"))).Result()
 	if err != nil {
 		h.t.Fatalf("suppression record: %v", err)
 	}
@@ -367,7 +368,7 @@ func TestResponseFromTheFutureIsDeadLettered(t *testing.T) {
 	if !strings.Contains(reasons[0]+reasons[1], "2099-01-01T00:00:00Z is ") {
 		t.Errorf("dead letter reasons %q do not quote erin's responded_at", reasons)
 	}
-	if got := c.Stats().Suppression[consumers.ApplyWritten]; got != 1 {
+	if got := c.Stats().Suppression[string(suppression.Written)]; got != 1 {
 		t.Errorf("suppression records written = %d, want 1 (frank's)", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 // gathered returns the sum of the series name{labels...} in reg (a histogram counts its
@@ -107,7 +108,7 @@ func TestMetricsFollowAConsumeRun(t *testing.T) {
 		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": "invalid_timestamp"}, 1},
 		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": consumers.ClassBadJSON}, 1},
 		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": consumers.ClassUnknownEvent}, 1},
-		{"mcpulse_consumer_suppression_outcomes_total", map[string]string{"outcome": consumers.ApplyWritten}, 1},
+		{"mcpulse_consumer_suppression_outcomes_total", map[string]string{"outcome": string(suppression.Written)}, 1},
 		{"mcpulse_consumer_store_errors_total", map[string]string{"store": "redis"}, 0},
 		{"mcpulse_consumer_lag", map[string]string{"topic": ingest.TopicToolCalls}, 0},
 		{"mcpulse_consumer_lag", map[string]string{"topic": ingest.TopicDeadLetters}, 0},

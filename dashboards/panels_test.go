@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/suppression"
 )
 
@@ -378,7 +377,7 @@ func TestIdentitiesByStateMatchRedis(t *testing.T) {
 	for _, r := range records {
 		inRedis[r.Response]++
 	}
-	for state, response := range map[string]string{"accepted": consumers.StateAccepted, "declined": consumers.StateDeclined, "cooldown": consumers.StateCooldown} {
+	for state, response := range map[string]string{"accepted": suppression.StateAccepted, "declined": suppression.StateDeclined, "cooldown": suppression.StateCooldown} {
 		if got[state] != inRedis[response] || got[state] == 0 {
 			t.Errorf("%s: %v identities, Redis holds %v %s records (want equal, > 0)", state, got[state], inRedis[response], response)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpulse/mcpulse/demo/report"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/stack"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 // A generated corpus, published and consumed end to end, leaves exactly the generator's
@@ -99,7 +100,7 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 			t.Fatal(err)
 		}
 		audits++
-		if n, err := rdb.Exists(ctx, "mcp:interview:{"+h+"}:response").Result(); err != nil || n != 0 {
+		if n, err := rdb.Exists(ctx, suppression.ResponseKey(h)).Result(); err != nil || n != 0 {
 			t.Errorf("reset identity %s still has a record (%d, %v)", h, n, err)
 		}
 		if _, ok := expected.Suppression[h]; !ok {

@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/demo/gen"
 	"github.com/mcpulse/mcpulse/demo/mcptest"
 	"github.com/mcpulse/mcpulse/demo/outcome"
@@ -176,13 +175,13 @@ const resetReason = "demo: the person asked to be invited again"
 // hash), then waits until suppression_audit holds both. It returns the hashes reset.
 func resetSomeIdentities(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient, pub suppression.ResetPublisher, expected *outcome.Outcome, now time.Time) ([]string, error) {
 	var picked []string
-	for _, want := range []string{consumers.StateDeclined, consumers.StateCooldown} {
+	for _, want := range []string{suppression.StateDeclined, suppression.StateCooldown} {
 		for _, h := range slices.Sorted(maps.Keys(expected.Suppression)) {
 			rec := expected.Suppression[h]
 			if rec.Response != want {
 				continue
 			}
-			if exp, err := time.Parse(time.RFC3339Nano, rec.ExpiresAt); want == consumers.StateCooldown && (err != nil || !exp.After(now)) {
+			if exp, err := time.Parse(time.RFC3339Nano, rec.ExpiresAt); want == suppression.StateCooldown && (err != nil || !exp.After(now)) {
 				continue
 			}
 			picked = append(picked, h)

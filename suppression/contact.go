@@ -8,8 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/mcpulse/mcpulse/consumers"
-	"github.com/mcpulse/mcpulse/ingest"
+	sqlq "github.com/mcpulse/mcpulse/sql"
 )
 
 // Contact-policy violation kinds.
@@ -52,113 +51,90 @@ type ContactAudit struct {
 	ByCampaign  map[string]CampaignViolations `json:"by_campaign"`
 }
 
-// contactEvent is one step of an identity's history, in time order.
-type contactEvent struct {
-	at                                 time.Time
-	kind                               string // "invitation", "response", "reset"
-	state, invitationID, campaign, did string
+// contactHistory is one identity's recruitment history: invitations, responses and resets.
+type contactHistory struct {
+	invitations []contactInvitation
+	responses   []Response
+	resets      []time.Time
+}
+
+type contactInvitation struct {
+	at                          time.Time
+	invitationID, campaign, did string
 }
 
 // AuditContactPolicy replays the event log to check that suppression was honoured: every
 // invitation sent at or after since is judged against the identity's state at that moment
-// (its responses and resets before it, whenever they happened) and against its previous
-// invitation. The violations are stored in table contact_policy_violations (re-running
-// replaces them) unless dryRun.
+// and against its previous invitation. The state at an invitation is the Fold of the
+// identity's responses dated at or before it, under its last reset at or before it, at the
+// invitation's time (so a cooldown ending exactly then no longer holds); responses and resets
+// at the same instant as the invitation count before it. The violations are stored in table
+// contact_policy_violations (re-running replaces them) unless dryRun.
 func AuditContactPolicy(ctx context.Context, ch driver.Conn, since, now time.Time, dryRun bool) (*ContactAudit, error) {
-	histories := map[string][]contactEvent{}
-	rows, err := ch.Query(ctx, `SELECT identity_hash, kind, `+eventAtMs+`, `+respondedAtMs+`, response, invitation_id, campaign_id, distinct_id
-FROM mcpulse.recruitment_events FINAL WHERE kind IN ('invitation_sent', 'response')`)
-	if err != nil {
-		return nil, fmt.Errorf("read recruitment events: %w", err)
-	}
-	for rows.Next() {
-		var (
-			h, kind, response, inv, campaign, did string
-			tsMs, respondedMs                     int64
-		)
-		if err := rows.Scan(&h, &kind, &tsMs, &respondedMs, &response, &inv, &campaign, &did); err != nil {
-			rows.Close()
-			return nil, err
+	histories := map[string]*contactHistory{}
+	history := func(h string) *contactHistory {
+		if histories[h] == nil {
+			histories[h] = &contactHistory{}
 		}
-		e := contactEvent{at: time.UnixMilli(tsMs).UTC(), kind: "invitation", invitationID: inv, campaign: campaign, did: did}
-		if kind == ingest.KindInvitationResponse.String() {
-			e = contactEvent{at: time.UnixMilli(respondedMs).UTC(), kind: "response", state: consumers.StateFor(response)}
-		}
-		histories[h] = append(histories[h], e)
+		return histories[h]
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := eachResponse(ctx, ch, func(h string, r Response) {
+		history(h).responses = append(history(h).responses, r)
+	}); err != nil {
 		return nil, err
 	}
 	// Every reset, not only the last, lifts the suppression in force at its time.
-	allResets, err := ch.Query(ctx, `SELECT identity_hash, `+auditAtMs+` FROM mcpulse.suppression_audit FINAL WHERE action = ?`, ingest.AuditActionReset)
-	if err != nil {
-		return nil, fmt.Errorf("read resets: %w", err)
+	if err := eachReset(ctx, ch, func(h string, m resetMark) {
+		history(h).resets = append(history(h).resets, m.at)
+	}); err != nil {
+		return nil, err
 	}
-	for allResets.Next() {
+	rows, err := ch.Query(ctx, sqlq.Query("suppression_invitations"))
+	if err != nil {
+		return nil, fmt.Errorf("read invitations: %w", err)
+	}
+	for rows.Next() {
 		var (
 			h  string
 			ms int64
+			i  contactInvitation
 		)
-		if err := allResets.Scan(&h, &ms); err != nil {
-			allResets.Close()
-			return nil, err
+		if err := rows.Scan(&h, &i.did, &i.campaign, &i.invitationID, &ms); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read invitations: %w", err)
 		}
-		histories[h] = append(histories[h], contactEvent{at: time.UnixMilli(ms).UTC(), kind: "reset"})
+		i.at = time.UnixMilli(ms).UTC()
+		history(h).invitations = append(history(h).invitations, i)
 	}
-	allResets.Close()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read invitations: %w", err)
+	}
 
 	audit := &ContactAudit{Since: since, ByCampaign: map[string]CampaignViolations{}, Violations: []Violation{}}
-	for h, events := range histories {
-		// Responses and resets take effect before an invitation at the same instant.
-		order := map[string]int{"reset": 0, "response": 1, "invitation": 2}
-		sort.SliceStable(events, func(i, j int) bool {
-			if !events[i].at.Equal(events[j].at) {
-				return events[i].at.Before(events[j].at)
-			}
-			return order[events[i].kind] < order[events[j].kind]
-		})
-		var (
-			permanent    string
-			cooldownEnds time.Time
-			lastInvite   *contactEvent
-		)
-		for i := range events {
-			e := &events[i]
-			switch e.kind {
-			case "reset":
-				permanent, cooldownEnds = "", time.Time{}
-			case "response":
-				if e.state == consumers.StateCooldown {
-					if end := e.at.Add(consumers.CooldownPeriod); end.After(cooldownEnds) {
-						cooldownEnds = end
-					}
-				} else {
-					permanent = e.state
+	for h, hist := range histories {
+		sort.SliceStable(hist.invitations, func(i, j int) bool { return hist.invitations[i].at.Before(hist.invitations[j].at) })
+		sort.SliceStable(hist.responses, func(i, j int) bool { return hist.responses[i].At.Before(hist.responses[j].At) })
+		var lastInvite *contactInvitation
+		for i := range hist.invitations {
+			e := &hist.invitations[i]
+			if !e.at.Before(since) {
+				c := audit.ByCampaign[e.campaign]
+				c.Invitations++
+				audit.Invitations++
+				if state := hist.stateAt(e.at); state != "" {
+					c.SentWhileSuppressed++
+					audit.Violations = append(audit.Violations, Violation{Kind: ViolationSentWhileSuppressed, InvitationID: e.invitationID,
+						SentAt: e.at, CampaignID: e.campaign, IdentityHash: h, DistinctID: e.did, StateAtSend: state})
 				}
-			case "invitation":
-				if !e.at.Before(since) {
-					c := audit.ByCampaign[e.campaign]
-					c.Invitations++
-					audit.Invitations++
-					state := permanent
-					if state == "" && e.at.Before(cooldownEnds) {
-						state = consumers.StateCooldown
-					}
-					if state != "" {
-						c.SentWhileSuppressed++
-						audit.Violations = append(audit.Violations, Violation{Kind: ViolationSentWhileSuppressed, InvitationID: e.invitationID,
-							SentAt: e.at, CampaignID: e.campaign, IdentityHash: h, DistinctID: e.did, StateAtSend: state})
-					}
-					if lastInvite != nil && e.at.Sub(lastInvite.at) < RepeatWindow && lastInvite.invitationID != e.invitationID {
-						c.RepeatWithin7Days++
-						audit.Violations = append(audit.Violations, Violation{Kind: ViolationRepeatWithin7Days, InvitationID: e.invitationID,
-							SentAt: e.at, CampaignID: e.campaign, IdentityHash: h, DistinctID: e.did, PreviousInvitationID: lastInvite.invitationID})
-					}
-					audit.ByCampaign[e.campaign] = c
+				if lastInvite != nil && e.at.Sub(lastInvite.at) < RepeatWindow && lastInvite.invitationID != e.invitationID {
+					c.RepeatWithin7Days++
+					audit.Violations = append(audit.Violations, Violation{Kind: ViolationRepeatWithin7Days, InvitationID: e.invitationID,
+						SentAt: e.at, CampaignID: e.campaign, IdentityHash: h, DistinctID: e.did, PreviousInvitationID: lastInvite.invitationID})
 				}
-				lastInvite = e
+				audit.ByCampaign[e.campaign] = c
 			}
+			lastInvite = e
 		}
 	}
 	sort.Slice(audit.Violations, func(i, j int) bool {
@@ -186,4 +162,20 @@ identity_hash, distinct_id, state_at_send, previous_invitation_id, detected_at)`
 		return nil, fmt.Errorf("store violations: %w", err)
 	}
 	return audit, nil
+}
+
+// stateAt is the identity's suppression state at t ("" when none): the Fold of its responses
+// dated at or before t under its last reset at or before t. responses must be sorted by time.
+func (hist *contactHistory) stateAt(t time.Time) string {
+	var reset *time.Time
+	for i := range hist.resets {
+		if r := &hist.resets[i]; !r.After(t) && (reset == nil || r.After(*reset)) {
+			reset = r
+		}
+	}
+	n := sort.Search(len(hist.responses), func(i int) bool { return hist.responses[i].At.After(t) })
+	if win := Fold(reset, hist.responses[:n], t); win >= 0 {
+		return hist.responses[win].Record.Response
+	}
+	return ""
 }

@@ -9,23 +9,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/mcpulse/mcpulse/consumers"
 )
 
 // ListScanCount is the SCAN COUNT List uses when ListOptions.ScanCount is 0.
 const ListScanCount = 500
-
-// listPattern matches every :response key (and, since '*' spans ':', a few other keys, which
-// List skips by parsing each key).
-const listPattern = "mcp:interview:*:response"
 
 // ListOptions selects the records List streams.
 type ListOptions struct {
 	// Redis holds the records. Required. On a *redis.ClusterClient every master is scanned.
 	Redis redis.UniversalClient
 	// State keeps only records in this state: "accepted", "declined" or "cooldown" (or the
-	// stored value: consumers.StateAccepted, ...). "" keeps all.
+	// stored value: StateAccepted, ...). "" keeps all.
 	State string
 	// Campaign keeps only records of this campaign_id. "" keeps all.
 	Campaign string
@@ -74,17 +68,17 @@ func ListState(name string) (string, error) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case "":
 		return "", nil
-	case "accepted", consumers.StateAccepted:
-		return consumers.StateAccepted, nil
-	case "declined", consumers.StateDeclined:
-		return consumers.StateDeclined, nil
+	case "accepted", StateAccepted:
+		return StateAccepted, nil
+	case "declined", StateDeclined:
+		return StateDeclined, nil
 	case "cooldown":
-		return consumers.StateCooldown, nil
+		return StateCooldown, nil
 	}
 	return "", fmt.Errorf("state %s: want accepted, declined or cooldown", opsQuoteCut(name, 40))
 }
 
-// List streams the suppression records: SCAN MATCH mcp:interview:*:response with a bounded
+// List streams the suppression records: SCAN MATCH ResponseKeyPattern with a bounded
 // COUNT (on a cluster, on every master), GET and PTTL of each batch in one pipeline, and emit
 // for each record passing the filters, as it goes. emit is never called concurrently; an
 // error from it stops the listing and is returned. Keys that vanish between SCAN and GET are
@@ -107,13 +101,13 @@ func List(ctx context.Context, opts ListOptions, emit func(ListEntry) error) (Li
 	scanNode := func(ctx context.Context, node redis.Cmdable) error {
 		var cursor uint64
 		for {
-			keys, next, err := node.Scan(ctx, cursor, listPattern, count).Result()
+			keys, next, err := node.Scan(ctx, cursor, ResponseKeyPattern, count).Result()
 			if err != nil {
-				return opsRedisErr(fmt.Sprintf("scanning %s", listPattern), err)
+				return opsRedisErr(fmt.Sprintf("scanning %s", ResponseKeyPattern), err)
 			}
 			var hashes []string
 			for _, k := range keys {
-				if h, ok := listHashOf(k); ok {
+				if h, ok := IdentityOfResponseKey(k); ok {
 					hashes = append(hashes, h)
 				}
 			}
@@ -141,24 +135,14 @@ func List(ctx context.Context, opts ListOptions, emit func(ListEntry) error) (Li
 	return stats, err
 }
 
-// listHashOf returns the identity hash of a :response key, false for any other key.
-func listHashOf(key string) (string, bool) {
-	const prefix, suffix = "mcp:interview:{", "}:response"
-	if len(key) != len(prefix)+64+len(suffix) || !strings.HasPrefix(key, prefix) || !strings.HasSuffix(key, suffix) {
-		return "", false
-	}
-	h := key[len(prefix) : len(prefix)+64]
-	return h, opsIsHash(h)
-}
-
 func listBatch(ctx context.Context, node redis.Cmdable, hashes []string, state, campaign string,
 	mu *sync.Mutex, stats *ListStats, emit func(ListEntry) error) error {
 	pipe := node.Pipeline()
 	gets := make([]*redis.StringCmd, len(hashes))
 	ttls := make([]*redis.DurationCmd, len(hashes))
 	for i, h := range hashes {
-		gets[i] = pipe.Get(ctx, consumers.ResponseKey(h))
-		ttls[i] = pipe.PTTL(ctx, consumers.ResponseKey(h))
+		gets[i] = pipe.Get(ctx, ResponseKey(h))
+		ttls[i] = pipe.PTTL(ctx, ResponseKey(h))
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is checked below
 	for i, h := range hashes {
@@ -167,11 +151,11 @@ func listBatch(ctx context.Context, node redis.Cmdable, hashes []string, state, 
 			continue // gone since SCAN (an expired cooldown, a reset)
 		}
 		if err != nil {
-			return opsRedisErr(fmt.Sprintf("reading %s", consumers.ResponseKey(h)), err)
+			return opsRedisErr(fmt.Sprintf("reading %s", ResponseKey(h)), err)
 		}
 		ttl, err := ttls[i].Result()
 		if err != nil {
-			return opsRedisErr(fmt.Sprintf("reading the TTL of %s", consumers.ResponseKey(h)), err)
+			return opsRedisErr(fmt.Sprintf("reading the TTL of %s", ResponseKey(h)), err)
 		}
 		if ttl == -2 {
 			continue // expired between GET and PTTL

@@ -9,35 +9,34 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/suppression"
 )
 
 func TestListFiltersByStateAndCampaign(t *testing.T) {
 	s := newOpsStack(t)
 	ctx := context.Background()
-	recent := consumers.FormatTime(time.Now().Add(-time.Hour))
+	recent := suppression.FormatTime(time.Now().Add(-time.Hour))
 	put := func(id, campaign, state string) string {
 		var ttl time.Duration
-		if state == consumers.StateCooldown {
-			ttl = consumers.CooldownPeriod - time.Hour
+		if state == suppression.StateCooldown {
+			ttl = suppression.CooldownPeriod - time.Hour
 		}
-		opsPutRecord(t, s.rdb, id, consumers.Record{CampaignID: campaign, Response: state, RespondedAt: recent}, ttl)
+		opsPutRecord(t, s.rdb, id, suppression.Record{CampaignID: campaign, Response: state, RespondedAt: recent}, ttl)
 		return opsHash(id)
 	}
-	a := put("a", "alpha", consumers.StateAccepted)
-	b := put("b", "alpha", consumers.StateDeclined)
-	c := put("c", "alpha", consumers.StateCooldown)
-	d := put("d", "beta", consumers.StateCooldown)
-	e := put("e", "beta", consumers.StateDeclined)
+	a := put("a", "alpha", suppression.StateAccepted)
+	b := put("b", "alpha", suppression.StateDeclined)
+	c := put("c", "alpha", suppression.StateCooldown)
+	d := put("d", "beta", suppression.StateCooldown)
+	e := put("e", "beta", suppression.StateDeclined)
 	// Keys that are not records: pending keys (one whose id ends in ":response"), a watermark.
 	opsPutPending(t, s.rdb, "a", "inv-1", "x:response")
-	if err := s.rdb.Set(ctx, consumers.ResetKey(a), `{"reset_at":"2026-01-01T00:00:00.000Z","actor":"x","reason":"y"}`, 0).Err(); err != nil {
+	if err := s.rdb.Set(ctx, suppression.ResetKey(a), `{"reset_at":"2026-01-01T00:00:00.000Z","actor":"x","reason":"y"}`, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// A value the MCP server should never write.
 	bad := opsHash("f")
-	if err := s.rdb.Set(ctx, consumers.ResponseKey(bad), "not json", 0).Err(); err != nil {
+	if err := s.rdb.Set(ctx, suppression.ResponseKey(bad), "not json", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -74,7 +73,7 @@ func TestListFiltersByStateAndCampaign(t *testing.T) {
 				t.Errorf("unreadable entry = %+v", en)
 			}
 		case c, d:
-			if en.TTLMillis <= 0 || en.State != consumers.StateCooldown || !strings.Contains(en.Text(), "6d2") {
+			if en.TTLMillis <= 0 || en.State != suppression.StateCooldown || !strings.Contains(en.Text(), "6d2") {
 				t.Errorf("cooldown entry = %+v, %q", en, en.Text())
 			}
 		default:
@@ -91,7 +90,7 @@ func TestListFiltersByStateAndCampaign(t *testing.T) {
 		{"cooldown", "", sorted(c, d)},
 		{"declined", "", sorted(b, e)},
 		{"accepted", "", sorted(a)},
-		{consumers.StateDeclined, "", sorted(b, e)},
+		{suppression.StateDeclined, "", sorted(b, e)},
 		{"", "alpha", sorted(a, b, c)},
 		{"cooldown", "beta", sorted(d)},
 		{"accepted", "beta", nil},
@@ -116,12 +115,12 @@ func TestListFiltersByStateAndCampaign(t *testing.T) {
 }
 
 func TestListEntryTextEscapesCampaign(t *testing.T) {
-	e := suppression.ListEntry{IdentityHash: strings.Repeat("a", 64), State: consumers.StateDeclined, CampaignID: "x\x1b[31m", RespondedAt: "2026-11-20T10:00:00.000Z", TTLMillis: -1}
+	e := suppression.ListEntry{IdentityHash: strings.Repeat("a", 64), State: suppression.StateDeclined, CampaignID: "x\x1b[31m", RespondedAt: "2026-11-20T10:00:00.000Z", TTLMillis: -1}
 	got := e.Text()
 	if strings.Contains(got, "\x1b") || !strings.Contains(got, `"x\x1b[31m"`) {
 		t.Errorf("Text() = %q", got)
 	}
-	want := fmt.Sprintf("%s  %-21s  %s  %s  -", e.IdentityHash, consumers.StateDeclined, `"x\x1b[31m"`, e.RespondedAt)
+	want := fmt.Sprintf("%s  %-21s  %s  %s  -", e.IdentityHash, suppression.StateDeclined, `"x\x1b[31m"`, e.RespondedAt)
 	if got != want {
 		t.Errorf("Text() = %q, want %q", got, want)
 	}

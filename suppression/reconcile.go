@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpulse/mcpulse/consumers"
-	"github.com/mcpulse/mcpulse/ingest"
+	sqlq "github.com/mcpulse/mcpulse/sql"
 )
 
 // ReconcileReport counts what a reconcile found and repaired. Every identity with a response
@@ -53,22 +51,15 @@ type resetMark struct {
 	actor, reason string
 }
 
-// liveResponse is the response that decides an identity's record: the precedence fold of
-// DESIGN.md §3 over the responses after the identity's last reset.
-type liveResponse struct {
-	distinctID, campaignID, state string
-	at                            time.Time
-}
-
 // Reconcile rebuilds every live suppression record from the ClickHouse response history
-// (recruitment_events) and reset audit (suppression_audit), and repairs Redis: missing records
-// and reset watermarks are written, stale ones replaced, records that should not exist deleted.
-// Writes go through the consumers' precedence script, so a record newer than ClickHouse's view
-// is never overwritten, and cooldowns get their remaining TTL from responded_at + 7 days. With
-// dryRun nothing is written and the report says what would be.
+// (recruitment_events) and reset audit (suppression_audit) with Fold, and repairs Redis:
+// missing records and reset watermarks are written, stale ones replaced, records that should
+// not exist deleted. Writes go through the consumers' script (ApplyResponse), so a record
+// above ClickHouse's view is never overwritten, and cooldowns get their remaining TTL from
+// responded_at + 7 days. With dryRun nothing is written and the report says what would be.
 func Reconcile(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient, now time.Time, dryRun bool) (ReconcileReport, error) {
 	rep := ReconcileReport{DryRun: dryRun}
-	resets, err := readResets(ctx, ch)
+	resets, err := readLastResets(ctx, ch)
 	if err != nil {
 		return rep, err
 	}
@@ -82,33 +73,30 @@ func Reconcile(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient, n
 	rep.Identities, rep.Live = len(identities), len(live)
 
 	for h, mark := range resets {
-		var cur struct {
-			ResetAt string `json:"reset_at"`
-		}
-		raw, err := rdb.Get(ctx, consumers.ResetKey(h)).Bytes()
+		raw, err := rdb.Get(ctx, ResetKey(h)).Result()
 		if err != nil && err != redis.Nil {
-			return rep, fmt.Errorf("read %s: %w", consumers.ResetKey(h), err)
+			return rep, fmt.Errorf("read %s: %w", ResetKey(h), err)
 		}
-		if err == nil && json.Unmarshal(raw, &cur) == nil {
-			if t, perr := time.Parse(time.RFC3339Nano, cur.ResetAt); perr == nil && !t.Before(mark.at) {
+		if err == nil {
+			if cur := ParseResetValue(raw); cur != nil && !cur.Before(mark.at) {
 				continue
 			}
 		}
 		rep.ResetsRestored++
 		if !dryRun {
-			value, _ := json.Marshal(map[string]string{"reset_at": consumers.FormatTime(mark.at), "actor": mark.actor, "reason": mark.reason})
-			if err := rdb.Set(ctx, consumers.ResetKey(h), value, 0).Err(); err != nil {
-				return rep, fmt.Errorf("write %s: %w", consumers.ResetKey(h), err)
+			value, _ := json.Marshal(ResetWatermark{ResetAt: FormatTime(mark.at), Actor: mark.actor, Reason: mark.reason})
+			if err := rdb.Set(ctx, ResetKey(h), value, 0).Err(); err != nil {
+				return rep, fmt.Errorf("write %s: %w", ResetKey(h), err)
 			}
 		}
 	}
 
 	// Records in Redis that ClickHouse says should not exist.
-	held, err := ScanRecords(ctx, rdb)
+	held, err := scanRecords(ctx, rdb)
 	if err != nil {
 		return rep, err
 	}
-	for h, rec := range held {
+	for h, raw := range held {
 		if _, ok := live[h]; ok {
 			continue
 		}
@@ -116,18 +104,18 @@ func Reconcile(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient, n
 			rep.UnknownToClickHouse++
 			continue
 		}
-		at, perr := time.Parse(time.RFC3339Nano, rec.RespondedAt)
+		state, at, readable := readHeld(raw)
 		mark, wasReset := resets[h]
-		resurrected := wasReset && perr == nil && !at.After(mark.at)
-		ended := rec.Response == consumers.StateCooldown && perr == nil && !at.Add(consumers.CooldownPeriod).After(now)
+		resurrected := wasReset && readable && ResetCovers(mark.at, at)
+		ended := readable && !Permanent(state) && CooldownEnded(at, now)
 		if !resurrected && !ended {
 			rep.KeptNewer++ // a response ClickHouse has not seen yet
 			continue
 		}
 		rep.Wrong++
 		if !dryRun {
-			if err := rdb.Del(ctx, consumers.ResponseKey(h)).Err(); err != nil {
-				return rep, fmt.Errorf("delete %s: %w", consumers.ResponseKey(h), err)
+			if err := rdb.Del(ctx, ResponseKey(h)).Err(); err != nil {
+				return rep, fmt.Errorf("delete %s: %w", ResponseKey(h), err)
 			}
 		}
 	}
@@ -141,27 +129,33 @@ func Reconcile(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient, n
 
 	for h, want := range live {
 		cur, isHeld := held[h]
-		if isHeld && cur.Response == want.state && sameInstant(cur.RespondedAt, want.at) {
+		if state, at, ok := readHeld(cur); isHeld && ok && state == want.Record.Response && at.Equal(want.At) {
 			rep.Unchanged++
 			continue
 		}
 		if dryRun {
-			if !isHeld {
-				rep.Missing++
-			} else if newer(cur, want) {
+			// What the script would do: the reset watermark is restored above, so it is
+			// ClickHouse's.
+			sim := Held{Record: cur}
+			if mark, ok := resets[h]; ok {
+				sim.ResetAt = &mark.at
+			}
+			switch {
+			case sim.Apply(want, now) != Written:
 				rep.KeptNewer++
-			} else {
+			case isHeld:
 				rep.Stale++
+			default:
+				rep.Missing++
 			}
 			continue
 		}
-		rec := consumers.Record{DistinctID: want.distinctID, CampaignID: want.campaignID, Response: want.state, RespondedAt: consumers.FormatTime(want.at)}
-		out, err := consumers.ApplyResponse(ctx, rdb, h, rec, want.at, now)
+		out, err := ApplyResponse(ctx, rdb, h, want, now)
 		if err != nil {
-			return rep, fmt.Errorf("repair %s: %w", consumers.ResponseKey(h), err)
+			return rep, fmt.Errorf("repair %s: %w", ResponseKey(h), err)
 		}
 		switch {
-		case out != consumers.ApplyWritten:
+		case out != Written:
 			rep.KeptNewer++
 		case isHeld:
 			rep.Stale++
@@ -172,40 +166,24 @@ func Reconcile(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient, n
 	return rep, nil
 }
 
-// newer reports whether the held record wins over want under the precedence rules.
-func newer(held consumers.Record, want liveResponse) bool {
-	at, err := time.Parse(time.RFC3339Nano, held.RespondedAt)
-	if err != nil {
-		return false
-	}
-	heldPermanent, wantPermanent := held.Response != consumers.StateCooldown, want.state != consumers.StateCooldown
-	if heldPermanent != wantPermanent {
-		return heldPermanent
-	}
-	return at.After(want.at)
+// readLastResets returns each identity's last reset in the audit.
+func readLastResets(ctx context.Context, ch driver.Conn) (map[string]resetMark, error) {
+	out := map[string]resetMark{}
+	err := eachReset(ctx, ch, func(h string, m resetMark) {
+		if cur, ok := out[h]; !ok || m.at.After(cur.at) {
+			out[h] = m
+		}
+	})
+	return out, err
 }
 
-func sameInstant(a string, b time.Time) bool {
-	t, err := time.Parse(time.RFC3339Nano, a)
-	return err == nil && t.Equal(b)
-}
-
-// Millisecond times, as Redis compares them (migration 0006); rows written before that
-// migration hold 0 / NULL there and fall back to the whole-second DateTime columns.
-const (
-	eventAtMs     = "if(timestamp_ms = 0, toInt64(toUInt32(timestamp)) * 1000, timestamp_ms)"
-	respondedAtMs = "ifNull(responded_at_ms, ifNull(toInt64(toUInt32(responded_at)) * 1000, " + eventAtMs + "))"
-	auditAtMs     = "if(at_ms = 0, toInt64(toUInt32(at)) * 1000, at_ms)"
-)
-
-func readResets(ctx context.Context, ch driver.Conn) (map[string]resetMark, error) {
-	rows, err := ch.Query(ctx, `SELECT identity_hash, max(`+auditAtMs+`) AS last, argMax(actor, `+auditAtMs+`), argMax(reason, `+auditAtMs+`)
-FROM mcpulse.suppression_audit FINAL WHERE action = ? GROUP BY identity_hash`, ingest.AuditActionReset)
+// eachReset calls f for every reset in suppression_audit (query suppression_resets).
+func eachReset(ctx context.Context, ch driver.Conn, f func(identityHash string, m resetMark)) error {
+	rows, err := ch.Query(ctx, sqlq.Query("suppression_resets"))
 	if err != nil {
-		return nil, fmt.Errorf("read resets: %w", err)
+		return fmt.Errorf("read resets: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]resetMark{}
 	for rows.Next() {
 		var (
 			h  string
@@ -213,87 +191,114 @@ FROM mcpulse.suppression_audit FINAL WHERE action = ? GROUP BY identity_hash`, i
 			m  resetMark
 		)
 		if err := rows.Scan(&h, &ms, &m.actor, &m.reason); err != nil {
-			return nil, err
+			return fmt.Errorf("read resets: %w", err)
 		}
 		m.at = time.UnixMilli(ms).UTC()
-		out[h] = m
-	}
-	return out, rows.Err()
-}
-
-// foldResponses applies DESIGN.md §3's precedence to every identity's responses after its
-// last reset: the latest permanent response wins; without one, the latest cancel, if its
-// cooldown has not ended by now. It returns the live records and every identity with a response.
-func foldResponses(ctx context.Context, ch driver.Conn, resets map[string]resetMark, now time.Time) (map[string]liveResponse, map[string]bool, error) {
-	rows, err := ch.Query(ctx, `SELECT identity_hash, distinct_id, campaign_id, response, `+respondedAtMs+`
-FROM mcpulse.recruitment_events FINAL WHERE kind = 'response'`)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read responses: %w", err)
-	}
-	defer rows.Close()
-	permanent, cooldown := map[string]liveResponse{}, map[string]liveResponse{}
-	identities := map[string]bool{}
-	for rows.Next() {
-		var (
-			h, response string
-			ms          int64
-			r           liveResponse
-		)
-		if err := rows.Scan(&h, &r.distinctID, &r.campaignID, &response, &ms); err != nil {
-			return nil, nil, err
-		}
-		identities[h] = true
-		r.at = time.UnixMilli(ms).UTC()
-		if mark, ok := resets[h]; ok && !r.at.After(mark.at) {
-			continue
-		}
-		r.state = consumers.StateFor(response)
-		pick := cooldown
-		if r.state != consumers.StateCooldown {
-			pick = permanent
-		}
-		if cur, ok := pick[h]; !ok || r.at.After(cur.at) {
-			pick[h] = r
-		}
+		f(h, m)
 	}
 	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read resets: %w", err)
+	}
+	return nil
+}
+
+// eachResponse calls f for every invitation response in recruitment_events (query
+// suppression_responses).
+func eachResponse(ctx context.Context, ch driver.Conn, f func(identityHash string, r Response)) error {
+	rows, err := ch.Query(ctx, sqlq.Query("suppression_responses"))
+	if err != nil {
+		return fmt.Errorf("read responses: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			h, distinctID, campaignID, response string
+			ms                                  int64
+		)
+		if err := rows.Scan(&h, &distinctID, &campaignID, &response, &ms); err != nil {
+			return fmt.Errorf("read responses: %w", err)
+		}
+		f(h, NewResponse(distinctID, campaignID, response, time.UnixMilli(ms)))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read responses: %w", err)
+	}
+	return nil
+}
+
+// foldResponses folds every identity's responses (Fold, one response at a time, so memory
+// holds one record per identity) under its last reset at now. It returns the live records
+// and every identity with a response.
+func foldResponses(ctx context.Context, ch driver.Conn, resets map[string]resetMark, now time.Time) (map[string]Response, map[string]bool, error) {
+	type fold struct {
+		held Held
+		win  Response
+		ok   bool
+	}
+	folds := map[string]*fold{}
+	err := eachResponse(ctx, ch, func(h string, r Response) {
+		f := folds[h]
+		if f == nil {
+			f = &fold{}
+			if mark, ok := resets[h]; ok {
+				f.held.ResetAt = &mark.at
+			}
+			folds[h] = f
+		}
+		if f.held.Apply(r, now) == Written {
+			f.win, f.ok = r, true
+		}
+	})
+	if err != nil {
 		return nil, nil, err
 	}
-	live := permanent
-	for h, r := range cooldown {
-		if _, ok := live[h]; !ok && r.at.Add(consumers.CooldownPeriod).After(now) {
-			live[h] = r
+	live, identities := map[string]Response{}, make(map[string]bool, len(folds))
+	for h, f := range folds {
+		identities[h] = true
+		if f.ok {
+			live[h] = f.win
 		}
 	}
 	return live, identities, nil
 }
 
 // ScanRecords reads every suppression record with SCAN (bounded COUNT; every master of a
-// cluster), keyed by identity hash.
-func ScanRecords(ctx context.Context, rdb redis.UniversalClient) (map[string]consumers.Record, error) {
-	out := map[string]consumers.Record{}
+// cluster), keyed by identity hash. Values that are not a JSON record are left out.
+func ScanRecords(ctx context.Context, rdb redis.UniversalClient) (map[string]Record, error) {
+	raw, err := scanRecords(ctx, rdb)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Record, len(raw))
+	for h, v := range raw {
+		var rec Record
+		if json.Unmarshal([]byte(v), &rec) == nil {
+			out[h] = rec
+		}
+	}
+	return out, nil
+}
+
+// scanRecords reads every :response value as stored, keyed by identity hash.
+func scanRecords(ctx context.Context, rdb redis.UniversalClient) (map[string]string, error) {
+	out := map[string]string{}
 	var mu sync.Mutex
 	scan := func(ctx context.Context, node *redis.Client) error {
-		iter := node.Scan(ctx, 0, "mcp:interview:*:response", 500).Iterator()
+		iter := node.Scan(ctx, 0, ResponseKeyPattern, 500).Iterator()
 		for iter.Next(ctx) {
-			key := iter.Val()
-			open, close := strings.IndexByte(key, '{'), strings.IndexByte(key, '}')
-			if open < 0 || close < open {
+			h, ok := IdentityOfResponseKey(iter.Val())
+			if !ok {
 				continue
 			}
-			raw, err := node.Get(ctx, key).Bytes()
+			raw, err := node.Get(ctx, iter.Val()).Result()
 			if err == redis.Nil {
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("read %s: %w", key, err)
-			}
-			var rec consumers.Record
-			if err := json.Unmarshal(raw, &rec); err != nil {
-				continue // not a record this pipeline can judge; left alone
+				return fmt.Errorf("read %s: %w", iter.Val(), err)
 			}
 			mu.Lock()
-			out[key[open+1:close]] = rec
+			out[h] = raw
 			mu.Unlock()
 		}
 		return iter.Err()

@@ -77,11 +77,11 @@ func (p *pipeline) respond(distinctID, invitationID, answer string, at time.Time
 // reset does what an ops reset does to the stores: the watermark in Redis and the audit event.
 func (p *pipeline) reset(distinctID string, at time.Time) {
 	h := ingest.IdentityHash(instance, distinctID)
-	value, _ := json.Marshal(map[string]string{"reset_at": consumers.FormatTime(at), "actor": "ops", "reason": "asked"})
-	if err := p.rdb.Set(context.Background(), consumers.ResetKey(h), value, 0).Err(); err != nil {
+	value, _ := json.Marshal(map[string]string{"reset_at": suppression.FormatTime(at), "actor": "ops", "reason": "asked"})
+	if err := p.rdb.Set(context.Background(), suppression.ResetKey(h), value, 0).Err(); err != nil {
 		p.t.Fatal(err)
 	}
-	if err := p.rdb.Del(context.Background(), consumers.ResponseKey(h)).Err(); err != nil {
+	if err := p.rdb.Del(context.Background(), suppression.ResponseKey(h)).Err(); err != nil {
 		p.t.Fatal(err)
 	}
 	p.send(ingest.TopicAudit, ingest.AuditEvent{UUID: p.uuid(), Action: ingest.AuditActionReset, At: at, IdentityHash: h,
@@ -114,7 +114,7 @@ func (p *pipeline) records() map[string]heldRecord {
 	out := map[string]heldRecord{}
 	var mu sync.Mutex
 	err := p.eachNode(ctx, func(ctx context.Context, node *redis.Client) error {
-		iter := node.Scan(ctx, 0, "mcp:interview:*:response", 100).Iterator()
+		iter := node.Scan(ctx, 0, suppression.ResponseKeyPattern, 100).Iterator()
 		for iter.Next(ctx) {
 			v, err := node.Get(ctx, iter.Val()).Result()
 			if err != nil {
@@ -208,7 +208,7 @@ func testFlushallThenReconcile(t *testing.T, p *pipeline) {
 		t.Errorf("%d records after reconcile, want %d", len(after), len(before))
 	}
 	for _, who := range []string{"reset", "reset-then-accepted"} {
-		if n, _ := p.rdb.Exists(ctx, consumers.ResetKey(ingest.IdentityHash(instance, who))).Result(); n != 1 {
+		if n, _ := p.rdb.Exists(ctx, suppression.ResetKey(ingest.IdentityHash(instance, who))).Result(); n != 1 {
 			t.Errorf("reset watermark of %s not restored", who)
 		}
 	}
@@ -221,8 +221,8 @@ func testFlushallThenReconcile(t *testing.T, p *pipeline) {
 	if again.Repairs() != 0 || again.Unchanged != 4 {
 		t.Errorf("second reconcile %+v, want no repairs and 4 unchanged", again)
 	}
-	resurrected := `{"distinct_id":"reset","campaign_id":"onboarding","response":"do_not_ask_again","responded_at":"` + consumers.FormatTime(now.Add(-3*day+time.Minute)) + `"}`
-	if err := p.rdb.Set(ctx, consumers.ResponseKey(ingest.IdentityHash(instance, "reset")), resurrected, 0).Err(); err != nil {
+	resurrected := `{"distinct_id":"reset","campaign_id":"onboarding","response":"do_not_ask_again","responded_at":"` + suppression.FormatTime(now.Add(-3*day+time.Minute)) + `"}`
+	if err := p.rdb.Set(ctx, suppression.ResponseKey(ingest.IdentityHash(instance, "reset")), resurrected, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	fixed, err := suppression.Reconcile(ctx, p.ch, p.rdb, time.Now(), false)
@@ -265,8 +265,8 @@ func testReplayAfterReset(t *testing.T, p *pipeline) {
 	p.invite("dana", "i2", now.Add(-10*time.Minute))
 	p.respond("dana", "i2", "accept", now.Add(-9*time.Minute))
 	p.drain()
-	rec, err := consumers.ReadRecord(ctx, p.rdb, ingest.IdentityHash(instance, "dana"))
-	if err != nil || rec == nil || rec.Response != consumers.StateAccepted {
+	rec, err := suppression.ReadRecord(ctx, p.rdb, ingest.IdentityHash(instance, "dana"))
+	if err != nil || rec == nil || rec.Response != suppression.StateAccepted {
 		t.Fatalf("record after a response later than the reset: %+v, %v; want accepted", rec, err)
 	}
 }
@@ -303,8 +303,8 @@ func TestContactPolicyAuditFindsInvitationsThatIgnoredSuppression(t *testing.T) 
 		got[key{v.Kind, v.InvitationID}] = v.StateAtSend + v.PreviousInvitationID
 	}
 	want := map[key]string{
-		{suppression.ViolationSentWhileSuppressed, "a2"}: consumers.StateDeclined,
-		{suppression.ViolationSentWhileSuppressed, "b2"}: consumers.StateCooldown,
+		{suppression.ViolationSentWhileSuppressed, "a2"}: suppression.StateDeclined,
+		{suppression.ViolationSentWhileSuppressed, "b2"}: suppression.StateCooldown,
 		{suppression.ViolationRepeatWithin7Days, "b2"}:   "b1",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -333,7 +333,7 @@ func TestReconcileAndAuditKeepMillisecondOrder(t *testing.T) {
 	p.invite("quick", "q1", sec.Add(100*time.Millisecond))
 	p.respond("quick", "q1", "decline", sec.Add(900*time.Millisecond))
 	p.drain()
-	if rec, _ := consumers.ReadRecord(context.Background(), p.rdb, ingest.IdentityHash(instance, "ms-user")); rec == nil || rec.Response != consumers.StateAccepted {
+	if rec, _ := suppression.ReadRecord(context.Background(), p.rdb, ingest.IdentityHash(instance, "ms-user")); rec == nil || rec.Response != suppression.StateAccepted {
 		t.Fatalf("the consumer did not apply the response 1 ms after the reset: %+v", rec)
 	}
 

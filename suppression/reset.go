@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
@@ -31,7 +30,7 @@ const resetAuditTimeout = 30 * time.Second
 // ResetWatermark is the JSON value of an identity's :reset key (DESIGN.md §3): responses with
 // responded_at at or before ResetAt are ignored, so a replay cannot resurrect a reset.
 type ResetWatermark struct {
-	ResetAt string `json:"reset_at"` // consumers.FormatTime
+	ResetAt string `json:"reset_at"` // FormatTime
 	Actor   string `json:"actor"`
 	Reason  string `json:"reason"`
 }
@@ -204,7 +203,7 @@ func Reset(ctx context.Context, opts ResetOptions) (*ResetReport, error) {
 }
 
 func resetIdentity(ctx context.Context, opts *ResetOptions, id opsIdentity) (*ResetReport, error) {
-	responseKey, resetKey := consumers.ResponseKey(id.hash), consumers.ResetKey(id.hash)
+	responseKey, resetKey := ResponseKey(id.hash), ResetKey(id.hash)
 	rep := &ResetReport{
 		IdentityHash: id.hash, DistinctID: id.distinctID, InstanceURL: id.instanceURL,
 		DryRun: opts.DryRun, ResetKey: resetKey, PendingKeys: []string{}, DeletedKeys: []string{},
@@ -236,7 +235,7 @@ func resetIdentity(ctx context.Context, opts *ResetOptions, id opsIdentity) (*Re
 		now = opts.Now
 	}
 	at := now().UTC().Truncate(time.Millisecond)
-	rep.Watermark = ResetWatermark{ResetAt: consumers.FormatTime(at), Actor: opts.Actor, Reason: opts.Reason}
+	rep.Watermark = ResetWatermark{ResetAt: FormatTime(at), Actor: opts.Actor, Reason: opts.Reason}
 	watermark, err := json.Marshal(rep.Watermark)
 	if err != nil {
 		return nil, fmt.Errorf("identity %s: encoding the reset watermark: %w", id, err)
@@ -355,7 +354,7 @@ func (r *ResetReport) WriteText(w io.Writer) error {
 	}
 	for _, k := range r.DeletedKeys {
 		line := fmt.Sprintf("  %s %s", verb("deleted", "would delete"), opsQuoteIfNeeded(k))
-		if k == consumers.ResponseKey(r.IdentityHash) && r.HadRecord {
+		if k == ResponseKey(r.IdentityHash) && r.HadRecord {
 			line += " (was " + opsJSONText(r.PreviousRecord, 500) + ")"
 		}
 		p("%s\n", line)
@@ -403,7 +402,7 @@ func ParseResetTargets(r io.Reader) ([]ResetTarget, error) {
 		}
 		if h, ok := strings.CutPrefix(line, "hash:"); ok {
 			h = strings.ToLower(strings.TrimSpace(h))
-			if !opsIsHash(h) {
+			if !IsIdentityHash(h) {
 				errs = append(errs, fmt.Errorf("line %d: %s: want hash:<64 hex characters>", n, opsQuoteCut(line, 80)))
 				continue
 			}

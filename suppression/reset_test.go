@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/stack"
@@ -53,18 +52,18 @@ func (s *opsStack) resetOptions(distinctID string) suppression.ResetOptions {
 func opsHash(distinctID string) string { return ingest.IdentityHash(opsInstance, distinctID) }
 
 func opsPendingKey(hash, id string) string {
-	return consumers.ResponseKey(hash) + ":mcp-interview:" + id
+	return suppression.ResponseKey(hash) + ":mcp-interview:" + id
 }
 
 // opsPutRecord writes a :response record as the consumers would (ttl 0: none).
-func opsPutRecord(t *testing.T, rdb redis.Cmdable, distinctID string, rec consumers.Record, ttl time.Duration) string {
+func opsPutRecord(t *testing.T, rdb redis.Cmdable, distinctID string, rec suppression.Record, ttl time.Duration) string {
 	t.Helper()
 	rec.DistinctID = distinctID
 	data, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Set(context.Background(), consumers.ResponseKey(opsHash(distinctID)), data, ttl).Err(); err != nil {
+	if err := rdb.Set(context.Background(), suppression.ResponseKey(opsHash(distinctID)), data, ttl).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return string(data)
@@ -169,10 +168,10 @@ func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *
 	ctx := context.Background()
 	const alice, bob = "user-alice", "user-bob"
 	hash := opsHash(alice)
-	recJSON := opsPutRecord(t, s.rdb, alice, consumers.Record{CampaignID: "onboarding", Response: consumers.StateDeclined,
+	recJSON := opsPutRecord(t, s.rdb, alice, suppression.Record{CampaignID: "onboarding", Response: suppression.StateDeclined,
 		RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
 	pending := opsPutPending(t, s.rdb, alice, "inv-1", "inv-2")
-	opsPutRecord(t, s.rdb, bob, consumers.Record{CampaignID: "onboarding", Response: consumers.StateAccepted, RespondedAt: "2026-11-21T10:00:00.000Z"}, 0)
+	opsPutRecord(t, s.rdb, bob, suppression.Record{CampaignID: "onboarding", Response: suppression.StateAccepted, RespondedAt: "2026-11-21T10:00:00.000Z"}, 0)
 	bobPending := opsPutPending(t, s.rdb, bob, "inv-9")
 
 	opts := s.resetOptions(alice)
@@ -183,7 +182,7 @@ func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *
 		t.Fatal(err)
 	}
 
-	wantDeleted := append([]string{consumers.ResponseKey(hash)}, pending...)
+	wantDeleted := append([]string{suppression.ResponseKey(hash)}, pending...)
 	slices.Sort(wantDeleted)
 	got := slices.Clone(rep.DeletedKeys)
 	slices.Sort(got)
@@ -198,14 +197,14 @@ func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *
 			t.Errorf("%s still exists", k)
 		}
 	}
-	for _, k := range append(bobPending, consumers.ResponseKey(opsHash(bob))) {
+	for _, k := range append(bobPending, suppression.ResponseKey(opsHash(bob))) {
 		if !opsExists(t, s.rdb, k) {
 			t.Errorf("another identity's key %s was deleted", k)
 		}
 	}
 
 	// The watermark: exact JSON, no TTL.
-	raw, err := s.rdb.Get(ctx, consumers.ResetKey(hash)).Result()
+	raw, err := s.rdb.Get(ctx, suppression.ResetKey(hash)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +216,7 @@ func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *
 	if fmt.Sprint(wm) != fmt.Sprint(want) {
 		t.Errorf("watermark = %v, want %v", wm, want)
 	}
-	if ttl := s.rdb.PTTL(ctx, consumers.ResetKey(hash)).Val(); ttl != -1 {
+	if ttl := s.rdb.PTTL(ctx, suppression.ResetKey(hash)).Val(); ttl != -1 {
 		t.Errorf("watermark PTTL = %v, want none", ttl)
 	}
 
@@ -254,11 +253,10 @@ func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *
 	}
 
 	// A response dated before the watermark is now ignored by the consumers' script.
-	out, err := consumers.ApplyResponse(ctx, s.rdb, hash, consumers.Record{DistinctID: alice, CampaignID: "onboarding",
-		Response: consumers.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"},
-		time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC), opsNow)
-	if err != nil || out != consumers.ApplyBeforeReset {
-		t.Errorf("replay after reset: %q, %v; want %q", out, err, consumers.ApplyBeforeReset)
+	out, err := suppression.ApplyResponse(ctx, s.rdb, hash, suppression.NewResponse(alice, "onboarding", ingest.ResponseDecline,
+		time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)), opsNow)
+	if err != nil || out != suppression.BeforeReset {
+		t.Errorf("replay after reset: %q, %v; want %q", out, err, suppression.BeforeReset)
 	}
 
 	var text strings.Builder
@@ -275,8 +273,8 @@ func TestResetDryRunWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	const alice = "user-alice"
 	hash := opsHash(alice)
-	opsPutRecord(t, s.rdb, alice, consumers.Record{CampaignID: "onboarding", Response: consumers.StateCooldown,
-		RespondedAt: consumers.FormatTime(time.Now().Add(-time.Hour))}, 167*time.Hour)
+	opsPutRecord(t, s.rdb, alice, suppression.Record{CampaignID: "onboarding", Response: suppression.StateCooldown,
+		RespondedAt: suppression.FormatTime(time.Now().Add(-time.Hour))}, 167*time.Hour)
 	pending := opsPutPending(t, s.rdb, alice, "inv-1")
 
 	opts := s.resetOptions(alice)
@@ -286,7 +284,7 @@ func TestResetDryRunWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{consumers.ResponseKey(hash), pending[0]}
+	want := []string{suppression.ResponseKey(hash), pending[0]}
 	if !rep.DryRun || !slices.Equal(rep.DeletedKeys, want) || rep.Audit != nil {
 		t.Errorf("dry run report: DryRun %v, DeletedKeys %q (want %q), Audit %v", rep.DryRun, rep.DeletedKeys, want, rep.Audit)
 	}
@@ -295,10 +293,10 @@ func TestResetDryRunWritesNothing(t *testing.T) {
 			t.Errorf("dry run deleted %s", k)
 		}
 	}
-	if opsExists(t, s.rdb, consumers.ResetKey(hash)) {
+	if opsExists(t, s.rdb, suppression.ResetKey(hash)) {
 		t.Error("dry run wrote the watermark")
 	}
-	if ttl := s.rdb.PTTL(ctx, consumers.ResponseKey(hash)).Val(); ttl <= 166*time.Hour {
+	if ttl := s.rdb.PTTL(ctx, suppression.ResponseKey(hash)).Val(); ttl <= 166*time.Hour {
 		t.Errorf("dry run changed the record's TTL: %v", ttl)
 	}
 	if n := s.rdb.DBSize(ctx).Val(); n != 2 {
@@ -324,7 +322,7 @@ func TestResetUnknownIdentityWritesNothing(t *testing.T) {
 	s := newOpsStack(t)
 	ctx := context.Background()
 	// Someone else has state; the unknown identity has only a look-alike key of another hash.
-	opsPutRecord(t, s.rdb, "user-known", consumers.Record{CampaignID: "c", Response: consumers.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
+	opsPutRecord(t, s.rdb, "user-known", suppression.Record{CampaignID: "c", Response: suppression.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
 
 	_, err := suppression.Reset(ctx, s.resetOptions("user-nobody\x1b[2J"))
 	if !errors.Is(err, suppression.ErrResetUnknownIdentity) {
@@ -338,7 +336,7 @@ func TestResetUnknownIdentityWritesNothing(t *testing.T) {
 	if err.Error() != wantMsg {
 		t.Errorf("message = %q, want %q", err.Error(), wantMsg)
 	}
-	if opsExists(t, s.rdb, consumers.ResetKey(opsHash("user-nobody\x1b[2J"))) {
+	if opsExists(t, s.rdb, suppression.ResetKey(opsHash("user-nobody\x1b[2J"))) {
 		t.Error("watermark written for an unknown identity")
 	}
 	if n := s.rdb.DBSize(ctx).Val(); n != 1 {
@@ -373,7 +371,7 @@ func TestResetIdentityWithHistoryOnlyWritesWatermark(t *testing.T) {
 	if rep.HadRecord || len(rep.DeletedKeys) != 0 || rep.HistoryEvents != 1 {
 		t.Errorf("report = %+v", rep)
 	}
-	if !opsExists(t, s.rdb, consumers.ResetKey(opsHash(carol))) {
+	if !opsExists(t, s.rdb, suppression.ResetKey(opsHash(carol))) {
 		t.Error("no watermark")
 	}
 	msgs := opsAuditMessages(t, s.brokers)
@@ -392,14 +390,14 @@ func TestResetIdentityWithHistoryOnlyWritesWatermark(t *testing.T) {
 func TestResetNeedsReasonAndActor(t *testing.T) {
 	s := newOpsStack(t)
 	ctx := context.Background()
-	opsPutRecord(t, s.rdb, "user-a", consumers.Record{CampaignID: "c", Response: consumers.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
+	opsPutRecord(t, s.rdb, "user-a", suppression.Record{CampaignID: "c", Response: suppression.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
 	opts := s.resetOptions("user-a")
 	opts.Reason, opts.Actor = " ", ""
 	_, err := suppression.Reset(ctx, opts)
 	if err == nil || !strings.Contains(err.Error(), "reason is required") || !strings.Contains(err.Error(), "actor is required") {
 		t.Errorf("err = %v", err)
 	}
-	if !opsExists(t, s.rdb, consumers.ResponseKey(opsHash("user-a"))) || opsExists(t, s.rdb, consumers.ResetKey(opsHash("user-a"))) {
+	if !opsExists(t, s.rdb, suppression.ResponseKey(opsHash("user-a"))) || opsExists(t, s.rdb, suppression.ResetKey(opsHash("user-a"))) {
 		t.Error("Redis changed by a refused reset")
 	}
 }
@@ -414,7 +412,7 @@ func (opsFailingPublisher) PublishRaw(context.Context, string, []byte, []byte, .
 func TestResetAuditFailureReturnsTheEventToRepublish(t *testing.T) {
 	s := newOpsStack(t)
 	ctx := context.Background()
-	opsPutRecord(t, s.rdb, "user-a", consumers.Record{CampaignID: "c", Response: consumers.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
+	opsPutRecord(t, s.rdb, "user-a", suppression.Record{CampaignID: "c", Response: suppression.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
 	opts := s.resetOptions("user-a")
 	opts.Publisher = opsFailingPublisher{}
 	rep, err := suppression.Reset(ctx, opts)
@@ -425,7 +423,7 @@ func TestResetAuditFailureReturnsTheEventToRepublish(t *testing.T) {
 	if rep == nil || len(rep.DeletedKeys) != 1 || rep.Audit != nil || len(rep.AuditJSON) == 0 {
 		t.Errorf("report = %+v", rep)
 	}
-	if opsExists(t, s.rdb, consumers.ResponseKey(opsHash("user-a"))) {
+	if opsExists(t, s.rdb, suppression.ResponseKey(opsHash("user-a"))) {
 		t.Error("record not deleted")
 	}
 	var text strings.Builder
@@ -464,7 +462,7 @@ func TestResetBatchRefusesMoreThanTheLimitWithoutYes(t *testing.T) {
 	var targets []suppression.ResetTarget
 	for i := range suppression.ResetBatchLimit + 1 {
 		id := fmt.Sprintf("user-%d", i)
-		opsPutRecord(t, s.rdb, id, consumers.Record{CampaignID: "c", Response: consumers.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
+		opsPutRecord(t, s.rdb, id, suppression.Record{CampaignID: "c", Response: suppression.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
 		targets = append(targets, suppression.ResetTarget{Line: i + 1, DistinctID: id})
 	}
 	called := 0
@@ -494,7 +492,7 @@ func TestResetBatchRefusesMoreThanTheLimitWithoutYes(t *testing.T) {
 func TestResetBatchCarriesOnPastUnknownIdentities(t *testing.T) {
 	s := newOpsStack(t)
 	ctx := context.Background()
-	opsPutRecord(t, s.rdb, "user-a", consumers.Record{CampaignID: "c", Response: consumers.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
+	opsPutRecord(t, s.rdb, "user-a", suppression.Record{CampaignID: "c", Response: suppression.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
 	opsPutPending(t, s.rdb, "user-b", "inv-1")
 	targets, err := suppression.ParseResetTargets(strings.NewReader("user-a\nuser-unknown\nhash:" + opsHash("user-b") + "\n"))
 	if err != nil {
@@ -509,7 +507,7 @@ func TestResetBatchCarriesOnPastUnknownIdentities(t *testing.T) {
 		t.Errorf("outcomes: %v / %v / %v", outcomes[0].Err, outcomes[1].Err, outcomes[2].Err)
 	}
 	for _, id := range []string{"user-a", "user-b"} {
-		if !opsExists(t, s.rdb, consumers.ResetKey(opsHash(id))) {
+		if !opsExists(t, s.rdb, suppression.ResetKey(opsHash(id))) {
 			t.Errorf("%s not reset", id)
 		}
 	}
@@ -536,12 +534,12 @@ func TestResetAndListOnRedisCluster(t *testing.T) {
 	for i := range 30 {
 		id := fmt.Sprintf("cluster-user-%d", i)
 		ids = append(ids, id)
-		opsPutRecord(t, rdb, id, consumers.Record{CampaignID: "cluster", Response: consumers.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
+		opsPutRecord(t, rdb, id, suppression.Record{CampaignID: "cluster", Response: suppression.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
 		opsPutPending(t, rdb, id, "inv-a", "inv-b")
 	}
 	masters := map[string]bool{}
 	for _, id := range ids {
-		node, err := rdb.(*redis.ClusterClient).MasterForKey(ctx, consumers.ResponseKey(opsHash(id)))
+		node, err := rdb.(*redis.ClusterClient).MasterForKey(ctx, suppression.ResponseKey(opsHash(id)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -573,7 +571,7 @@ func TestResetAndListOnRedisCluster(t *testing.T) {
 			t.Errorf("%s still exists", k)
 		}
 	}
-	if !opsExists(t, rdb, consumers.ResetKey(opsHash(ids[7]))) || !opsExists(t, rdb, opsPendingKey(opsHash(ids[8]), "inv-a")) {
+	if !opsExists(t, rdb, suppression.ResetKey(opsHash(ids[7]))) || !opsExists(t, rdb, opsPendingKey(opsHash(ids[8]), "inv-a")) {
 		t.Error("watermark missing or another identity's pending key deleted")
 	}
 	show, err := suppression.Show(ctx, suppression.ShowOptions{Redis: rdb, DistinctID: ids[8], InstanceURL: opsInstance})

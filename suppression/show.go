@@ -15,7 +15,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
@@ -50,9 +49,9 @@ type ShowReport struct {
 
 	// Record is the :response record, nil when there is none or it is not valid JSON
 	// (RecordRaw and RecordError then say what is stored).
-	Record      *consumers.Record `json:"record"`
-	RecordRaw   string            `json:"record_raw,omitempty"`
-	RecordError string            `json:"record_error,omitempty"`
+	Record      *Record `json:"record"`
+	RecordRaw   string  `json:"record_raw,omitempty"`
+	RecordError string  `json:"record_error,omitempty"`
 	// TTL is the record key's PTTL: -2ns when there is no record, -1ns when it has no TTL
 	// (accepted, declined), else the time left on the cooldown.
 	TTL time.Duration `json:"-"`
@@ -115,7 +114,7 @@ func Show(ctx context.Context, opts ShowOptions) (*ShowReport, error) {
 	}
 	rep := &ShowReport{
 		IdentityHash: id.hash, DistinctID: id.distinctID, InstanceURL: id.instanceURL,
-		ResponseKey: consumers.ResponseKey(id.hash), ResetKey: consumers.ResetKey(id.hash),
+		ResponseKey: ResponseKey(id.hash), ResetKey: ResetKey(id.hash),
 		PendingKeys: []string{}, History: []ShowHistoryEvent{}, Resets: []ShowAuditEntry{},
 	}
 	node, err := opsNodeFor(ctx, opts.Redis, id)
@@ -315,7 +314,7 @@ func opsResolveIdentity(distinctID, instanceURL, hash string) (opsIdentity, erro
 		return opsIdentity{}, errors.New("give a distinct id or an identity hash, not both")
 	case hash != "":
 		h := strings.ToLower(strings.TrimSpace(hash))
-		if !opsIsHash(h) {
+		if !IsIdentityHash(h) {
 			return opsIdentity{}, fmt.Errorf("identity hash %s: want 64 hex characters", opsQuoteCut(hash, 80))
 		}
 		return opsIdentity{hash: h, byHash: true}, nil
@@ -328,36 +327,17 @@ func opsResolveIdentity(distinctID, instanceURL, hash string) (opsIdentity, erro
 	return opsIdentity{}, errors.New("no identity: give a distinct id (--distinct-id) or an identity hash (--identity-hash)")
 }
 
-func opsIsHash(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // opsNodeFor returns the client to SCAN an identity's keys on: the master of the identity's
 // slot on a Redis Cluster (every key of one identity shares the hash tag), else rdb itself.
 func opsNodeFor(ctx context.Context, rdb redis.UniversalClient, id opsIdentity) (redis.Cmdable, error) {
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, consumers.ResponseKey(id.hash))
+		node, err := cc.MasterForKey(ctx, ResponseKey(id.hash))
 		if err != nil {
-			return nil, opsRedisErr(fmt.Sprintf("finding the cluster node of %s for identity %s", consumers.ResponseKey(id.hash), id), err)
+			return nil, opsRedisErr(fmt.Sprintf("finding the cluster node of %s for identity %s", ResponseKey(id.hash), id), err)
 		}
 		return node, nil
 	}
 	return rdb, nil
-}
-
-// opsPendingPattern is the SCAN MATCH pattern of an identity's pending continuation keys. The
-// hash is hex, so nothing in it needs glob escaping.
-func opsPendingPattern(hash string) string {
-	return consumers.ResponseKey(hash) + ":mcp-interview:*"
 }
 
 // opsPendingKeys finds an identity's pending continuation keys with SCAN MATCH (bounded
@@ -366,7 +346,7 @@ func opsPendingKeys(ctx context.Context, node redis.Cmdable, id opsIdentity, cou
 	if count <= 0 {
 		count = ShowDefaultScanCount
 	}
-	pattern := opsPendingPattern(id.hash)
+	pattern := PendingKeyPattern(id.hash)
 	seen := map[string]bool{}
 	keys := []string{}
 	var cursor uint64
@@ -391,8 +371,8 @@ func opsPendingKeys(ctx context.Context, node redis.Cmdable, id opsIdentity, cou
 }
 
 // opsParseRecord decodes a :response value; on failure it returns nil and the reason.
-func opsParseRecord(raw string) (*consumers.Record, string) {
-	var rec consumers.Record
+func opsParseRecord(raw string) (*Record, string) {
+	var rec Record
 	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
 		return nil, "not a JSON record"
 	}

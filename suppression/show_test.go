@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/suppression"
 )
 
@@ -53,8 +52,8 @@ instance_url, actor, reason, deleted_keys, previous_record, kafka_partition, kaf
 	cancelAt := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 	opsHistory(t, s.ch, dave, "invitation_sent", "campaign\n2", "inv-2", "", cancelAt.Add(-time.Minute), nil)
 	opsHistory(t, s.ch, dave, "response", "campaign\n2", "inv-2", "cancel", cancelAt, &cancelAt)
-	opsPutRecord(t, s.rdb, dave, consumers.Record{CampaignID: "campaign\n2", Response: consumers.StateCooldown,
-		RespondedAt: consumers.FormatTime(cancelAt)}, consumers.CooldownPeriod-time.Hour)
+	opsPutRecord(t, s.rdb, dave, suppression.Record{CampaignID: "campaign\n2", Response: suppression.StateCooldown,
+		RespondedAt: suppression.FormatTime(cancelAt)}, suppression.CooldownPeriod-time.Hour)
 	pending := opsPutPending(t, s.rdb, dave, "inv-3", "inv-4")
 	opsPutPending(t, s.rdb, "someone-else", "inv-5")
 
@@ -65,11 +64,11 @@ instance_url, actor, reason, deleted_keys, previous_record, kafka_partition, kaf
 	if rep.IdentityHash != hash || rep.InstanceURL != opsInstance {
 		t.Errorf("identity = %s %s", rep.IdentityHash, rep.InstanceURL)
 	}
-	if rep.Record == nil || rep.Record.Response != consumers.StateCooldown || rep.Record.CampaignID != "campaign\n2" ||
-		rep.Record.RespondedAt != consumers.FormatTime(cancelAt) {
+	if rep.Record == nil || rep.Record.Response != suppression.StateCooldown || rep.Record.CampaignID != "campaign\n2" ||
+		rep.Record.RespondedAt != suppression.FormatTime(cancelAt) {
 		t.Errorf("record = %+v", rep.Record)
 	}
-	if rep.TTL < consumers.CooldownPeriod-time.Hour-time.Minute || rep.TTL > consumers.CooldownPeriod-time.Hour ||
+	if rep.TTL < suppression.CooldownPeriod-time.Hour-time.Minute || rep.TTL > suppression.CooldownPeriod-time.Hour ||
 		rep.CooldownLeftMillis == nil || *rep.CooldownLeftMillis != rep.TTL.Milliseconds() {
 		t.Errorf("TTL = %v (%v)", rep.TTL, rep.CooldownLeftMillis)
 	}
@@ -134,7 +133,7 @@ func TestShowUnknownIdentityAndWithoutClickHouse(t *testing.T) {
 		t.Errorf("text:\n%s", text.String())
 	}
 
-	opsPutRecord(t, s.rdb, "user-e", consumers.Record{CampaignID: "c", Response: consumers.StateAccepted, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
+	opsPutRecord(t, s.rdb, "user-e", suppression.Record{CampaignID: "c", Response: suppression.StateAccepted, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
 	rep, err = suppression.Show(ctx, suppression.ShowOptions{Redis: s.rdb, DistinctID: "user-e"})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/demo/outcome"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 // The expected outcome, computed from the generated events with plain maps, restating
@@ -15,8 +16,6 @@ import (
 const (
 	hourLayout = "2006-01-02 15:04:05"
 	dayLayout  = "2006-01-02"
-	// cooldown is how long a cancel suppresses further invitations (DESIGN.md §3).
-	cooldown = 7 * 24 * time.Hour
 )
 
 // clientInjected tells the client-injected keys apart (the one piece of ingest the expected
@@ -184,45 +183,29 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 	return o
 }
 
-// foldSuppression restates DESIGN.md §3's precedence for one identity's responses: the
-// accept/decline with the latest responded_at wins (booking_link_accepted / do_not_ask_again);
-// with none, the cancel with the latest responded_at gives a cooldown until responded_at + 7
-// days. A cancel never overrides a permanent state. (The corpus never gives one identity two
-// responses in the same second, so there are no ties.)
+// foldSuppression is the record DESIGN.md §3's precedence leaves one identity with, decided by
+// the consumers' own rules (suppression.Fold, which the Redis script is tested against): the
+// accept/decline with the latest responded_at (booking_link_accepted / do_not_ask_again);
+// with none, the latest cancel, a cooldown until responded_at + 7 days. No response is dropped
+// as expired here: Compare drops cooldowns that ended by the time it compares.
 func foldSuppression(responses []*event) (outcome.Suppression, bool) {
-	var permanent, cancel *event
-	for _, e := range responses {
-		switch e.rec.response {
-		case "accept", "decline":
-			if permanent == nil || e.rec.respondedAt.After(permanent.rec.respondedAt) {
-				permanent = e
-			}
-		case "cancel":
-			if cancel == nil || e.rec.respondedAt.After(cancel.rec.respondedAt) {
-				cancel = e
-			}
-		}
+	folded := make([]suppression.Response, len(responses))
+	for i, e := range responses {
+		folded[i] = suppression.NewResponse(e.distinctID, e.rec.campaignID, e.rec.response, e.rec.respondedAt)
 	}
-	win := permanent
-	if win == nil {
-		win = cancel
-	}
-	if win == nil {
+	i := suppression.Fold(nil, folded, time.Time{})
+	if i < 0 {
 		return outcome.Suppression{}, false
 	}
+	win := responses[i]
 	s := outcome.Suppression{
 		DistinctID:  win.distinctID,
 		CampaignID:  win.rec.campaignID,
+		Response:    folded[i].Record.Response,
 		RespondedAt: win.rec.respondedAt.UTC().Format(time.RFC3339),
 	}
-	switch win.rec.response {
-	case "accept":
-		s.Response = "booking_link_accepted"
-	case "decline":
-		s.Response = "do_not_ask_again"
-	default:
-		s.Response = "cooldown"
-		s.ExpiresAt = win.rec.respondedAt.Add(cooldown).UTC().Format(time.RFC3339)
+	if s.Response == suppression.StateCooldown {
+		s.ExpiresAt = win.rec.respondedAt.Add(suppression.CooldownPeriod).UTC().Format(time.RFC3339)
 	}
 	return s, true
 }

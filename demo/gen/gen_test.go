@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/demo/outcome"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 var testEnd = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -327,32 +328,21 @@ func recompute(t *testing.T, data []byte, defaultInstance string) *outcome.Outco
 			Accepted: int64(len(f[3])), Declined: int64(len(f[4])), Cancelled: int64(len(f[5])),
 			Unanswered: int64(len(f[0]) - len(f[6]))})
 	}
-	// Suppression, folded in arrival order with DESIGN.md §3's pairwise precedence (a
-	// different formulation from foldSuppression's "latest permanent, else latest cancel").
+	// Suppression, folded from the parsed lines with the consumers' rules (suppression.Fold).
 	for h, list := range resp {
-		var cur *ingest.Event
-		for _, ev := range list {
-			if cur == nil {
-				cur = ev
-				continue
-			}
-			curPerm := cur.Recruitment.Response != ingest.ResponseCancel
-			newPerm := ev.Recruitment.Response != ingest.ResponseCancel
-			newer := ev.Recruitment.RespondedAt.After(cur.Recruitment.RespondedAt)
-			if (newPerm && (!curPerm || newer)) || (!newPerm && !curPerm && newer) {
-				cur = ev
-			}
+		folded := make([]suppression.Response, len(list))
+		for i, ev := range list {
+			folded[i] = suppression.NewResponse(ev.DistinctID, ev.Recruitment.CampaignID, ev.Recruitment.Response, ev.Recruitment.RespondedAt)
 		}
+		i := suppression.Fold(nil, folded, time.Time{})
+		if i < 0 {
+			continue
+		}
+		cur := list[i]
 		s := outcome.Suppression{DistinctID: cur.DistinctID, CampaignID: cur.Recruitment.CampaignID,
-			RespondedAt: cur.Recruitment.RespondedAt.Format(time.RFC3339)}
-		switch cur.Recruitment.Response {
-		case ingest.ResponseAccept:
-			s.Response = "booking_link_accepted"
-		case ingest.ResponseDecline:
-			s.Response = "do_not_ask_again"
-		default:
-			s.Response = "cooldown"
-			s.ExpiresAt = cur.Recruitment.RespondedAt.Add(7 * 24 * time.Hour).Format(time.RFC3339)
+			Response: folded[i].Record.Response, RespondedAt: cur.Recruitment.RespondedAt.Format(time.RFC3339)}
+		if s.Response == suppression.StateCooldown {
+			s.ExpiresAt = cur.Recruitment.RespondedAt.Add(suppression.CooldownPeriod).Format(time.RFC3339)
 		}
 		o.Suppression[h] = s
 	}

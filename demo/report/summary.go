@@ -12,8 +12,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/demo/outcome"
+	"github.com/mcpulse/mcpulse/suppression"
 )
 
 // Summary is what `mcpulse demo` prints: the figures a newcomer checks against the corpus.
@@ -79,7 +79,7 @@ func BuildSummary(ctx context.Context, ch driver.Conn, observed *outcome.Outcome
 		Tables:           observed.Tables,
 		DeadLettered:     observed.Tables["dead_letters"],
 		GateReasonShares: map[string][]ReasonShare{},
-		Suppression:      map[string]int64{consumers.StateAccepted: 0, consumers.StateDeclined: 0, consumers.StateCooldown: 0},
+		Suppression:      map[string]int64{suppression.StateAccepted: 0, suppression.StateDeclined: 0, suppression.StateCooldown: 0},
 		Mismatches:       []string{},
 	}
 	for _, rec := range observed.Suppression {
@@ -212,9 +212,9 @@ func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintln(w, "  there and in its own column, so the answer columns can add up to more than the attempts)")
 
 	fmt.Fprintln(w, "\n== suppression (Redis records)")
-	fmt.Fprintf(tw, "  suppressed: accepted\t%d\n", s.Suppression[consumers.StateAccepted])
-	fmt.Fprintf(tw, "  suppressed: declined\t%d\n", s.Suppression[consumers.StateDeclined])
-	fmt.Fprintf(tw, "  in cooldown\t%d\n", s.Suppression[consumers.StateCooldown])
+	fmt.Fprintf(tw, "  suppressed: accepted\t%d\n", s.Suppression[suppression.StateAccepted])
+	fmt.Fprintf(tw, "  suppressed: declined\t%d\n", s.Suppression[suppression.StateDeclined])
+	fmt.Fprintf(tw, "  in cooldown\t%d\n", s.Suppression[suppression.StateCooldown])
 	tw.Flush()
 
 	fmt.Fprintf(w, "\n== throughput: %d events in %.1f s = %.0f events/s end to end (publish to stored)\n",

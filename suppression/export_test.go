@@ -1,0 +1,4 @@
+package suppression
+
+// LuaEpochMs is the script's time reader, for checking ParseTime against it.
+const LuaEpochMs = luaEpochMs
