@@ -39,6 +39,9 @@ func TestEmbeddedDefinitionsLoad(t *testing.T) {
 	}
 }
 
+// testColumns label the columns the test definitions name.
+var testColumns = Columns{"x": {Label: "X"}, "y": {Label: "Y"}, "s": {Label: "S"}, "a": {Label: "A"}, "b": {Label: "B"}, "k": {Label: "K"}}
+
 // A definition with mistakes is refused with every problem listed, each naming the file and
 // the panel.
 func TestLoadRefusesBadDefinitionsNamingFileAndPanel(t *testing.T) {
@@ -75,11 +78,23 @@ func TestLoadRefusesBadDefinitionsNamingFileAndPanel(t *testing.T) {
 		{"unknown-field", "title: T\npanels:\n  - {id: p, title: A, query: no_params, chart: table, colour: red}\n",
 			[]string{`dashboards/unknown-field.yaml:`, `colour`}},
 		{"Bad_Name", good, []string{`dashboards/Bad_Name.yaml: file name "Bad_Name"`}},
+		{"unlabelled-column", "title: T\npanels:\n  - {id: p, title: A, query: no_params, chart: line, x: x, y: [nolabel]}\n",
+			[]string{`panel "p": column "nolabel" has no entry in dashboards/columns.yaml`}},
+		{"chart-options", "title: T\npanels:\n" +
+			"  - {id: a, title: A, query: no_params, chart: table, rate: {numerator: x, denominator: y}}\n" +
+			"  - {id: b, title: B, query: no_params, chart: line, x: x, y: [y], series: s, top: 12}\n" +
+			"  - {id: c, title: C, query: no_params, chart: bar, x: x, y: [y], thresholds: [y]}\n" +
+			"  - {id: d, title: D, query: no_params, chart: line, x: x, y: [y], bucket: week}\n" +
+			"  - {id: e, title: E, query: no_params, chart: funnel, x: x, y: [y]}\n" +
+			"  - {id: f, title: F, query: no_params, chart: line, x: x, y: [y], group: {by: x}}\n",
+			[]string{`panel "a": rate applies to a line or bar chart`, `panel "b": top 12: a chart draws at most 10 series`,
+				`panel "c": thresholds apply to a line chart with series`, `panel "d": bucket "week"`,
+				`panel "e": a funnel needs x`, `panel "f": group applies to a table`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := fstest.MapFS{tc.name + ".yaml": {Data: []byte(tc.yaml)}, "good.yaml": {Data: []byte(good)}}
-			ds, err := load(fsys, queries)
+			ds, err := load(fsys, queries, testColumns)
 			if err == nil {
 				t.Fatalf("loaded %+v, want an error", ds)
 			}
@@ -93,7 +108,7 @@ func TestLoadRefusesBadDefinitionsNamingFileAndPanel(t *testing.T) {
 			}
 		})
 	}
-	ds, err := load(fstest.MapFS{"good.yaml": {Data: []byte(good)}}, queries)
+	ds, err := load(fstest.MapFS{"good.yaml": {Data: []byte(good)}, "columns.yaml": {Data: []byte("not: a dashboard")}}, queries, testColumns)
 	if err != nil || len(ds) != 1 || ds[0].Name != "good" || ds[0].Panels[0].Params[1] != ParamTo {
 		t.Fatalf("good definition: %+v, %v", ds, err)
 	}

@@ -1,6 +1,7 @@
 package dashboards
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -16,9 +17,23 @@ type Filters struct {
 	// all.
 	Campaign, Client, Tool string
 	// Limit is how many rows (or rows per group, for the panels that say so) a panel shows.
-	// 0 means DefaultLimit; values above MaxLimit are cut to it.
+	// 0 means the panel's own default (Panel.Limit), else DefaultLimit; values above MaxLimit
+	// are cut to it.
 	Limit int
+	// MinCalls is the fewest calls a rate needs to be drawn or ranked; 0 means
+	// DefaultMinCalls. 1 shows every rate.
+	MinCalls int
+	// Now is the time an open range ends at for the previous-period parameters; zero means
+	// time.Now().
+	Now time.Time
 }
+
+// DefaultMinCalls is Filters.MinCalls when the page sets none: a rate over fewer calls is
+// not drawn, so an hour with one call cannot spike a chart to 100%.
+const DefaultMinCalls = 10
+
+// DefaultPeriod is the range compared with its previous period when the page sets no start.
+const DefaultPeriod = 24 * time.Hour
 
 // Limits of Filters.Limit.
 const (
@@ -39,7 +54,10 @@ var (
 //   - "to": the last whole second before To (time.Time, UTC), so queries compare "<= ?" and a
 //     zero To (2106-01-01) binds 2105-12-31 23:59:59, which ClickHouse 18.16 can parse;
 //   - "campaign", "client", "tool": the string, "" for all;
-//   - "limit": uint64, DefaultLimit when 0 or negative, at most MaxLimit.
+//   - "limit": uint64, the panel's Limit (else DefaultLimit) when 0 or negative, at most MaxLimit;
+//   - "min_calls": uint64, DefaultMinCalls when 0 or negative;
+//   - "period_from", "period_to", "prev_from", "prev_to": the compared range and the previous
+//     period of the same length (Previous), each bound like from and to.
 //
 // An unknown name is a BUG (Load refuses such a panel) and panics.
 func (f Filters) Args(p Panel) []any {
@@ -60,9 +78,14 @@ func (f Filters) Args(p Panel) []any {
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultLimit
+		limit = cmp.Or(p.Limit, DefaultLimit)
 	}
 	limit = min(limit, MaxLimit)
+	minCalls := f.MinCalls
+	if minCalls <= 0 {
+		minCalls = DefaultMinCalls
+	}
+	periodFrom, periodTo, prevFrom, prevTo := f.periods()
 
 	args := make([]any, len(p.Params))
 	for i, name := range p.Params {
@@ -79,9 +102,63 @@ func (f Filters) Args(p Panel) []any {
 			args[i] = f.Tool
 		case ParamLimit:
 			args[i] = uint64(limit)
+		case ParamMinCalls:
+			args[i] = uint64(minCalls)
+		case ParamPeriodFrom:
+			args[i] = periodFrom
+		case ParamPeriodTo:
+			args[i] = periodTo
+		case ParamPrevFrom:
+			args[i] = prevFrom
+		case ParamPrevTo:
+			args[i] = prevTo
 		default:
 			panic(fmt.Sprintf("BUG: panel %q has unknown param %q", p.ID, name))
 		}
 	}
 	return args
+}
+
+// Previous returns the range the previous-period parameters compare with, [From', To'), and
+// the current range they stand for, both UTC: with From and To set, the period of the same
+// length just before From; with only From set, To is Now; with no From, the current range is
+// the DefaultPeriod before To (or Now) and the previous one the DefaultPeriod before that.
+func (f Filters) Previous() (prevFrom, prevTo, from, to time.Time) {
+	now := f.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	to = f.To.UTC()
+	if f.To.IsZero() || to.After(now) && f.From.IsZero() {
+		to = now.UTC().Truncate(time.Second)
+	}
+	from = f.From.UTC()
+	if f.From.IsZero() || from.Before(minTime) {
+		from = to.Add(-DefaultPeriod)
+	}
+	n := to.Sub(from)
+	return from.Add(-n), from, from, to
+}
+
+// periods binds Previous's two ranges as Args binds from and to: the first whole second
+// and the last whole second before each end.
+func (f Filters) periods() (periodFrom, periodTo, prevFrom, prevTo time.Time) {
+	pf, pt, cf, ct := f.Previous()
+	bind := func(a, b time.Time) (time.Time, time.Time) {
+		if a.Before(minTime) {
+			a = minTime
+		}
+		if b.After(maxTime) {
+			b = maxTime
+		}
+		first := a.Add(time.Second - time.Nanosecond).Truncate(time.Second)
+		last := b.Add(-time.Nanosecond).Truncate(time.Second)
+		if !b.After(a) || first.After(last) {
+			return maxTime.Add(-time.Second), minTime
+		}
+		return first, last
+	}
+	periodFrom, periodTo = bind(cf, ct)
+	prevFrom, prevTo = bind(pf, pt)
+	return periodFrom, periodTo, prevFrom, prevTo
 }

@@ -117,10 +117,15 @@ func TestEveryPanelRunsWithEachFilter(t *testing.T) {
 		{"client", ParamClient, Filters{Client: "cursor"}},
 		{"tool", ParamTool, Filters{Tool: "execute-sql"}},
 		{"limit", ParamLimit, Filters{Limit: 2}},
+		{"min calls", ParamMinCalls, Filters{MinCalls: 300}},
 		{"hostile strings", ParamClient, Filters{Client: "x' OR 1=1 --", Campaign: `\'; DROP TABLE t`, Tool: "?"}},
 	}
 	// Panels whose limit applies per group (column) rather than to the whole result.
-	limitPerGroup := map[string]string{"ignored-key-rate-over-time": "tool_name", "top-ignored-key-paths": "tool_name"}
+	limitPerGroup := map[string]string{"top-ignored-key-paths": "tool_name"}
+	cols, err := LoadColumns()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range mustLoad(t) {
 		for _, p := range d.Panels {
 			for _, fs := range filterSets {
@@ -134,6 +139,11 @@ func TestEveryPanelRunsWithEachFilter(t *testing.T) {
 					}
 					if len(res.Columns) == 0 {
 						t.Fatal("no columns")
+					}
+					for _, c := range res.Columns {
+						if _, ok := cols[c.Name]; !ok {
+							t.Errorf("result column %q has no entry in dashboards/columns.yaml (its label and format)", c.Name)
+						}
 					}
 					switch {
 					case fs.name == "default" && len(res.Rows) == 0:
@@ -196,6 +206,13 @@ func checkNarrowed(t *testing.T, p Panel, res *Result, f Filters, limitGroup str
 			}
 		}
 	}
+	if f.MinCalls > 0 && slices.Contains(p.Params, ParamMinCalls) {
+		for _, row := range res.Rows {
+			if n := num(row[col(t, res, "successful_calls")]); n < float64(f.MinCalls) {
+				t.Errorf("min_calls %d: a row has %v calls", f.MinCalls, n)
+			}
+		}
+	}
 	if f.Limit > 0 && slices.Contains(p.Params, ParamLimit) {
 		groups := map[any]int{}
 		for _, row := range res.Rows {
@@ -205,14 +222,9 @@ func checkNarrowed(t *testing.T, p Panel, res *Result, f Filters, limitGroup str
 				groups[row[col(t, res, limitGroup)]]++
 			}
 		}
-		switch {
-		case p.ID == "ignored-key-rate-over-time" && len(groups) > f.Limit:
-			t.Errorf("%d tools, limit %d", len(groups), f.Limit)
-		case p.ID != "ignored-key-rate-over-time":
-			for g, n := range groups {
-				if n > f.Limit {
-					t.Errorf("%d rows (group %v), limit %d", n, g, f.Limit)
-				}
+		for g, n := range groups {
+			if n > f.Limit {
+				t.Errorf("%d rows (group %v), limit %d", n, g, f.Limit)
 			}
 		}
 	}
@@ -300,7 +312,7 @@ func TestIgnoredKeyRatesEqualExpectedOutcome(t *testing.T) {
 	withDemoData(t)
 	ranked := panelByID(t, "tool-diagnostics", "tools-by-ignored-key-rate")
 	overTime := panelByID(t, "tool-diagnostics", "ignored-key-rate-over-time")
-	for _, f := range []Filters{{Limit: MaxLimit}, {Limit: MaxLimit, Client: "claude-code"}} {
+	for _, f := range []Filters{{Limit: MaxLimit, MinCalls: 1}, {Limit: MaxLimit, MinCalls: 1, Client: "claude-code"}} {
 		perTool := map[string][2]int64{}
 		perHour := map[string][2]int64{}
 		for _, r := range demoData.expected.IgnoredKeyRates {
@@ -319,7 +331,7 @@ func TestIgnoredKeyRatesEqualExpectedOutcome(t *testing.T) {
 			tool := row[col(t, res, "tool_name")].(string)
 			w := perTool[tool]
 			rate := num(row[col(t, res, "ignored_key_rate")])
-			if num(row[col(t, res, "calls")]) != float64(w[0]) || num(row[col(t, res, "calls_with_ignored")]) != float64(w[1]) ||
+			if num(row[col(t, res, "successful_calls")]) != float64(w[0]) || num(row[col(t, res, "calls_with_ignored_keys")]) != float64(w[1]) ||
 				math.Abs(rate-float64(w[1])/float64(w[0])) > 1e-12 {
 				t.Errorf("client %q, %s: %v; expected %d calls, %d with ignored keys", f.Client, tool, row, w[0], w[1])
 			}
@@ -341,6 +353,11 @@ func TestIgnoredKeyRatesEqualExpectedOutcome(t *testing.T) {
 		}
 
 		res = run(t, overTime, f)
+		for k, w := range perHour {
+			if w[0] == 0 { // an hour of a tool with errors only has no rate
+				delete(perHour, k)
+			}
+		}
 		if len(res.Rows) != len(perHour) {
 			t.Errorf("client %q: %d hour × tool rows, expected %d", f.Client, len(res.Rows), len(perHour))
 		}
@@ -416,25 +433,27 @@ func TestDeadLettersByReasonClass(t *testing.T) {
 // checked against, and the latest run's offending tools (PostHog's two oversized tools first).
 func TestSchemaRatchetPanelsShowTheDemoRuns(t *testing.T) {
 	withDemoData(t)
-	res := run(t, panelByID(t, "schema-ratchet", "oversized-vs-ratchet"), Filters{})
-	series := map[string][]float64{}
-	for _, row := range res.Rows {
-		s := row[col(t, res, "series")].(string)
-		series[s] = append(series[s], num(row[col(t, res, "value")]))
+	series := func(id, measure, threshold string) map[string][2][]float64 {
+		res := run(t, panelByID(t, "schema-ratchet", id), Filters{})
+		out := map[string][2][]float64{}
+		for _, row := range res.Rows {
+			s := row[col(t, res, "server")].(string)
+			v := out[s]
+			v[0] = append(v[0], num(row[col(t, res, measure)]))
+			v[1] = append(v[1], num(row[col(t, res, threshold)]))
+			out[s] = v
+		}
+		return out
 	}
-	if len(series) != 8 || fmt.Sprint(series["posthog: max_oversized"]) != "[4 3 2 2]" || fmt.Sprint(series["posthog: oversized"]) != "[2 2 2 2]" {
-		t.Errorf("oversized series %v; want 4 servers × 2, PostHog's 2 oversized tools against 4, 3, 2, 2", series)
+	oversized := series("oversized-vs-ratchet", "oversized", "max_oversized")
+	if len(oversized) != 4 || fmt.Sprint(oversized["posthog"]) != "[[2 2 2 2] [4 3 2 2]]" {
+		t.Errorf("oversized per server %v; want 4 servers, PostHog's 2 oversized tools against 4, 3, 2, 2", oversized)
 	}
-	res = run(t, panelByID(t, "schema-ratchet", "coverage-vs-minimum"), Filters{})
-	series = map[string][]float64{}
-	for _, row := range res.Rows {
-		s := row[col(t, res, "series")].(string)
-		series[s] = append(series[s], num(row[col(t, res, "value")]))
-	}
-	if got := fmt.Sprint(series["sentry-mcp: min_nested_coverage"]); got != "[0.3 0.4 0.5 0.55]" {
+	coverage := series("coverage-vs-minimum", "nested_description_coverage", "min_nested_coverage")
+	if got := fmt.Sprint(coverage["sentry-mcp"][1]); got != "[0.3 0.4 0.5 0.55]" {
 		t.Errorf("sentry-mcp min_nested_coverage %s, want the demo's ratchets", got)
 	}
-	res = run(t, panelByID(t, "schema-ratchet", "offending-tools"), Filters{})
+	res := run(t, panelByID(t, "schema-ratchet", "offending-tools"), Filters{})
 	var top []string
 	for _, row := range res.Rows[:min(2, len(res.Rows))] {
 		top = append(top, fmt.Sprint(row[col(t, res, "server")], "/", row[col(t, res, "tool_name")], " ", row[col(t, res, "why")]))

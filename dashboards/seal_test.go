@@ -46,8 +46,8 @@ func TestSealedHoursAreExactAsOfTheLastSeal(t *testing.T) {
 		panelByID(t, "tool-diagnostics", "tools-by-ignored-key-rate"),
 		panelByID(t, "tool-diagnostics", "schema-vs-ignored-key-rate"),
 	}
-	filters := []Filters{{Limit: MaxLimit}, {Limit: MaxLimit, Client: "claude-code"}, {Limit: MaxLimit, Tool: "search"},
-		{Limit: MaxLimit, From: liveHour, To: now}}
+	filters := []Filters{{Limit: MaxLimit, MinCalls: 1}, {Limit: MaxLimit, MinCalls: 1, Client: "claude-code"}, {Limit: MaxLimit, MinCalls: 1, Tool: "search"},
+		{Limit: MaxLimit, MinCalls: 1, From: liveHour, To: now}}
 	// equalsRaw checks every panel under every filter against its raw equivalent.
 	equalsRaw := func(step string) {
 		t.Helper()
@@ -70,15 +70,15 @@ func TestSealedHoursAreExactAsOfTheLastSeal(t *testing.T) {
 			}
 		}
 	}
-	// searchCalls is the search tool's (calls, calls_with_ignored) on the ranked panel.
+	// searchCalls is the search tool's (successful_calls, calls_with_ignored_keys) on the ranked panel.
 	ranked := panels[1]
 	searchCalls := func() [2]float64 {
 		t.Helper()
-		res := run2(t, ch, ranked, Filters{Limit: MaxLimit, Tool: "search"})
+		res := run2(t, ch, ranked, Filters{Limit: MaxLimit, MinCalls: 1, Tool: "search"})
 		if len(res.Rows) != 1 {
 			t.Fatalf("ranked panel for search: %v", res.Rows)
 		}
-		return [2]float64{num(res.Rows[0][col(t, res, "calls")]), num(res.Rows[0][col(t, res, "calls_with_ignored")])}
+		return [2]float64{num(res.Rows[0][col(t, res, "successful_calls")]), num(res.Rows[0][col(t, res, "calls_with_ignored_keys")])}
 	}
 	count := func(q string) uint64 {
 		t.Helper()
@@ -121,11 +121,11 @@ func TestSealedHoursAreExactAsOfTheLastSeal(t *testing.T) {
 	if got := searchCalls(); got != [2]float64{4, 2} {
 		t.Errorf("late call before the next seal: search has %v; want the sealed [4 2]", got)
 	}
-	raw, err := runQuery(ctx, ch, ranked.RawQuery, Filters{Limit: MaxLimit, Tool: "search"}.Args(ranked))
+	raw, err := runQuery(ctx, ch, ranked.RawQuery, Filters{Limit: MaxLimit, MinCalls: 1, Tool: "search"}.Args(ranked))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(raw.Rows) != 1 || num(raw.Rows[0][col(t, raw, "calls")]) != 5 {
+	if len(raw.Rows) != 1 || num(raw.Rows[0][col(t, raw, "successful_calls")]) != 5 {
 		t.Errorf("raw table after the late call: %v, want 5 search calls", raw.Rows)
 	}
 

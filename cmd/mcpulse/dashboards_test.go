@@ -36,14 +36,16 @@ func TestDashboardsCommandRefusesAnIncompleteSetup(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), server.InstallHint) {
 		t.Errorf("empty --assets: %v, want an error naming %q", err, server.InstallHint)
 	}
-	// A directory that holds the library's file is enough for the flag checks below.
+	// A directory that holds the libraries' files is enough for the flag checks below.
 	assets := t.TempDir()
-	lib := filepath.Join(assets, server.ChartLibrary)
-	if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(lib, []byte("/* stand-in */"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, l := range server.Libraries {
+		lib := filepath.Join(assets, l.Path)
+		if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(lib, []byte("/* stand-in */"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// An address other machines can reach needs credentials; the message says so.
 	t.Setenv(dashboardsTokenEnv, "")

@@ -16,6 +16,28 @@ import (
 	"github.com/mcpulse/mcpulse/dashboards"
 )
 
+// Library is one browser library the pages load: installed from npm (pinned by
+// dashboards/web/package-lock.json) into the assets directory and served from disk at
+// /assets/vendor/<Name>, never from a CDN.
+type Library struct {
+	// Name is the file name under /assets/vendor/.
+	Name string
+	// Path is where `npm ci --prefix dashboards/web` puts the file, relative to the assets
+	// directory.
+	Path string
+}
+
+// Libraries are loaded by every dashboard page, in this order: Chart.js, then Luxon and
+// Chart.js's Luxon adapter (the time axis, drawn in UTC), the annotation plugin (reference
+// lines) and the funnel chart type.
+var Libraries = []Library{
+	{"chart.umd.min.js", ChartLibrary},
+	{"luxon.min.js", "node_modules/luxon/build/global/luxon.min.js"},
+	{"chartjs-adapter-luxon.umd.min.js", "node_modules/chartjs-adapter-luxon/dist/chartjs-adapter-luxon.umd.min.js"},
+	{"chartjs-plugin-annotation.min.js", "node_modules/chartjs-plugin-annotation/dist/chartjs-plugin-annotation.min.js"},
+	{"chartjs-chart-funnel.umd.min.js", "node_modules/chartjs-chart-funnel/build/index.umd.min.js"},
+}
+
 // ChartLibrary is where Chart.js's UMD bundle sits inside an assets directory once
 // `npm ci --prefix dashboards/web` has installed dashboards/web/package-lock.json.
 const ChartLibrary = "node_modules/chart.js/dist/chart.umd.min.js"
@@ -45,7 +67,7 @@ type Config struct {
 	ClickHouse driver.Conn
 	// Dashboards are the dashboards served, in index order. Default: dashboards.Load().
 	Dashboards []dashboards.Dashboard
-	// AssetsDir holds ChartLibrary (see FindAssets). Required: the server never falls back to
+	// AssetsDir holds the Libraries (see FindAssets). Required: the server never falls back to
 	// a CDN, because users run it behind firewalls.
 	AssetsDir string
 	// Listen is the address ListenAndServe listens on, host:port. Default: DefaultListen. An
@@ -180,9 +202,11 @@ func isLoopback(host string) (bool, string) {
 
 // checkAssets reports a missing chart library with the command that installs it.
 func checkAssets(dir string) error {
-	path := filepath.Join(dir, ChartLibrary)
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("dashserver: chart library %s is missing (run `%s` in the repository, or pass --assets DIR): %w", path, InstallHint, err)
+	for _, lib := range Libraries {
+		path := filepath.Join(dir, lib.Path)
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("dashserver: chart library %s is missing (run `%s` in the repository, or pass --assets DIR): %w", path, InstallHint, err)
+		}
 	}
 	return nil
 }

@@ -21,8 +21,12 @@ const (
 	paramClient   = "client"
 	paramTool     = "tool"
 	paramLimit    = "limit"
+	paramMinCalls = "min_calls"
 	paramToken    = "token"
 )
+
+// maxMinCalls caps ?min_calls=.
+const maxMinCalls = 1000000
 
 // maxLimit caps ?limit= so one request cannot ask ClickHouse for an unbounded result.
 const maxLimit = 1000
@@ -41,7 +45,7 @@ var timeLayouts = []string{
 
 // filterForm is what the page's filter form shows: the values as the URL gave them.
 type filterForm struct {
-	From, To, Campaign, Client, Tool, Limit string
+	From, To, Campaign, Client, Tool, Limit, MinCalls string
 }
 
 // badRequest is a query-parameter problem; its message is shown to the caller with status 400.
@@ -58,10 +62,10 @@ func parseFilters(q url.Values) (dashboards.Filters, filterForm, error) {
 		form filterForm
 		errs []string
 	)
-	known := []string{paramFrom, paramTo, paramCampaign, paramClient, paramTool, paramLimit, paramToken}
+	known := []string{paramFrom, paramTo, paramCampaign, paramClient, paramTool, paramLimit, paramMinCalls, paramToken}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		if !slices.Contains(known, k) {
-			errs = append(errs, fmt.Sprintf("unknown parameter %s (known: %s)", strconv.Quote(k), strings.Join(known[:6], ", ")))
+			errs = append(errs, fmt.Sprintf("unknown parameter %s (known: %s)", strconv.Quote(k), strings.Join(known[:len(known)-1], ", ")))
 			continue
 		}
 		if len(q[k]) > 1 {
@@ -99,7 +103,7 @@ func parseFilters(q url.Values) (dashboards.Filters, filterForm, error) {
 		}
 		return s
 	}
-	form = filterForm{From: get(paramFrom), To: get(paramTo), Campaign: get(paramCampaign), Client: get(paramClient), Tool: get(paramTool), Limit: get(paramLimit)}
+	form = filterForm{From: get(paramFrom), To: get(paramTo), Campaign: get(paramCampaign), Client: get(paramClient), Tool: get(paramTool), Limit: get(paramLimit), MinCalls: get(paramMinCalls)}
 	f.From, f.To = parseTime(paramFrom), parseTime(paramTo)
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		errs = append(errs, fmt.Sprintf("from (%s) must be before to (%s): the range is [from, to)", f.From.Format(time.RFC3339), f.To.Format(time.RFC3339)))
@@ -111,6 +115,14 @@ func parseFilters(q url.Values) (dashboards.Filters, filterForm, error) {
 			errs = append(errs, fmt.Sprintf("limit=%s must be a whole number from 1 to %d", strconv.Quote(s), maxLimit))
 		} else {
 			f.Limit = n
+		}
+	}
+	if s := get(paramMinCalls); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxMinCalls {
+			errs = append(errs, fmt.Sprintf("min_calls=%s must be a whole number from 1 to %d", strconv.Quote(s), maxMinCalls))
+		} else {
+			f.MinCalls = n
 		}
 	}
 	if len(errs) > 0 {
@@ -125,7 +137,7 @@ func filterQuery(form filterForm, token string) url.Values {
 	q := url.Values{}
 	for _, kv := range [][2]string{
 		{paramFrom, form.From}, {paramTo, form.To}, {paramCampaign, form.Campaign},
-		{paramClient, form.Client}, {paramTool, form.Tool}, {paramLimit, form.Limit}, {paramToken, token},
+		{paramClient, form.Client}, {paramTool, form.Tool}, {paramLimit, form.Limit}, {paramMinCalls, form.MinCalls}, {paramToken, token},
 	} {
 		if kv[1] != "" {
 			q.Set(kv[0], kv[1])
@@ -136,7 +148,7 @@ func filterQuery(form filterForm, token string) url.Values {
 
 // filterUse says, for each filter the page offers, whether a panel's query takes it.
 type filterUse struct {
-	Name    string // "time range", "campaign", "client", "tool", "limit"
+	Name    string // "time range", "campaign", "client", "tool", "limit", "min calls"
 	Applies bool
 }
 
@@ -151,10 +163,11 @@ func panelFilters(p dashboards.Panel) []filterUse {
 		return false
 	}
 	return []filterUse{
-		{"time range", has("from", "to")},
-		{"campaign", has("campaign")},
-		{"client", has("client")},
-		{"tool", has("tool")},
-		{"limit", has("limit")},
+		{"time range", has(dashboards.ParamFrom, dashboards.ParamTo, dashboards.ParamPeriodFrom, dashboards.ParamPeriodTo)},
+		{"campaign", has(dashboards.ParamCampaign)},
+		{"client", has(dashboards.ParamClient)},
+		{"tool", has(dashboards.ParamTool)},
+		{"limit", has(dashboards.ParamLimit)},
+		{"min calls", p.Rate != nil || has(dashboards.ParamMinCalls)},
 	}
 }

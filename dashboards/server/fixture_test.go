@@ -38,9 +38,9 @@ const (
 	// labels) as well as tables.
 	hostileTool     = "<svg/onload=alert(6)>tool"
 	hostileCampaign = `<b onmouseover=alert(5)>camp</b>`
-	// hostileCalls is how many hostile tool calls are published: enough for the hostile keys
-	// and client to rank among the top rows of every "top N" panel.
-	hostileCalls = 400
+	// hostileCalls is how many hostile tool calls are published: enough for the hostile keys,
+	// client and tool to rank among the top rows of every "top N" panel and chart.
+	hostileCalls = 1000
 )
 
 var (

@@ -26,6 +26,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -81,7 +82,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	tmpl, err := template.ParseFS(files, "templates/*.html")
+	tmpl, err := template.New("").Funcs(template.FuncMap{
+		"tableArgs": func(cols []tableHeader, rows [][]tableCell) tableView { return tableView{Columns: cols, Rows: rows} },
+	}).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("BUG: dashserver templates: %w", err)
 	}
@@ -98,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /{$}", s.index)
 	mux.HandleFunc("GET /dashboards/{name}", s.dashboard)
 	mux.HandleFunc("GET /dashboards/{name}/csv/{panel}", s.csv)
-	mux.HandleFunc("GET /assets/chart.umd.min.js", s.chartLibrary)
+	mux.HandleFunc("GET /assets/vendor/{file}", s.library)
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	obs.Register(mux, s.reg, obs.ClickHouseCheck(cfg.ClickHouse))
 	s.handler = s.instrument(mux)
@@ -194,10 +197,16 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// chartLibrary serves Chart.js from the assets directory on disk.
-func (s *Server) chartLibrary(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "public, max-age=3600")
-	http.ServeFile(w, r, filepath.Join(s.cfg.AssetsDir, ChartLibrary))
+// library serves one of the Libraries from the assets directory on disk.
+func (s *Server) library(w http.ResponseWriter, r *http.Request) {
+	for _, lib := range Libraries {
+		if lib.Name == r.PathValue("file") {
+			w.Header().Set("Cache-Control", "public, max-age=3600")
+			http.ServeFile(w, r, filepath.Join(s.cfg.AssetsDir, lib.Path))
+			return
+		}
+	}
+	http.NotFound(w, r)
 }
 
 // pageData is what every template gets.
@@ -211,6 +220,10 @@ type pageData struct {
 	ResetURL   string
 	Panels     []panelView
 	Failed     int
+	// Libraries are the vendor scripts the page loads, in order.
+	Libraries []Library
+	// DefaultMinCalls is the minimum calls used when the page sets none.
+	DefaultMinCalls int
 }
 
 type navItem struct {
@@ -229,19 +242,10 @@ type panelView struct {
 	CSVURL  string
 	Error   string
 	Rows    int
-	Table   *tableView // "table" panels
-	Data    *chartData // the others
-}
-
-type tableView struct {
-	Columns []string
-	Rows    [][]tableCell
-}
-
-type tableCell struct {
-	Text string
-	// Class is "num" (right-aligned), "time" (kept on one line) or "".
-	Class string
+	// Empty, when set, replaces the chart or table: why the panel has nothing to show.
+	Empty string
+	Table *tableView // "table" panels
+	Data  *chartData // the others
 }
 
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
@@ -261,7 +265,7 @@ func (s *Server) basePage(r *http.Request, form filterForm) pageData {
 		token = r.URL.Query().Get(paramToken)
 	}
 	q := filterQuery(form, token).Encode()
-	p := pageData{Form: form, Token: token}
+	p := pageData{Form: form, Token: token, Libraries: Libraries, DefaultMinCalls: dashboards.DefaultMinCalls}
 	for _, d := range s.cfg.Dashboards {
 		u := "/dashboards/" + url.PathEscape(d.Name)
 		if q != "" {
@@ -307,7 +311,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	wg.Wait()
 	for i, panel := range d.Panels {
 		pv := panelView{ID: panel.ID, Title: panel.Title, Description: panel.Description, Chart: panel.Chart, Filters: panelFilters(panel),
-			Wide: panel.Chart == "table" || panel.Series != ""}
+			Wide: panel.Chart == dashboards.ChartTable || panel.Series != "" || panel.Chart == dashboards.ChartFunnel}
 		pv.CSVURL = "/dashboards/" + url.PathEscape(d.Name) + "/csv/" + url.PathEscape(panel.ID)
 		if q != "" {
 			pv.CSVURL += "?" + q
@@ -315,16 +319,18 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 		if errs[i] != nil {
 			pv.Error = "this panel's query failed: " + errs[i].Error()
 			p.Failed++
-		} else {
-			res := results[i]
-			pv.Rows = len(res.Rows)
-			if panel.Chart == "table" {
-				pv.Table = tableFor(res)
-			} else {
-				cd := chartFor(panel, res)
-				pv.Data = &cd
-			}
+			p.Panels = append(p.Panels, pv)
+			continue
 		}
+		res := results[i]
+		pv.Rows = len(res.Rows)
+		if panel.Chart == dashboards.ChartTable {
+			pv.Table = tableFor(panel, d.Columns, res)
+		} else {
+			cd := chartFor(panel, d.Columns, res, cmp.Or(filters.MinCalls, dashboards.DefaultMinCalls))
+			pv.Data = &cd
+		}
+		pv.Empty = emptyReason(panel, form, pv.Data, len(res.Rows))
 		p.Panels = append(p.Panels, pv)
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -346,31 +352,6 @@ func (s *Server) run(ctx context.Context, d *dashboards.Dashboard, p dashboards.
 	}
 	s.metrics.querySeconds.WithLabelValues(d.Name, p.ID).Observe(time.Since(start).Seconds())
 	return res, nil
-}
-
-func tableFor(res *dashboards.Result) *tableView {
-	t := &tableView{Rows: make([][]tableCell, 0, len(res.Rows))}
-	for _, c := range res.Columns {
-		t.Columns = append(t.Columns, c.Name)
-	}
-	for _, row := range res.Rows {
-		cells := make([]tableCell, len(row))
-		for i, v := range row {
-			typ := ""
-			if i < len(res.Columns) {
-				typ = res.Columns[i].Type
-			}
-			cells[i] = tableCell{Text: cellText(v, typ)}
-			switch v.(type) {
-			case float64:
-				cells[i].Class = "num"
-			case time.Time:
-				cells[i].Class = "time"
-			}
-		}
-		t.Rows = append(t.Rows, cells)
-	}
-	return t
 }
 
 // render executes a template into a buffer first, so a template error becomes a clean 500

@@ -177,7 +177,9 @@ func TestAccessNeedsTheConfiguredTokenOrBasicAuth(t *testing.T) {
 		{"query token", "/?token=s3cret-token", nil, 200},
 		{"basic", "/", basic("ops", "pa:ss"), 200},
 		{"bearer, metrics", "/metrics", bearer("s3cret-token"), 200},
-		{"chart library needs nothing (no data; loaded by ?token= pages)", "/assets/chart.umd.min.js", nil, 200},
+		{"chart library needs nothing (no data; loaded by ?token= pages)", "/assets/vendor/chart.umd.min.js", nil, 200},
+		{"chart plugins need nothing", "/assets/vendor/" + Libraries[len(Libraries)-1].Name, nil, 200},
+		{"no other vendor file", "/assets/vendor/package.json", nil, 404},
 		{"page script needs nothing", "/assets/dashboard.js", nil, 200},
 		{"authorized bad filter is still 400", badFilter, bearer("s3cret-token"), 400},
 		{"healthz needs nothing", "/healthz", nil, 200},
@@ -389,8 +391,8 @@ func TestHostileStringsAreEscapedInHTML(t *testing.T) {
 					t.Errorf("GET %s: chart data holds a raw '<' or line separator: %.200q", path, m[1])
 				}
 			}
-			if got, want := strings.Count(body, "<script"), 2+len(scriptRE.FindAllString(body, -1)); got != want {
-				t.Errorf("GET %s: %d <script elements, want %d (two files and the chart data)", path, got, want)
+			if got, want := strings.Count(body, "<script"), 1+len(Libraries)+len(scriptRE.FindAllString(body, -1)); got != want {
+				t.Errorf("GET %s: %d <script elements, want %d (the page's script, the chart libraries and the chart data)", path, got, want)
 			}
 			pages.WriteString(body)
 		}

@@ -1,7 +1,11 @@
 package server
 
 import (
-	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,58 +13,199 @@ import (
 	"github.com/mcpulse/mcpulse/dashboards"
 )
 
-// A Series panel becomes one dataset per series value and one label per x value, both in
-// order of first appearance, with null where a pair has no row; without Series each Y column
-// is a dataset. Labels are formatted as table cells are (Date columns as days).
-func TestChartDataFollowsThePanelShape(t *testing.T) {
-	h1 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
-	h2 := h1.Add(time.Hour)
-	res := &dashboards.Result{
-		Columns: columns("hour", "DateTime", "reason", "String", "share", "Float64"),
-		Rows:    [][]any{{h1, "b", 0.25}, {h1, "a", 0.75}, {h2, "a", 1.0}, {h2, "c", nil}},
-	}
-	p := dashboards.Panel{ID: "x", Chart: "stacked-bar", X: "hour", Y: []string{"share"}, Series: "reason"}
-	got, _ := json.Marshal(chartFor(p, res))
-	want := `{"type":"bar","stacked":true,"xTitle":"hour","yTitle":"share","labels":["2026-01-02 03:00:00","2026-01-02 04:00:00"],` +
-		`"datasets":[{"label":"b","data":[0.25,null]},{"label":"a","data":[0.75,1]},{"label":"c","data":[null,null]}]}`
-	if string(got) != want {
-		t.Errorf("series chart\n got %s\nwant %s", got, want)
-	}
+// testColumns label the columns of the shaping tests.
+var testColumns = dashboards.Columns{
+	"hour":  {Label: "Hour (UTC)", Format: dashboards.FormatTime},
+	"day":   {Label: "Day", Format: dashboards.FormatDate},
+	"tool":  {Label: "Tool"},
+	"rate":  {Label: "Rate", Format: dashboards.FormatPercent, Null: "not measured"},
+	"num":   {Label: "With keys", Format: dashboards.FormatCount},
+	"den":   {Label: "Successful calls", Format: dashboards.FormatCount, Unit: "successful calls"},
+	"share": {Label: "Share", Format: dashboards.FormatPercent},
+	"calls": {Label: "Calls", Format: dashboards.FormatCount},
+	"all":   {Label: "All calls", Format: dashboards.FormatCount, Unit: "calls"},
+	"sent":  {Label: "Sent", Format: dashboards.FormatCount},
+	"open":  {Label: "Opened", Format: dashboards.FormatCount},
+	"won":   {Label: "Won", Format: dashboards.FormatCount},
+	"n":     {Label: "Oversized", Format: dashboards.FormatCount},
+	"max":   {Label: "Ratchet", Format: dashboards.FormatCount},
+}
 
-	res = &dashboards.Result{
-		Columns: columns("day", "Date", "sent", "UInt64", "opened", "UInt64"),
-		Rows:    [][]any{{h1, 3.0, 1.0}, {h2.Add(24 * time.Hour), 4.0, 0.0}},
+func ptr(f float64) *float64 { return &f }
+
+// A rate chart with series keeps the top N series by the rate's denominator and folds the
+// rest into "other", recomputed from the counts (not an average of rates); points under the
+// minimum calls are not drawn (a gap) and say why in their tooltip; the x axis is time in
+// Unix milliseconds, in time order, joined only across one bucket; colours never repeat.
+func TestRateSeriesFoldIntoOtherFromTheirCounts(t *testing.T) {
+	h1 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	h2, h3 := h1.Add(time.Hour), h1.Add(3*time.Hour)
+	res := &dashboards.Result{
+		Columns: columns("hour", "DateTime('UTC')", "tool", "String", "num", "UInt64", "den", "UInt64", "rate", "Float64"),
+		Rows: [][]any{
+			{h2, "big", 10.0, 100.0, 0.1}, {h1, "big", 1.0, 50.0, 0.02}, {h1, "mid", 5.0, 40.0, 0.125},
+			{h1, "small", 3.0, 6.0, 0.5}, {h2, "tiny", 1.0, 1.0, 1.0}, {h2, "small", 0.0, 20.0, 0.0},
+			{h3, "big", 2.0, 4.0, 0.5},
+		},
 	}
-	p = dashboards.Panel{ID: "y", Chart: "line", X: "day", Y: []string{"sent", "opened"}}
-	got, _ = json.Marshal(chartFor(p, res))
-	want = `{"type":"line","stacked":false,"xTitle":"day","yTitle":"","labels":["2026-01-02","2026-01-03"],` +
-		`"datasets":[{"label":"sent","data":[3,4]},{"label":"opened","data":[1,0]}]}`
-	if string(got) != want {
-		t.Errorf("line chart\n got %s\nwant %s", got, want)
+	p := dashboards.Panel{ID: "r", Chart: dashboards.ChartLine, X: "hour", Y: []string{"rate"}, Series: "tool", Bucket: "hour",
+		Rate: &dashboards.Rate{Numerator: "num", Denominator: "den"}, Top: 2}
+	cd := chartFor(p, testColumns, res, 5)
+	if !cd.XTime || cd.SpanGaps != time.Hour.Milliseconds() || cd.YFormat != dashboards.FormatPercent || cd.YTitle != "Rate" || cd.XTitle != "Hour (UTC)" {
+		t.Errorf("axes: %+v", cd)
+	}
+	wantLabels := []any{float64(h1.UnixMilli()), float64(h2.UnixMilli()), float64(h3.UnixMilli())}
+	if !slices.Equal(cd.Labels, wantLabels) {
+		t.Errorf("labels %v, want %v (time order)", cd.Labels, wantLabels)
+	}
+	var names []string
+	colors := map[string]bool{}
+	for _, ds := range cd.Datasets {
+		names = append(names, ds.Label)
+		colors[ds.Color] = true
+	}
+	if !slices.Equal(names, []string{"big", "mid", "other"}) {
+		t.Fatalf("datasets %v, want the top 2 by successful calls and other", names)
+	}
+	if len(colors) != len(names) {
+		t.Errorf("colours repeat within the chart: %v", colors)
+	}
+	big, mid, other := cd.Datasets[0], cd.Datasets[1], cd.Datasets[2]
+	if !equalValues(big.Data, []*float64{ptr(0.02), ptr(0.1), nil}) || !equalValues(mid.Data, []*float64{ptr(0.125), nil, nil}) ||
+		!equalValues(other.Data, []*float64{ptr(0.5), ptr(1.0 / 21), nil}) || !other.Other {
+		t.Errorf("values big %s, mid %s, other %s; want other = (3+0+1)/(6+20+1) per hour from the counts and big's 4-call hour left out",
+			showValues(big.Data), showValues(mid.Data), showValues(other.Data))
+	}
+	if big.Tips[0] != "2% (1 of 50 successful calls)" || big.Tips[2] != "4 successful calls: below the minimum of 5, not drawn" || mid.Tips[1] != "" {
+		t.Errorf("tooltips %q, %q", big.Tips, mid.Tips)
+	}
+	if other.Tips[1] != "4.8% (1 of 21 successful calls)" {
+		t.Errorf("other's tooltip %q", other.Tips[1])
+	}
+	if !strings.Contains(cd.Note, "Top 2 of 4") {
+		t.Errorf("note %q, want it to say what was folded", cd.Note)
 	}
 }
 
-// Cells are shown as text: NULL, whole and fractional numbers, UTC times.
-func TestCellTextFormatsEachKind(t *testing.T) {
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", -3600))
-	for _, c := range []struct {
-		v    any
-		typ  string
-		want string
-	}{
-		{nil, "Nullable(String)", "NULL"},
-		{"<b>", "String", "<b>"},
-		{42.0, "UInt64", "42"},
-		{-3.0, "Int64", "-3"},
-		{0.142857142857, "Float64", "0.142857"},
-		{0.5, "Float64", "0.5"},
-		{at, "DateTime", "2026-01-02 04:04:05"},
-		{at, "Date", "2026-01-02"},
-		{at, "Nullable(Date)", "2026-01-02"},
-	} {
-		if got := cellText(c.v, c.typ); got != c.want {
-			t.Errorf("cellText(%v, %s) = %q, want %q", c.v, c.typ, got, c.want)
+// Shares of a whole (stacked) fold into "other" over the same whole, and the axis stops at
+// 100%.
+func TestShareSeriesKeepTheirWholeInOther(t *testing.T) {
+	h1 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	res := &dashboards.Result{
+		Columns: columns("hour", "DateTime('UTC')", "tool", "String", "calls", "UInt64", "all", "UInt64", "share", "Float64"),
+		Rows:    [][]any{{h1, "a", 50.0, 100.0, 0.5}, {h1, "b", 30.0, 100.0, 0.3}, {h1, "c", 15.0, 100.0, 0.15}, {h1, "d", 5.0, 100.0, 0.05}},
+	}
+	p := dashboards.Panel{ID: "s", Chart: dashboards.ChartStackedBar, X: "hour", Y: []string{"share"}, Series: "tool", Bucket: "hour",
+		Rate: &dashboards.Rate{Numerator: "calls", Denominator: "all", Share: true}, Top: 2, TopBy: "calls"}
+	cd := chartFor(p, testColumns, res, 10)
+	if cd.Type != "bar" || !cd.Stacked || cd.YMax == nil || *cd.YMax != 1 {
+		t.Errorf("type %q stacked %v max %v, want a stacked bar up to 100%%", cd.Type, cd.Stacked, cd.YMax)
+	}
+	if len(cd.Datasets) != 3 || cd.Datasets[2].Label != "other" || !equalValues(cd.Datasets[2].Data, []*float64{ptr(0.2)}) ||
+		cd.Datasets[2].Tips[0] != "20% (20 of 100 calls)" {
+		t.Errorf("datasets %+v, want a, b and other = 20 of the hour's 100 calls", cd.Datasets)
+	}
+}
+
+// Thresholds are dashed datasets in their series' colour; with too many series the rest are
+// named in the note instead of folded (a threshold of "other" means nothing).
+func TestThresholdsAreDashedLinesInTheirSeriesColour(t *testing.T) {
+	t1 := time.Date(2026, 1, 2, 3, 0, 7, 0, time.UTC)
+	var rows [][]any
+	for i, server := range []string{"s1", "s2", "s3", "s4", "s5", "s6"} {
+		rows = append(rows, []any{t1.Add(time.Duration(i) * time.Second), server, float64(i), 4.0})
+	}
+	res := &dashboards.Result{Columns: columns("at", "DateTime('UTC')", "tool", "String", "n", "UInt32", "max", "UInt32"), Rows: rows}
+	p := dashboards.Panel{ID: "t", Chart: dashboards.ChartLine, X: "at", Y: []string{"n"}, Series: "tool", Thresholds: []string{"max"}, Top: 8}
+	cd := chartFor(p, testColumns, res, 10)
+	if !cd.XTime || cd.SpanGaps != 0 || len(cd.Datasets) != 10 {
+		t.Fatalf("time axis %v, span %d, %d datasets; want irregular times joined and 5 series with their thresholds", cd.XTime, cd.SpanGaps, len(cd.Datasets))
+	}
+	for i := 0; i < len(cd.Datasets); i += 2 {
+		m, th := cd.Datasets[i], cd.Datasets[i+1]
+		if m.Threshold || !th.Threshold || m.Color != th.Color || th.Label != m.Label+" · Ratchet" {
+			t.Errorf("pair %d: %+v / %+v", i, m, th)
 		}
+	}
+	if !strings.Contains(cd.Note, "1 more") || !strings.Contains(cd.Note, "s1") {
+		t.Errorf("note %q, want the left-out series named", cd.Note)
+	}
+	p.Layout = dashboards.LayoutMultiples
+	cd = chartFor(p, testColumns, res, 10)
+	if len(cd.Multiples) != 5 || cd.Multiples[0].Title != "s6" || len(cd.Multiples[0].Chart.Datasets) != 2 ||
+		!cd.Multiples[0].Chart.Datasets[1].Threshold || cd.Multiples[0].Chart.YAtLeast == nil || *cd.Multiples[4].Chart.YAtLeast != 5 {
+		t.Errorf("multiples %+v, want one per kept series with its threshold, all reaching the top value 5", cd.Multiples)
+	}
+}
+
+// A funnel is one small multiple per x value, largest first, each step labelled with its
+// count and its conversion from the previous step and the first.
+func TestFunnelStepsCarryTheirConversions(t *testing.T) {
+	res := &dashboards.Result{
+		Columns: columns("tool", "String", "sent", "UInt64", "open", "UInt64", "won", "UInt64"),
+		Rows:    [][]any{{"small", 10.0, 0.0, 0.0}, {"big", 200.0, 50.0, 60.0}},
+	}
+	p := dashboards.Panel{ID: "f", Chart: dashboards.ChartFunnel, X: "tool", Y: []string{"sent", "open", "won"}}
+	cd := chartFor(p, testColumns, res, 10)
+	if len(cd.Multiples) != 2 || cd.Multiples[0].Title != "big" {
+		t.Fatalf("multiples %+v, want big first", cd.Multiples)
+	}
+	got := fmt.Sprint(cd.Multiples[0].Chart.Labels)
+	want := "[[Sent: 200] [Opened: 50 25% of previous · 25% of first] [Won: 60 120% of previous · 30% of first]]"
+	if got != want {
+		t.Errorf("labels %s, want %s", got, want)
+	}
+	if got := fmt.Sprint(cd.Multiples[1].Chart.Labels[2]); got != "[Won: 0 — of previous · 0% of first]" {
+		t.Errorf("a step after an empty one: %s", got)
+	}
+}
+
+// Tables show human headers and formatted cells, NULL as blank or the column's own text
+// (never "NULL"); a grouped table has one section per group value, the group column moved to
+// the section's title, the first Open sections expanded, at most Top sections.
+func TestTablesShowLabelsFormatsAndGroups(t *testing.T) {
+	res := &dashboards.Result{
+		Columns: columns("tool", "String", "den", "UInt64", "rate", "Nullable(Float64)", "day", "Nullable(Date)"),
+		Rows: [][]any{{"a", 1234.0, 0.228571, nil}, {"a", 5.0, nil, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)},
+			{"b", 7.0, 1.0, nil}, {"c", 1.0, 0.0, nil}},
+	}
+	tv := tableFor(dashboards.Panel{ID: "t", Chart: "table"}, testColumns, res)
+	var heads []string
+	for _, h := range tv.Columns {
+		heads = append(heads, h.Label)
+	}
+	if !slices.Equal(heads, []string{"Tool", "Successful calls", "Rate", "Day"}) {
+		t.Errorf("headers %q", heads)
+	}
+	if fmt.Sprint(tv.Rows[0]) != "[{a } {1,234 num} {22.9% num} { }]" || fmt.Sprint(tv.Rows[1]) != "[{a } {5 num} {not measured missing} {2026-01-02 time}]" {
+		t.Errorf("rows %v / %v", tv.Rows[0], tv.Rows[1])
+	}
+	tv = tableFor(dashboards.Panel{ID: "g", Chart: "table", Group: &dashboards.Group{By: "tool", Open: 1}, Top: 2}, testColumns, res)
+	if len(tv.Groups) != 2 || tv.Groups[0].Title != "a" || len(tv.Groups[0].Rows) != 2 || !tv.Groups[0].Open || tv.Groups[1].Open ||
+		len(tv.Columns) != 3 || !strings.Contains(tv.Note, "first 2 of 3") {
+		t.Errorf("groups %+v, columns %v, note %q", tv.Groups, tv.Columns, tv.Note)
+	}
+}
+
+// An empty panel says why: no data (with its own explanation and the filters that applied),
+// or every rate point under the minimum calls.
+func TestEmptyPanelsSayWhy(t *testing.T) {
+	p := dashboards.Panel{ID: "e", Chart: "line", X: "hour", Y: []string{"rate"}, Params: []string{"from", "to", "tool", "tool"},
+		Rate: &dashboards.Rate{Numerator: "num", Denominator: "den"}, Empty: "Nothing was stored."}
+	got := emptyReason(p, filterForm{From: "2026-01-01", Tool: "search"}, nil, 0)
+	if got != "No data for these filters (time range 2026-01-01 to now, tool search). Nothing was stored." {
+		t.Errorf("empty: %q", got)
+	}
+	if got := emptyReason(p, filterForm{}, nil, 0); got != "No data at all. Nothing was stored." {
+		t.Errorf("empty without filters: %q", got)
+	}
+	cd := &chartData{Datasets: []dataset{{Data: []*float64{nil, nil}}}}
+	if got := emptyReason(p, filterForm{MinCalls: "50"}, cd, 2); !strings.Contains(got, "fewer than 50 calls") {
+		t.Errorf("all below the minimum: %q", got)
+	}
+	cd.Datasets[0].Data[1] = ptr(0.5)
+	if got := emptyReason(p, filterForm{}, cd, 2); got != "" {
+		t.Errorf("a drawn point: %q, want no empty state", got)
 	}
 }
 
@@ -86,4 +231,20 @@ func columns(nameType ...string) []dashboards.Column {
 		cs = append(cs, dashboards.Column{Name: nameType[i], Type: nameType[i+1]})
 	}
 	return cs
+}
+
+// The container image carries every library the pages load (the Dockerfile copies each file
+// out of the npm stage), so a page served from the image draws its charts.
+func TestDockerfileCopiesEveryLibrary(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lib := range Libraries {
+		want := "COPY --from=web /web/" + lib.Path + " /" + DefaultAssetsDir + "/" + lib.Path
+		if !strings.Contains(string(data), want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
 }

@@ -21,6 +21,6 @@ FROM
         AND (? = '' OR client_name = ?)
     GROUP BY hour, url_support, form_support
 )
-ARRAY JOIN ['url', 'form'] AS capability, [url_support, form_support] AS support
+ARRAY JOIN ['URL elicitation', 'Form elicitation'] AS capability, [url_support, form_support] AS support
 GROUP BY capability
 ORDER BY capability DESC

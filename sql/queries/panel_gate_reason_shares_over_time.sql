@@ -1,8 +1,9 @@
--- Each gate reason's share of the tool calls that carried a reason, per hour (DESIGN.md §4):
+-- Each gate reason's share of the tool calls that carried a reason, per hour (DESIGN.md §4),
+-- with both counts (calls with the reason, hour_calls with any reason):
 -- why the MCP servers did or did not invite. Campaign '' in the data is calls outside any
 -- campaign. Parameters, in order: from, to (DateTime UTC: the hours starting from..to, both
 -- included), campaign twice, client twice (String, '' = all).
-SELECT hour, reason, calls, calls / hour_calls AS share
+SELECT hour, reason, calls, hour_calls, calls / hour_calls AS share
 FROM
 (
     SELECT hour, groupArray(reason) AS reasons, groupArray(reason_calls) AS calls_per_reason, sum(reason_calls) AS hour_calls

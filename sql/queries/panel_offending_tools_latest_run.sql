@@ -8,7 +8,7 @@ SELECT
     tool_name,
     started_at,
     schema_chars,
-    oversized,
+    oversized AS over_char_limit,
     toInt64(nested) - toInt64(described) AS undescribed_nested,
     if(nested = 0, 1., described / nested) AS nested_description_coverage,
     multiIf(
@@ -25,5 +25,5 @@ WHERE (server, run_id) IN
     )
     AND (oversized = 1 OR described < nested)
     AND (? = '' OR tool_name = ?)
-ORDER BY oversized DESC, undescribed_nested DESC, schema_chars DESC, server, tool_name
+ORDER BY over_char_limit DESC, undescribed_nested DESC, schema_chars DESC, server, tool_name
 LIMIT ?

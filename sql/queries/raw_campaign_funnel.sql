@@ -5,11 +5,12 @@ SELECT
     campaign_id,
     uniqExactIf(invitation_id, kind = 'invitation_sent') AS sent,
     uniqExactIf(invitation_id, kind = 'link_opened') AS first_opens,
+    uniqExactIf(invitation_id, kind = 'response' AND has_invitation
+        AND ifNull(responded_at, timestamp) <= sent_at + 600) AS answered,
     uniqExactIf(invitation_id, kind = 'response' AND response = 'accept') AS accepted,
     uniqExactIf(invitation_id, kind = 'response' AND response = 'decline') AS declined,
     uniqExactIf(invitation_id, kind = 'response' AND response = 'cancel') AS cancelled,
-    toInt64(sent) - toInt64(uniqExactIf(invitation_id, kind = 'response' AND has_invitation
-        AND ifNull(responded_at, timestamp) <= sent_at + 600)) AS unanswered
+    toInt64(sent) - toInt64(answered) AS unanswered
 FROM
 (
     SELECT kind, timestamp, campaign_id, invitation_id, response, responded_at

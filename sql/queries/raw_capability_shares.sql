@@ -15,6 +15,6 @@ FROM
         AND (? = '' OR campaign_id = ?)
         AND (? = '' OR client_name = ?)
 )
-ARRAY JOIN ['url', 'form'] AS capability, [url_supported, form_supported] AS flag
+ARRAY JOIN ['URL elicitation', 'Form elicitation'] AS capability, [url_supported, form_supported] AS flag
 GROUP BY capability
 ORDER BY capability DESC

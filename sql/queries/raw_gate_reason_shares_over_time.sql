@@ -1,6 +1,6 @@
 -- panel_gate_reason_shares_over_time computed from the deduplicated raw table tool_calls. Same
 -- parameters.
-SELECT hour, reason, calls, calls / hour_calls AS share
+SELECT hour, reason, calls, hour_calls, calls / hour_calls AS share
 FROM
 (
     SELECT hour, groupArray(reason) AS reasons, groupArray(reason_calls) AS calls_per_reason, sum(reason_calls) AS hour_calls

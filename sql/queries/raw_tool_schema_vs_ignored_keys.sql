@@ -2,12 +2,12 @@
 -- raw table tool_calls (schema checks have no rollup). Same parameters.
 SELECT
     tool_name,
-    calls,
+    calls AS successful_calls,
     ignored_key_rate,
     if(checked = 0, NULL, schema_server) AS server,
     if(checked = 0, NULL, schema_checked_at) AS checked_at,
     if(checked = 0, NULL, schema_size) AS schema_chars,
-    if(checked = 0, NULL, schema_oversized) AS oversized,
+    if(checked = 0, NULL, schema_oversized) AS over_char_limit,
     if(checked = 0, NULL, if(schema_nested = 0, 1., schema_described / schema_nested)) AS nested_description_coverage
 FROM
 (
