@@ -33,10 +33,17 @@ web: deps
 	npm ci --prefix dashboards/web --no-audit --no-fund
 
 # The current ClickHouse engine for the tests (testkit/chdb): chDB's libchdb.so, ClickHouse
-# 26.7, from the npm package chdb pinned in testdata/chdb/package-lock.json (about 550 MB in
-# testdata/chdb/node_modules; about 20 s to install).
-chdb: deps
+# 26.7, the npm package @chdb/lib-linux-x64-gnu pinned in testdata/chdb/package-lock.json
+# (the library the npm package chdb 3.4 loads; 550 MB in testdata/chdb/node_modules, about 30 s
+# to install). Installed again only when the lock file changes.
+CHDB_LIB := testdata/chdb/node_modules/@chdb/lib-linux-x64-gnu/libchdb.so
+
+chdb: $(CHDB_LIB)
+
+$(CHDB_LIB): testdata/chdb/package-lock.json | deps
 	npm ci --prefix testdata/chdb --no-audit --no-fund
+	@test -f $@ || { echo "make chdb: npm installed no $@ (it is built for linux-x64 with glibc only)"; exit 1; }
+	touch $@
 
 test: deps web chdb
 	$(GO) test ./... -count=1 -timeout 20m

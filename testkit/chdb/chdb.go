@@ -1,7 +1,8 @@
 // Package chdb runs mcpulse's ClickHouse SQL on the current ClickHouse engine in tests.
 // Production runs current ClickHouse while the embedded stack runs Debian's 18.16 (DESIGN.md
-// §7); chDB's libchdb.so (npm package @chdb/lib-linux-x64-gnu, pinned by
-// testdata/chdb/package-lock.json, installed by `make chdb`) is that current engine. Start
+// §7); chDB's libchdb.so (npm package @chdb/lib-linux-x64-gnu, the library the npm package
+// chdb loads, pinned by testdata/chdb/package-lock.json, installed by `make chdb`) is that
+// current engine. Start
 // serves it over ClickHouse's native TCP protocol (Server) from a child process
 // (./chdbserver, which binds the library with github.com/chdb-io/chdb-go), so mcpulse's own
 // code paths run against it unchanged through clickhouse-go, and the tests of this package
