@@ -131,7 +131,7 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 	}
 	drainAll()
 	drainAll()
-	resetSome(ctx, t, old, env.Publisher, now)
+	resetHashes := resetSome(ctx, t, old, env.Publisher, now)
 	drainAll()
 
 	// Ops jobs on both engines with one clock.
@@ -174,6 +174,25 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		}
 	}
 	compareRedis(ctx, t, old.rdb, current.rdb)
+
+	// The ops `suppression show` of the reset identities: their history and reset audit.
+	for _, h := range resetHashes {
+		var shown [2]string
+		for i, e := range engines {
+			rep, err := suppression.Show(ctx, suppression.ShowOptions{Redis: e.rdb, ClickHouse: e.ch, IdentityHash: h})
+			if err != nil {
+				t.Fatalf("suppression show on %s: %v", e.name, err)
+			}
+			if len(rep.History) == 0 || len(rep.Resets) == 0 {
+				t.Errorf("suppression show %s on %s: %d history events, %d resets; want both", h, e.name, len(rep.History), len(rep.Resets))
+			}
+			data, _ := json.Marshal(struct{ History, Resets any }{rep.History, rep.Resets})
+			shown[i] = string(data)
+		}
+		if shown[0] != shown[1] {
+			t.Errorf("suppression show %s differs:\n18.16:   %s\ncurrent: %s", h, shown[0], shown[1])
+		}
+	}
 
 	// What the demo reads back to compare with the generator's expected outcome.
 	var summaries [2]string
@@ -242,7 +261,7 @@ WHERE c.database = 'mcpulse'`
 // resetSome resets two identities with responses through the ops reset path on the 18.16
 // side (Redis database 0); the audit events reach both engines through Kafka, and reconcile
 // rebuilds the current side's Redis from them.
-func resetSome(ctx context.Context, t *testing.T, e *engine, pub *ingest.Publisher, now time.Time) {
+func resetSome(ctx context.Context, t *testing.T, e *engine, pub *ingest.Publisher, now time.Time) []string {
 	t.Helper()
 	rows, err := e.ch.Query(ctx, `SELECT identity_hash FROM mcpulse.recruitment_events
 WHERE kind = 'response' GROUP BY identity_hash ORDER BY identity_hash LIMIT 2`)
@@ -269,6 +288,7 @@ WHERE kind = 'response' GROUP BY identity_hash ORDER BY identity_hash LIMIT 2`)
 			t.Fatal(err)
 		}
 	}
+	return hashes
 }
 
 // compareRedis checks both Redis databases hold the same suppression keys and values, and
