@@ -34,6 +34,8 @@ const (
 	DefaultSessionTimeout = 10 * time.Second
 	// DefaultIdleToDrain is Config.IdleToDrain's default.
 	DefaultIdleToDrain = 2 * time.Second
+	// DefaultDrainUnreachableTimeout is Config.DrainUnreachableTimeout's default.
+	DefaultDrainUnreachableTimeout = time.Minute
 )
 
 // Config configures a Consumer. Zero fields take the documented defaults.
@@ -83,6 +85,10 @@ type Config struct {
 	// IdleToDrain is, for RunUntilDrained, how long nothing may arrive before the consumer
 	// checks that every partition is consumed to its end. Default: DefaultIdleToDrain.
 	IdleToDrain time.Duration
+	// DrainUnreachableTimeout is, for RunUntilDrained, how long joining the consumer group may
+	// keep failing (Kafka unreachable) before RunUntilDrained gives up with an error wrapping
+	// ingest.ErrKafkaUnreachable; Run retries for ever. Default: DefaultDrainUnreachableTimeout.
+	DrainUnreachableTimeout time.Duration
 	// Now returns the current time (tests pin it). Default: time.Now.
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.
@@ -127,6 +133,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.DrainUnreachableTimeout == 0 {
+		c.DrainUnreachableTimeout = DefaultDrainUnreachableTimeout
 	}
 	if c.IdleToDrain == 0 {
 		c.IdleToDrain = DefaultIdleToDrain

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/mcpulse/mcpulse/ingest"
 )
 
 // Consumer-group membership and commits (DESIGN.md §5; issue 7's broker restart).
@@ -82,7 +85,8 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 	if err != nil {
 		return err
 	}
-	lastMessage := time.Now() // across generations, for the drain check
+	lastMessage := time.Now()  // across generations, for the drain check
+	var failingSince time.Time // the first of the current run of failed joins
 	for {
 		gen, err := cg.Next(ctx)
 		if err != nil {
@@ -92,11 +96,20 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 			if errors.Is(err, kafka.ErrGroupClosed) {
 				return errors.New("consumer: closed")
 			}
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			// A service keeps retrying (Kafka comes back); a run that must drain and end gives up.
+			if untilDrained && time.Since(failingSince) >= c.cfg.DrainUnreachableTimeout {
+				return fmt.Errorf("%w at %s: no consumer-group join succeeded for %s, nothing consumed since: %v",
+					ingest.ErrKafkaUnreachable, strings.Join(c.cfg.Brokers, ","), c.cfg.DrainUnreachableTimeout, err)
+			}
 			// kafka-go's group rejoins on its own (after joinGroupBackoff); this only reports.
 			c.stats.fetchRetries.Add(1)
 			c.cfg.Logger.Warn("joining the consumer group failed; retrying", "err", err)
 			continue
 		}
+		failingSince = time.Time{}
 		c.stats.generations.Add(1)
 		if done := c.consumeGeneration(ctx, gen, untilDrained, &lastMessage); done {
 			return nil

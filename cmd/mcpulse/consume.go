@@ -46,6 +46,10 @@ the audit event's uuid, so a replayed reset is stored once); the queue is flushe
 
 Run several processes to scale out: partitions are shared among the group's members.
 
+A service (no --until-drained) retries an unreachable Kafka for ever, logging each failed join.
+With --until-drained, consume exits 1 with "Kafka unreachable" once joining the group has failed
+for --unreachable-timeout (1m by default), so a batch job never hangs.
+
 To see where a running consumer spends its time, start it with --pprof-listen and take a
 profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 		Example: "  mcpulse consume\n  mcpulse consume --until-drained --log-format json\n  mcpulse consume --metrics-listen :9100 --pprof-listen 127.0.0.1:6060\n  mcpulse consume --brokers kafka:9092 --redis redis://redis:6379/0 --clickhouse clickhouse://default@clickhouse:9000/default",
@@ -133,6 +137,8 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.StringVar(&cfg.DefaultInstanceURL, "instance-url", consumers.DefaultInstanceURL, "PostHog instance URL for events that lack instance_url (part of the identity hash)")
 	f.StringSliceVar(&clientKeys, "client-injected-keys", ingest.DefaultClientInjectedKeys, "dotted-path patterns of input keys MCP clients add on their own; kept raw, not counted in ignored-key rollups (\"*\" matches one segment)")
 	f.BoolVar(&untilDrained, "until-drained", false, "exit 0 once every partition is consumed to its end and nothing arrived for "+consumers.DefaultIdleToDrain.String())
+	f.DurationVar(&cfg.DrainUnreachableTimeout, "unreachable-timeout", consumers.DefaultDrainUnreachableTimeout,
+		"with --until-drained: exit 1 when joining the consumer group keeps failing (Kafka unreachable) this long; without it the consumer retries for ever")
 	f.StringVar(&posthogHost, "posthog-host", "", "send suppression resets to this PostHog instance (e.g. https://us.i.posthog.com)")
 	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
