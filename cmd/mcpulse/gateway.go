@@ -56,6 +56,11 @@ shift applies to every time of every event of the request (timestamp, properties
 the client's raw values are kept as $mcpulse_client_timestamp, $mcpulse_client_responded_at,
 $mcpulse_client_sent_at, $mcpulse_client_offset_ms, next to $mcpulse_received_at.
 
+A request's key: api_key or token in the body, api_key or properties.token in its events,
+Authorization: Bearer, or ?api_key= / ?token=; at least one, and every one known. Keys outside
+the body are checked before it is read, and the body's before it is decoded (an unknown key is
+401 at once).
+
 API keys come from --api-keys-file (one per line; blank lines and # comments ignored) and from
 $` + gatewayAPIKeysEnv + ` (comma-separated); at least one is required. Keys are never logged.
 

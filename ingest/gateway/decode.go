@@ -55,32 +55,48 @@ type meta struct {
 
 var gzipMagic = []byte{0x1f, 0x8b}
 
-// decodeBody turns a request body (already capped at the body limit) into a payload. Gzip
-// (Content-Encoding, ?compression=gzip-js, or gzip magic bytes) is inflated while checking
-// maxInflated, so a gzip bomb fails with 413 after at most maxInflated+1 bytes. Every failure
-// is an *httpError; the whole body is decoded before anything is published.
+// decodeBody turns a request body (already capped at the body limit) into a payload: inflate,
+// then parsePayload. Every failure is an *httpError; the whole body is decoded before anything
+// is published.
 func decodeBody(form bodyForm, m meta, body []byte, maxInflated int64) (*payload, error) {
+	data, err := inflate(form, m, body, maxInflated)
+	if err != nil {
+		return nil, err
+	}
+	return parsePayload(form, data)
+}
+
+// gzipped reports whether a body is gzip (Content-Encoding, ?compression=gzip-js, or the gzip
+// magic bytes), or an *httpError for an encoding the gateway does not take.
+func gzipped(m meta, body []byte) (bool, error) {
 	gz := false
 	switch enc := strings.ToLower(strings.TrimSpace(m.ContentEncoding)); enc {
 	case "", "identity":
 	case "gzip", "x-gzip":
 		gz = true
 	default:
-		return nil, &httpError{Status: http.StatusUnsupportedMediaType, Msg: fmt.Sprintf("unsupported Content-Encoding %q (gzip only)", cut(enc, 40))}
+		return false, &httpError{Status: http.StatusUnsupportedMediaType, Msg: fmt.Sprintf("unsupported Content-Encoding %q (gzip only)", cut(enc, 40))}
 	}
 	switch c := strings.ToLower(m.Compression); c {
 	case "", "base64":
 	case "gzip-js", "gzip":
 		gz = true
 	default:
-		return nil, &httpError{Status: http.StatusUnsupportedMediaType, Msg: fmt.Sprintf("unsupported compression %q (gzip-js only)", cut(c, 40))}
+		return false, &httpError{Status: http.StatusUnsupportedMediaType, Msg: fmt.Sprintf("unsupported compression %q (gzip-js only)", cut(c, 40))}
 	}
-	if bytes.HasPrefix(body, gzipMagic) {
-		gz = true
+	return gz || bytes.HasPrefix(body, gzipMagic), nil
+}
+
+// inflate returns the JSON text of a body: gzip inflated while checking maxInflated (so a gzip
+// bomb fails with 413 after at most maxInflated+1 bytes) and, for PostHog bodies, the `data`
+// field of a form body unwrapped. Every failure is an *httpError.
+func inflate(form bodyForm, m meta, body []byte, maxInflated int64) ([]byte, error) {
+	gz, err := gzipped(m, body)
+	if err != nil {
+		return nil, err
 	}
 	data := body
 	if gz {
-		var err error
 		if data, err = gunzip(body, maxInflated); err != nil {
 			return nil, err
 		}
@@ -88,11 +104,15 @@ func decodeBody(form bodyForm, m meta, body []byte, maxInflated int64) (*payload
 		return nil, &httpError{Status: http.StatusRequestEntityTooLarge, Msg: "body too large"}
 	}
 	if form == formPostHog {
-		var err error
 		if data, err = unwrapForm(m.ContentType, data, maxInflated); err != nil {
 			return nil, err
 		}
 	}
+	return data, nil
+}
+
+// parsePayload reads the events and request-level fields of a body's JSON text.
+func parsePayload(form bodyForm, data []byte) (*payload, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, badRequest("empty body")

@@ -15,7 +15,6 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -241,20 +240,10 @@ func (g *Gateway) ingest(r *http.Request, form bodyForm) (int, Response, []inges
 
 func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, processed) {
 	now := g.cfg.Now()
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, g.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return http.StatusRequestEntityTooLarge, Response{Status: "error", Error: fmt.Sprintf("body exceeds %d bytes", g.cfg.MaxBodyBytes)}, processed{}
-		}
-		return http.StatusBadRequest, Response{Status: "error", Error: "reading body failed"}, processed{}
+	unauthorized := func(msg string) (int, Response, processed) {
+		return http.StatusUnauthorized, Response{Status: "unauthorized", Error: msg}, processed{}
 	}
-	p, err := decodeBody(form, meta{
-		ContentEncoding: r.Header.Get("Content-Encoding"),
-		ContentType:     r.Header.Get("Content-Type"),
-		Compression:     r.URL.Query().Get("compression"),
-	}, body, g.cfg.MaxDecompressedBytes)
-	if err != nil {
+	fail := func(err error) (int, Response, processed) {
 		var he *httpError
 		if !errors.As(err, &he) {
 			he = badRequest("%v", err)
@@ -265,12 +254,65 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 		}
 		return he.Status, Response{Status: status, Error: he.Msg}, processed{}
 	}
+	// The keys outside the body first: a wrong one is refused before the body is even read.
+	keys := g.newKeyCheck()
+	if msg := keys.outsideBody(r); msg != "" {
+		return unauthorized(msg)
+	}
+	if msg := keys.verdict(form); keys.unknown || (form == formEnvelopes && msg != "") {
+		return unauthorized(msg)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, g.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return http.StatusRequestEntityTooLarge, Response{Status: "error", Error: fmt.Sprintf("body exceeds %d bytes", g.cfg.MaxBodyBytes)}, processed{}
+		}
+		return http.StatusBadRequest, Response{Status: "error", Error: "reading body failed"}, processed{}
+	}
+	m := meta{
+		ContentEncoding: r.Header.Get("Content-Encoding"),
+		ContentType:     r.Header.Get("Content-Type"),
+		Compression:     r.URL.Query().Get("compression"),
+	}
+	if form == formPostHog {
+		// The body's keys before decoding it: those at the head of a gzip body before inflating
+		// the rest, then every key of the JSON text in one pass that stops at an unknown one.
+		if gz, err := gzipped(m, body); err == nil && gz {
+			keys.inBody(inflatedHead(body, headBytes))
+			if keys.unknown {
+				return unauthorized(keys.verdict(form))
+			}
+		}
+	}
+	data, err := inflate(form, m, body, g.cfg.MaxDecompressedBytes)
+	if err != nil {
+		return fail(err)
+	}
+	if form == formPostHog {
+		complete := keys.inBody(data)
+		if keys.unknown {
+			return unauthorized(keys.verdict(form))
+		}
+		if !complete {
+			// Malformed JSON: parsePayload says where; the keys after the fault were not read,
+			// so nothing of such a body is accepted.
+			if _, err := parsePayload(form, data); err != nil {
+				return fail(err)
+			}
+			return fail(badRequest("bad JSON: the body could not be read to its end"))
+		}
+	}
+	if msg := keys.verdict(form); msg != "" {
+		return unauthorized(msg)
+	}
+	p, err := parsePayload(form, data)
+	if err != nil {
+		return fail(err)
+	}
 	if len(p.Events) > g.cfg.MaxEvents {
 		return http.StatusRequestEntityTooLarge, Response{Status: "error",
 			Error: fmt.Sprintf("%d events in one request, at most %d: send smaller batches", len(p.Events), g.cfg.MaxEvents)}, processed{}
-	}
-	if msg := g.authorize(r, form, p); msg != "" {
-		return http.StatusUnauthorized, Response{Status: "unauthorized", Error: msg}, processed{}
 	}
 	sentAt := p.SentAt
 	if q := r.URL.Query().Get("_"); isNull(sentAt) && q != "" && form == formPostHog {
@@ -336,62 +378,6 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 	}
 	resp.Status = "ok"
 	return http.StatusOK, resp, res
-}
-
-// authorize checks the request's API keys: the body's api_key/token, the Authorization Bearer
-// token, and any key an event carries (api_key, or properties.token as posthog-js sends it).
-// At least one must be present and every one present must be known. It returns "" or the
-// error message (which never quotes a key).
-func (g *Gateway) authorize(r *http.Request, form bodyForm, p *payload) string {
-	var keys []string
-	if p.APIKey != "" {
-		keys = append(keys, p.APIKey)
-	}
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, tok, ok := strings.Cut(h, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-			return "malformed Authorization header (want Bearer <api key>)"
-		}
-		keys = append(keys, strings.TrimSpace(tok))
-	}
-	if form == formPostHog {
-		for _, raw := range p.Events {
-			var ev struct {
-				APIKey     json.RawMessage            `json:"api_key"`
-				Properties map[string]json.RawMessage `json:"properties"`
-			}
-			if json.Unmarshal(raw, &ev) != nil {
-				continue
-			}
-			if k := stringField(map[string]json.RawMessage{"k": ev.APIKey}, "k"); k != "" {
-				keys = append(keys, k)
-			}
-			if k := stringField(ev.Properties, "token"); k != "" {
-				keys = append(keys, k)
-			}
-		}
-	}
-	if len(keys) == 0 {
-		if form == formEnvelopes {
-			return "missing API key: send Authorization: Bearer <api key>"
-		}
-		return "missing API key: send api_key (or token) in the body"
-	}
-	for _, k := range keys {
-		if !g.known(k) {
-			return "unknown API key"
-		}
-	}
-	return ""
-}
-
-func (g *Gateway) known(key string) bool {
-	h := sha256.Sum256([]byte(key))
-	ok := 0
-	for i := range g.keys {
-		ok |= subtle.ConstantTimeCompare(h[:], g.keys[i][:])
-	}
-	return ok == 1
 }
 
 // processed is a request's events sorted out.
