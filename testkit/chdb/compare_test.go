@@ -96,6 +96,9 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		t.Fatalf("migrations on the current engine: %v", err)
 	}
 	compareMigrations(ctx, t, env.ClickHouse, cur)
+	if all, err := migrations.All(); err == nil {
+		t.Logf("migrations: %d applied on both engines, from %04d_%s to %04d_%s", len(all), all[0].Version, all[0].Name, all[len(all)-1].Version, all[len(all)-1].Name)
+	}
 
 	now := time.Now().UTC().Truncate(time.Second)
 	end := now.Truncate(time.Hour)
@@ -388,6 +391,7 @@ WHERE c.database = 'mcpulse'`)
 		compareQuery(ctx, t, "table "+table, old, cur, q)
 		compared++
 	}
+	t.Logf("compared %d tables", compared)
 	if compared == 0 {
 		t.Error("no table compared")
 	}
@@ -433,6 +437,7 @@ func compareQueries(ctx context.Context, t *testing.T, old, oldRec, cur driver.C
 		}
 	}
 	statements := rec.statements()
+	plain, byCaller := 0, 0
 	for _, name := range sql.Names() {
 		if bound[name] {
 			continue
@@ -445,8 +450,10 @@ func compareQueries(ctx context.Context, t *testing.T, old, oldRec, cur driver.C
 		}
 		if n == 0 {
 			compareQuery(ctx, t, name, old, cur, text)
+			plain++
 			continue
 		}
+		byCaller++
 		re := boundBy(text)
 		found := 0
 		for _, s := range statements {
@@ -459,6 +466,8 @@ func compareQueries(ctx context.Context, t *testing.T, old, oldRec, cur driver.C
 			t.Errorf("sql/queries/%s.sql takes %d parameters, but no dashboard panel names it and no code this test runs bound it: run its caller in TestCurrentEngineAgreesWith1816", name, n)
 		}
 	}
+	t.Logf("sql/queries: %d files named by %d dashboards' panels (each with %d filter sets), %d without parameters, %d as bound by their callers",
+		len(bound), len(ds), len(filters), plain, byCaller)
 }
 
 // compareStatements replays on both engines every row-returning statement mcpulse's code sent
