@@ -6,7 +6,7 @@ PACKAGES := redis-server clickhouse-server clickhouse-client nodejs npm chromium
 # sudo only when not already root.
 SUDO     := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: deps web chdb test demo build
+.PHONY: deps web chdb sdk test demo build
 
 # Installs whichever of $(PACKAGES) is missing; a package counts as present when its command
 # is found (on PATH or in /usr/sbin), or the newer single "clickhouse" binary stands in.
@@ -45,7 +45,19 @@ $(CHDB_LIB): testdata/chdb/package-lock.json | deps
 	@test -f $@ || { echo "make chdb: npm installed no $@ (it is built for linux-x64 with glibc only)"; exit 1; }
 	touch $@
 
-test: deps web chdb
+# The real PostHog SDK clients the gateway's end-to-end tests drive (ingest/gateway/testdata):
+# posthog-node (node/), and @posthog/mcp around two MCP servers and a client built with the
+# official MCP TypeScript SDK (mcp/), each pinned by its package-lock.json. Installed again only
+# when a lock file changes (the tests also run npm ci themselves when node_modules is missing).
+SDK_DIRS := ingest/gateway/testdata/node ingest/gateway/testdata/mcp
+
+sdk: $(addsuffix /node_modules/.package-lock.json,$(SDK_DIRS))
+
+%/node_modules/.package-lock.json: %/package-lock.json | deps
+	npm ci --prefix $* --no-audit --no-fund
+	touch $@
+
+test: deps web chdb sdk
 	$(GO) test ./... -count=1 -timeout 20m
 
 demo: deps web
