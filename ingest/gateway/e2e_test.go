@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,9 +19,11 @@ import (
 	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
-// TestRealClientsEndToEnd points a posthog-go client and a posthog-node client (npm, run with
-// the machine's node) at the gateway; their tool calls and recruitment events must end up
-// exactly once in ClickHouse through the consumers, and their $identify be acknowledged.
+// TestRealClientsEndToEnd points the real clients at the gateway: posthog-go (with uuids set, and
+// on its default configuration), posthog-node (npm, run with the machine's node), and
+// @posthog/mcp around two MCP servers driven by the official MCP client. Their tool calls and
+// recruitment events must end up exactly once in ClickHouse through the consumers, and the
+// other events be acknowledged.
 func TestRealClientsEndToEnd(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	gw, err := gateway.New(gateway.Config{APIKeys: []string{testKey}, Brokers: env.Stack.KafkaBrokers}, env.Publisher)
@@ -68,20 +69,28 @@ func TestRealClientsEndToEnd(t *testing.T) {
 		}
 	})
 
-	t.Run("posthog-node", func(t *testing.T) {
-		dir, err := filepath.Abs(filepath.Join("testdata", "node"))
+	const goDefaultCalls = 15
+	t.Run("posthog-go default config", func(t *testing.T) {
+		// Nothing set but the endpoint: no Uuid ("uuid":"" on the wire), the SDK's own timestamps.
+		failures := &countingCallback{}
+		client, err := posthog.NewWithConfig(testKey, posthog.Config{Endpoint: srv.URL, Callback: failures})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "posthog-node")); err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-			cmd.Dir = dir
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-			}
+		for i := range goDefaultCalls {
+			enqueue(t, client, posthog.Capture{DistinctId: fmt.Sprintf("go-default-%d", i%3), Event: ingest.EventToolCall,
+				Properties: posthog.NewProperties().Set("$mcp_tool_name", "lookup").Set("$mcp_is_error", false)})
 		}
+		if err := client.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := failures.failed(); n != 0 {
+			t.Fatalf("posthog-go reported %d failed messages", n)
+		}
+	})
+
+	t.Run("posthog-node", func(t *testing.T) {
+		dir := npmCI(t, "node", "posthog-node")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "node", "send.js")
@@ -92,6 +101,11 @@ func TestRealClientsEndToEnd(t *testing.T) {
 			t.Fatalf("node send.js: %v\n%s", err, out)
 		}
 		t.Logf("node: %s", strings.TrimSpace(string(out)))
+	})
+
+	var mcpCalls []sdkCall
+	t.Run("@posthog/mcp", func(t *testing.T) {
+		mcpCalls, _ = runMCPClient(t, srv.URL, testKey)
 	})
 
 	c, err := consumers.New(consumers.Config{
@@ -131,14 +145,31 @@ func TestRealClientsEndToEnd(t *testing.T) {
 			t.Errorf("%s: %d recruitment_events rows, want exactly 3", c.prefix, n)
 		}
 	}
+	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE distinct_id LIKE 'go-default-%'`); n != goDefaultCalls {
+		t.Errorf("posthog-go default config: %d tool_calls rows, want exactly %d", n, goDefaultCalls)
+	}
+	if n := count(`SELECT uniqExact(uuid) FROM mcpulse.tool_calls FINAL WHERE distinct_id LIKE 'go-default-%'`); n != goDefaultCalls {
+		t.Errorf("posthog-go default config: %d distinct uuids, want %d", n, goDefaultCalls)
+	}
+	mcpTools := map[string]bool{}
+	for _, c := range mcpCalls {
+		mcpTools[c.Tool] = true
+	}
+	var toolList []string
+	for tool := range mcpTools {
+		toolList = append(toolList, tool)
+	}
+	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE has(?, tool_name)`, toolList); n != int64(len(mcpCalls)) {
+		t.Errorf("@posthog/mcp: %d tool_calls rows, want exactly %d", n, len(mcpCalls))
+	}
 	if n := count(`SELECT count() FROM mcpulse.dead_letters`); n != 0 {
 		t.Errorf("%d dead letters, want 0", n)
 	}
 	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE properties LIKE '%` + testKey + `%'`); n != 0 {
 		t.Errorf("%d rows store the project API key", n)
 	}
-	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE properties LIKE '%"$lib":"posthog-%'`); n != goCalls+nodeCalls {
-		t.Errorf("%d rows keep $lib, want %d", n, goCalls+nodeCalls)
+	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE properties LIKE '%"$lib":"posthog-%'`); n != int64(goCalls+goDefaultCalls+nodeCalls+len(mcpCalls)) {
+		t.Errorf("%d rows keep $lib, want %d", n, goCalls+goDefaultCalls+nodeCalls+len(mcpCalls))
 	}
 }
 

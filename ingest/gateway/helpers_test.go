@@ -10,6 +10,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -206,4 +210,101 @@ func envelopeOf(t *testing.T, m kafka.Message) ingest.Envelope {
 func newGzipWriter(w io.Writer) *gzip.Writer {
 	zw, _ := gzip.NewWriterLevel(w, gzip.BestCompression)
 	return zw
+}
+
+// npmCI returns the absolute path of testdata/<name>, a Node.js package of SDK test clients,
+// running `npm ci` there (from its package-lock.json) when node_modules lacks pkg. make sdk
+// installs them ahead of the tests.
+func npmCI(t testing.TB, name, pkg string) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err == nil {
+		return dir
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+	return dir
+}
+
+// sdkCall is one call of testdata/mcp/client.js's CALLS, with what mcpulse must derive from it.
+type sdkCall struct {
+	Server string          `json:"server"`
+	Tool   string          `json:"tool"`
+	Case   string          `json:"case"`
+	Args   json.RawMessage `json:"args"`
+	Expect struct {
+		Source string   `json:"source"`
+		Keys   []string `json:"keys"`
+		Reason string   `json:"reason"`
+		Error  string   `json:"error"`
+	} `json:"expect"`
+}
+
+// sdkOutcome is one line of client.js's output.
+type sdkOutcome struct {
+	Server  string `json:"server"`
+	Tool    string `json:"tool"`
+	Case    string `json:"case"`
+	Outcome string `json:"outcome"` // ok, tool_error, rpc_error
+	Text    string `json:"text"`
+}
+
+// mcpServerNames maps client.js's server labels to the names the servers report.
+var mcpServerNames = map[string]string{"zod": "mcpulse-fixture-zod", "json": "mcpulse-fixture-json"}
+
+// runMCPClient runs testdata/mcp/client.js against the gateway at url: the official MCP client
+// drives the two @posthog/mcp-instrumented servers, whose events go to url. It returns the call
+// table and each call's outcome, checked against the table (a call expected to fail failed).
+func runMCPClient(t testing.TB, url, apiKey string) ([]sdkCall, []sdkOutcome) {
+	t.Helper()
+	dir := npmCI(t, "mcp", "@posthog/mcp")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	printCalls := exec.CommandContext(ctx, "node", "client.js", "--print-calls")
+	printCalls.Dir = dir
+	list, err := printCalls.Output()
+	if err != nil {
+		t.Fatalf("node client.js --print-calls: %v", err)
+	}
+	var calls []sdkCall
+	if err := json.Unmarshal(list, &calls); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "node", "client.js")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GATEWAY_URL="+url, "API_KEY="+apiKey)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client.js: %v\n%s", err, stderr.String())
+	}
+	if s := stderr.String(); strings.Contains(s, "posthog error") || strings.Count(s, "posthog flushed") != len(mcpServerNames) {
+		t.Fatalf("the servers did not flush their events cleanly:\n%s", s)
+	}
+	var outcomes []sdkOutcome
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		var o sdkOutcome
+		if err := json.Unmarshal(line, &o); err != nil {
+			t.Fatalf("client.js output %q: %v", line, err)
+		}
+		outcomes = append(outcomes, o)
+	}
+	if len(outcomes) != len(calls) {
+		t.Fatalf("%d outcomes for %d calls", len(outcomes), len(calls))
+	}
+	for i, c := range calls {
+		if failed := outcomes[i].Outcome != "ok"; failed != (c.Expect.Error != "") {
+			t.Errorf("%s %s (%s): outcome %s %q, expected error %q", c.Server, c.Tool, c.Case, outcomes[i].Outcome, outcomes[i].Text, c.Expect.Error)
+		}
+	}
+	return calls, outcomes
 }

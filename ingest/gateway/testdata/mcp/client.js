@@ -6,7 +6,8 @@
 // `node client.js --print-calls` and derive what the pipeline must store from it.
 //
 // Env: GATEWAY_URL and API_KEY are passed on to the servers. Prints one JSON line per call:
-// {"server","tool","case","outcome":"ok"|"tool_error"|"rpc_error","text"}.
+// {"server","tool","case","outcome":"ok"|"tool_error"|"rpc_error","text"}; with --print-calls,
+// prints CALLS as one JSON array instead and exits.
 'use strict';
 const path = require('node:path');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
@@ -122,6 +123,13 @@ const CALLS = [
   { server: 'json', tool: 'search-logs', case: 'ok_without_context', expect: { source: 'schema', keys: [] }, args: { query: 'no context given' } },
 ];
 
+// withCase returns a call's arguments with its case named in the context argument, which the
+// SDK records as $mcp_intent: the tests find each call's stored row by it.
+function withCase(call) {
+  if (typeof call.args.context !== 'string') return call.args;
+  return { ...call.args, context: `${call.args.context} Case ${call.case}.` };
+}
+
 async function connect(kind) {
   const transport = new StdioClientTransport({
     command: process.execPath,
@@ -139,14 +147,13 @@ async function main() {
     process.stdout.write(JSON.stringify(CALLS) + '\n');
     return;
   }
-  const clients = { zod: await connect('zod'), json: await connect('json') };
-  for (const c of Object.values(clients)) {
-    await c.listTools();
-  }
+  const [zod, json] = await Promise.all([connect('zod'), connect('json')]);
+  const clients = { zod, json };
+  await Promise.all(Object.values(clients).map((c) => c.listTools()));
   for (const call of CALLS) {
     const line = { server: call.server, tool: call.tool, case: call.case };
     try {
-      const res = await clients[call.server].callTool({ name: call.tool, arguments: call.args });
+      const res = await clients[call.server].callTool({ name: call.tool, arguments: withCase(call) });
       line.outcome = res.isError ? 'tool_error' : 'ok';
       line.text = (res.content ?? []).filter((b) => b.type === 'text').map((b) => b.text).join(' ').slice(0, 300);
     } catch (err) {
