@@ -3,24 +3,24 @@ package consumers
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/mcpulse/mcpulse/ingest"
 )
 
 // Column lists of the batch inserts. ClickHouse 18.16 refuses a batch without one ("expected 0
 // arguments"), and an explicit list keeps a later migration's new column from shifting values.
+// The raw tables' column lists are the `ch` tags of their ingest row types.
+var (
+	insertToolCalls   = insertQuery("mcpulse.tool_calls", ingest.ToolCallRow{})
+	insertRecruitment = insertQuery("mcpulse.recruitment_events", ingest.RecruitmentRow{})
+)
+
 const (
-	insertToolCalls = `INSERT INTO mcpulse.tool_calls (uuid, timestamp, distinct_id, tool_name, raw_tool_name,
-exec_verb, exec_target_tool, client_name, client_version, mode, conversation_id, session_id, source,
-is_error, error_type, duration_ms, ignored_keys, ignored_keys_total, counted_ignored_keys,
-recruitment_reason, url_supported, form_supported, campaign_id, completed_calls, session_age_seconds,
-properties, kafka_partition, kafka_offset, inserted_at)`
-	insertRecruitment = `INSERT INTO mcpulse.recruitment_events (uuid, timestamp, kind, distinct_id,
-identity_hash, instance_url, campaign_id, invitation_id, feature_flag, response, responded_at,
-invitation_sent_at, recruitment_reason, url_supported, form_supported, completed_calls,
-session_age_seconds, properties, kafka_partition, kafka_offset, inserted_at, timestamp_ms, responded_at_ms)`
 	insertAudit = `INSERT INTO mcpulse.suppression_audit (audit_id, at, action, identity_hash, distinct_id,
 instance_url, actor, reason, deleted_keys, previous_record, kafka_partition, kafka_offset, at_ms)`
 	insertDeadLetters = `INSERT INTO mcpulse.dead_letters (dead_letter_id, received_at, source_topic,
@@ -43,7 +43,7 @@ const MaxPartitionsPerInsert = 100
 // bad input. A retry after a later batch failed re-sends the earlier ones, which the
 // replacing raw tables and the uniqExact rollups absorb (DESIGN.md §5).
 func insertRows(ctx context.Context, conn driver.Conn, query string, rows []row) error {
-	for _, chunk := range byMonths(rows, MaxPartitionsPerInsert) {
+	for _, chunk := range byMonths(rows, MaxPartitionsPerInsert, rowTimes) {
 		if err := insertBatch(ctx, conn, query, chunk); err != nil {
 			return err
 		}
@@ -68,31 +68,21 @@ func insertBatch(ctx context.Context, conn driver.Conn, query string, rows []row
 	return batch.Send()
 }
 
-// byMonths cuts rows, in order, into runs whose time values fall in at most max UTC months.
-// Every time.Time and *time.Time column counts, not only the table's partition key, so a
+// byMonths cuts rows, in order, into runs whose time values (times appends a row's) fall in at
+// most max UTC months. Every time column counts, not only the table's partition key, so a
 // rollup a materialized view partitions by another of the row's times (the funnel by
 // invitation_sent_at) stays within the limit too.
-func byMonths(rows []row, max int) [][]row {
+func byMonths[T any](rows []T, max int, times func(*T, []time.Time) []time.Time) [][]T {
 	var (
-		out    [][]row
+		out    [][]T
 		start  int
 		months = map[int]bool{}
+		ts     []time.Time
+		own    []int
 	)
-	for i, r := range rows {
-		var own []int
-		for _, v := range r {
-			var t time.Time
-			switch x := v.(type) {
-			case time.Time:
-				t = x
-			case *time.Time:
-				if x == nil {
-					continue
-				}
-				t = *x
-			default:
-				continue
-			}
+	for i := range rows {
+		own, ts = own[:0], times(&rows[i], ts[:0])
+		for _, t := range ts {
 			u := t.UTC()
 			own = append(own, u.Year()*12+int(u.Month()))
 		}
@@ -115,6 +105,88 @@ func byMonths(rows []row, max int) [][]row {
 		out = append(out, rows[start:])
 	}
 	return out
+}
+
+// rowTimes appends the time.Time and non-nil *time.Time values of r.
+func rowTimes(r *row, dst []time.Time) []time.Time {
+	for _, v := range *r {
+		switch x := v.(type) {
+		case time.Time:
+			dst = append(dst, x)
+		case *time.Time:
+			if x != nil {
+				dst = append(dst, *x)
+			}
+		}
+	}
+	return dst
+}
+
+// structTimes returns a times function (byMonths) for struct type T: it appends the values of
+// T's time.Time and non-nil *time.Time fields.
+func structTimes[T any]() func(*T, []time.Time) []time.Time {
+	var fields []int
+	t := reflect.TypeFor[T]()
+	for i := range t.NumField() {
+		if ft := t.Field(i).Type; ft == reflect.TypeFor[time.Time]() || ft == reflect.TypeFor[*time.Time]() {
+			fields = append(fields, i)
+		}
+	}
+	return func(r *T, dst []time.Time) []time.Time {
+		v := reflect.ValueOf(r).Elem()
+		for _, i := range fields {
+			switch x := v.Field(i).Interface().(type) {
+			case time.Time:
+				dst = append(dst, x)
+			case *time.Time:
+				if x != nil {
+					dst = append(dst, *x)
+				}
+			}
+		}
+		return dst
+	}
+}
+
+// insertQuery is the INSERT of table with the columns named by the `ch` tags of row's fields,
+// in field order.
+func insertQuery(table string, row any) string {
+	t := reflect.TypeOf(row)
+	cols := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		if col := t.Field(i).Tag.Get("ch"); col != "" && col != "-" {
+			cols = append(cols, col)
+		}
+	}
+	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ")"
+}
+
+// insertStructs is insertRows for rows of a struct type whose `ch` tags name the query's
+// columns.
+func insertStructs[T any](ctx context.Context, conn driver.Conn, query string, rows []T) error {
+	for _, chunk := range byMonths(rows, MaxPartitionsPerInsert, structTimes[T]()) {
+		if err := insertStructBatch(ctx, conn, query, chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func insertStructBatch[T any](ctx context.Context, conn driver.Conn, query string, rows []T) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	batch, err := conn.PrepareBatch(ctx, query)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		if err := batch.AppendStruct(&rows[i]); err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("BUG: append to %s: %w", tableOf(query), err)
+		}
+	}
+	return batch.Send()
 }
 
 func tableOf(query string) string {
@@ -149,17 +221,6 @@ WHERE kind = 'invitation_sent' AND has(?, invitation_id) GROUP BY invitation_id`
 		out[id] = at.UTC()
 	}
 	return out, rows.Err()
-}
-
-func boolFlag(b *bool) *uint8 {
-	if b == nil {
-		return nil
-	}
-	var v uint8
-	if *b {
-		v = 1
-	}
-	return &v
 }
 
 func nonNilStrings(s []string) []string {

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/mcpulse/mcpulse/ingest"
@@ -60,7 +61,7 @@ type Stats struct {
 type counters struct {
 	messages, duplicates, deadLettered, deadLetters, audits atomic.Int64
 	batches, retries, fetchRetries, generations             atomic.Int64
-	stored                                                  [5]atomic.Int64 // by ingest.Kind
+	stored                                                  map[*ingest.Kind]*atomic.Int64 // every kind, made by New
 	suppression                                             map[string]*atomic.Int64
 }
 
@@ -74,6 +75,10 @@ func New(cfg Config) (*Consumer, error) {
 	keys, _ := ingest.NewKeyFilter(cfg.ClientInjectedKeys) // validated above
 	c := &Consumer{cfg: cfg, keys: keys}
 	c.stats.suppression = map[string]*atomic.Int64{}
+	c.stats.stored = map[*ingest.Kind]*atomic.Int64{}
+	for _, k := range ingest.Kinds() {
+		c.stats.stored[k] = new(atomic.Int64)
+	}
 	for _, k := range suppression.Outcomes {
 		c.stats.suppression[string(k)] = new(atomic.Int64)
 	}
@@ -121,8 +126,8 @@ func (c *Consumer) Stats() Stats {
 		Stored:       map[string]int64{},
 		Suppression:  map[string]int64{},
 	}
-	for k := ingest.KindToolCall; k <= ingest.KindInvitationResponse; k++ {
-		s.Stored[k.String()] = c.stats.stored[k].Load()
+	for k, n := range c.stats.stored {
+		s.Stored[k.Name] = n.Load()
 	}
 	for k, v := range c.stats.suppression {
 		s.Suppression[k] = v.Load()
@@ -173,7 +178,7 @@ func (c *Consumer) storeWithRetry(ctx, genCtx context.Context, p *prepared) erro
 
 // batchResult is what one successful store did, accounted only once it succeeded.
 type batchResult struct {
-	stored       [5]int64
+	stored       map[*ingest.Kind]int64
 	duplicates   int64
 	deadLettered int64
 	deadLetters  int64
@@ -212,8 +217,9 @@ func position(m *kafka.Message) string {
 // again on the same batch changes no store, and it does not modify p, so a failed attempt can
 // be retried with the same p.
 func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) {
-	res := batchResult{suppression: map[string]int64{}}
+	res := batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}}
 	msgs, events, bad, deadRows, auditRows, audits := p.msgs, p.events, p.bad, p.deadRows, p.auditRows, p.audits
+	rows := p.rows
 	for _, k := range p.inBatchDups {
 		res.duplicate(k)
 	}
@@ -228,22 +234,27 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 		if err != nil {
 			return res, err
 		}
-		kept := make([]decoded, 0, len(events)) // not in place: p.events serves a retry
+		kept := make([]decoded, 0, len(events)) // not in place: p serves a retry
+		var dropped map[[16]byte]bool
 		for i, d := range events {
 			if owned[i] {
 				kept = append(kept, d)
-			} else {
-				res.duplicate(d.ev.Kind)
+				continue
 			}
+			res.duplicate(d.ev.Kind)
+			if dropped == nil {
+				dropped = map[[16]byte]bool{}
+			}
+			dropped[d.ev.UUID] = true
 		}
 		events = kept
+		rows = rows.Filtered(func(id uuid.UUID) bool { return !dropped[id] }) // a copy, even when nothing is dropped
 	}
 
 	if err := c.applySuppression(ctx, events, res.suppression); err != nil {
 		return res, err
 	}
-	toolRows, recruitRows, err := c.buildRows(ctx, events)
-	if err != nil {
+	if err := c.fillInvitationSentAt(ctx, rows.Recruitment); err != nil {
 		return res, err
 	}
 	if len(bad) > 0 {
@@ -251,10 +262,10 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 			return res, fmt.Errorf("dead-letter %d events: %w", len(bad), err)
 		}
 	}
-	if err := insertRows(ctx, c.cfg.ClickHouse, insertToolCalls, toolRows); err != nil {
+	if err := insertStructs(ctx, c.cfg.ClickHouse, insertToolCalls, rows.ToolCalls); err != nil {
 		return res, fmt.Errorf("insert tool_calls: %w", err)
 	}
-	if err := insertRows(ctx, c.cfg.ClickHouse, insertRecruitment, recruitRows); err != nil {
+	if err := insertStructs(ctx, c.cfg.ClickHouse, insertRecruitment, rows.Recruitment); err != nil {
 		return res, fmt.Errorf("insert recruitment_events: %w", err)
 	}
 	if err := insertRows(ctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
@@ -320,30 +331,28 @@ func (c *Consumer) identity(ev *ingest.Event) string {
 	return ingest.IdentityHash(url, ev.DistinctID)
 }
 
-func (c *Consumer) buildRows(ctx context.Context, events []decoded) (toolRows, recruitRows []row, err error) {
-	// Funnel rows are attributed to their invitation's send day: find the send times of the
-	// invitations that opens and responses refer to, in this batch or already stored.
+// fillInvitationSentAt sets the invitation send time of every recruitment row whose
+// invitation is in the batch or already stored: the funnel is a cohort by the invitation's
+// send day (DESIGN.md §8). Rows are modified in place.
+func (c *Consumer) fillInvitationSentAt(ctx context.Context, rows []ingest.RecruitmentRow) error {
 	sentAt := map[string]time.Time{}
-	var missing []string
-	for _, d := range events {
-		if d.ev.Kind == ingest.KindInvitationSent {
-			id := d.ev.Recruitment.InvitationID
-			if prev, ok := sentAt[id]; !ok || d.ev.Timestamp.Before(prev) {
-				sentAt[id] = d.ev.Timestamp
+	for i := range rows {
+		if r := &rows[i]; r.Kind == ingest.KindInvitationSent.Name {
+			if prev, ok := sentAt[r.InvitationID]; !ok || r.Timestamp.Before(prev) {
+				sentAt[r.InvitationID] = r.Timestamp
 			}
 		}
 	}
-	for _, d := range events {
-		if k := d.ev.Kind; k == ingest.KindBookingLinkOpened || k == ingest.KindInvitationResponse {
-			if _, ok := sentAt[d.ev.Recruitment.InvitationID]; !ok {
-				missing = append(missing, d.ev.Recruitment.InvitationID)
-			}
+	var missing []string
+	for i := range rows {
+		if _, ok := sentAt[rows[i].InvitationID]; !ok {
+			missing = append(missing, rows[i].InvitationID)
 		}
 	}
 	if len(missing) > 0 {
 		stored, err := lookupInvitationSentAt(ctx, c.cfg.ClickHouse, missing)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		for id, at := range stored {
 			if prev, ok := sentAt[id]; !ok || at.Before(prev) {
@@ -351,54 +360,12 @@ func (c *Consumer) buildRows(ctx context.Context, events []decoded) (toolRows, r
 			}
 		}
 	}
-
-	now := c.cfg.Now().UTC()
-	for _, d := range events {
-		ev, m := d.ev, d.msg
-		switch ev.Kind {
-		case ingest.KindToolCall:
-			t := ev.ToolCall
-			toolRows = append(toolRows, row{
-				ev.UUID, ev.Timestamp, ev.DistinctID, t.EffectiveTool(), t.ToolName,
-				t.ExecVerb, t.ExecTargetTool, t.ClientName, t.ClientVersion, t.Mode, t.ConversationID, t.SessionID, t.Source,
-				boolToUint8(t.IsError), t.ErrorType, t.DurationMs, nonNilStrings(t.IgnoredKeys), uint32(min(t.IgnoredKeysTotal, 1<<32-1)), nonNilStrings(c.keys.Counted(t.IgnoredKeys)),
-				t.Reason, boolFlag(t.URLSupported), boolFlag(t.FormSupported), t.CampaignID, t.CompletedCalls, t.SessionAgeSeconds,
-				string(ev.Properties), int32(m.Partition), m.Offset, now,
-			})
-		default:
-			r := ev.Recruitment
-			var (
-				respondedAt, invitationSentAt *time.Time
-				respondedAtMs                 *int64
-			)
-			if ev.Kind == ingest.KindInvitationResponse {
-				ms := r.RespondedAt.UnixMilli()
-				respondedAt, respondedAtMs = &r.RespondedAt, &ms
-			}
-			if at, ok := sentAt[r.InvitationID]; ok {
-				invitationSentAt = &at
-			}
-			instanceURL := r.InstanceURL
-			if instanceURL == "" {
-				instanceURL = c.cfg.DefaultInstanceURL
-			}
-			recruitRows = append(recruitRows, row{
-				ev.UUID, ev.Timestamp, ev.Kind.String(), ev.DistinctID,
-				ingest.IdentityHash(instanceURL, ev.DistinctID), instanceURL, r.CampaignID, r.InvitationID, r.FeatureFlag, r.Response, respondedAt,
-				invitationSentAt, r.Reason, boolFlag(r.URLSupported), boolFlag(r.FormSupported), r.CompletedCalls,
-				r.SessionAgeSeconds, string(ev.Properties), int32(m.Partition), m.Offset, now,
-				ev.Timestamp.UnixMilli(), respondedAtMs,
-			})
+	for i := range rows {
+		if at, ok := sentAt[rows[i].InvitationID]; ok {
+			rows[i].InvitationSentAt = &at
 		}
 	}
-	return toolRows, recruitRows, nil
-}
-
-func boolToUint8(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
+	return nil
 }
 
 // maxPayload caps the payload kept in dead_letters; the full message stays in the topic.

@@ -100,8 +100,8 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		lag:            prometheus.NewDesc("mcpulse_consumer_lag", "Messages of a partition the consumer group has not committed yet (asked of Kafka on each scrape).", []string{"topic", "partition"}, nil),
 		lagErrorsDesc:  prometheus.NewDesc("mcpulse_consumer_lag_errors_total", "Scrapes whose consumer lag request to Kafka failed.", nil, nil),
 	}
-	for k := ingest.KindToolCall; k <= ingest.KindInvitationResponse; k++ {
-		m.duplicates.WithLabelValues(k.String()) // export zeros, so rate() sees the first one
+	for _, k := range ingest.Kinds() {
+		m.duplicates.WithLabelValues(k.Name) // export zeros, so rate() sees the first one
 	}
 	c.cfg.Redis, c.cfg.ClickHouse = m.instrumentStores(c.cfg.Redis, c.cfg.ClickHouse)
 	var registered []prometheus.Collector
@@ -163,14 +163,17 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 // batchMetrics is what a stored batch adds to the labelled counters; batchResult embeds it.
 type batchMetrics struct {
-	duplicatesByKind    [5]int64         // by ingest.Kind
+	duplicatesByKind    map[*ingest.Kind]int64
 	deadLetteredByClass map[string]int64 // sent to the dead-letter topic
 	recordedByClass     map[string]int64 // dead-letter topic messages stored
 }
 
 // duplicate counts one event of kind k dropped as a duplicate.
-func (r *batchResult) duplicate(k ingest.Kind) {
+func (r *batchResult) duplicate(k *ingest.Kind) {
 	r.duplicates++
+	if r.duplicatesByKind == nil {
+		r.duplicatesByKind = map[*ingest.Kind]int64{}
+	}
 	r.duplicatesByKind[k]++
 }
 
@@ -206,9 +209,7 @@ func (m *Metrics) account(r *batchResult) {
 		return
 	}
 	for k, n := range r.duplicatesByKind {
-		if n > 0 {
-			m.duplicates.WithLabelValues(ingest.Kind(k).String()).Add(float64(n))
-		}
+		m.duplicates.WithLabelValues(k.Name).Add(float64(n))
 	}
 	for class, n := range r.deadLetteredByClass {
 		m.deadLettered.WithLabelValues(class).Add(float64(n))
@@ -221,7 +222,7 @@ func (m *Metrics) account(r *batchResult) {
 // Dead-letter reason classes (DeadLetterClass).
 const (
 	ClassBadJSON      = "bad_json"      // not JSON, or not a JSON object
-	ClassUnknownEvent = "unknown_event" // an event name that is none of the four kinds
+	ClassUnknownEvent = "unknown_event" // an event name that is none of the kinds
 	ClassTooLarge     = "too_large"     // a JSONL line over ingest.MaxLineBytes
 	ClassAudit        = "audit"         // an audit-topic event that failed to parse
 	ClassOther        = "other"         // anything else, including an empty reason

@@ -157,7 +157,7 @@ func TestDeadLetterClassIsBoundedWhateverTheReason(t *testing.T) {
 		"distinct_id: required":                                "invalid_distinct_id",
 		"bad JSON: unexpected end of JSON input":               consumers.ClassBadJSON,
 		"line 12: bad JSON: an event must be a JSON object":    consumers.ClassBadJSON,
-		"event is not one of the four mcpulse kinds: \"$x\"":   consumers.ClassUnknownEvent,
+		"event is not one of the mcpulse kinds: \"$x\"":        consumers.ClassUnknownEvent,
 		"line 3: line is 2000000 bytes, longer than the limit": consumers.ClassTooLarge,
 		"audit event: uuid: not a UUID":                        consumers.ClassAudit,
 		"":                                                     consumers.ClassOther,

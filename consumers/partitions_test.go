@@ -19,7 +19,7 @@ func TestByMonthsBoundsPartitionsPerInsert(t *testing.T) {
 		}
 		rows = append(rows, row{i, ts, sent, "x"})
 	}
-	chunks := byMonths(rows, MaxPartitionsPerInsert)
+	chunks := byMonths(rows, MaxPartitionsPerInsert, rowTimes)
 	if len(chunks) < 3 {
 		t.Errorf("250+ months in %d chunks, want at least 3", len(chunks))
 	}
@@ -43,10 +43,10 @@ func TestByMonthsBoundsPartitionsPerInsert(t *testing.T) {
 	if next != len(rows) {
 		t.Errorf("chunks hold %d rows, want %d", next, len(rows))
 	}
-	if got := byMonths(rows[:40], MaxPartitionsPerInsert); len(got) != 1 {
+	if got := byMonths(rows[:40], MaxPartitionsPerInsert, rowTimes); len(got) != 1 {
 		t.Errorf("40 rows over 43 months in %d chunks, want 1", len(got))
 	}
-	if got := byMonths(nil, MaxPartitionsPerInsert); len(got) != 0 {
+	if got := byMonths([]row(nil), MaxPartitionsPerInsert, rowTimes); len(got) != 0 {
 		t.Errorf("no rows gave %d chunks", len(got))
 	}
 }

@@ -21,15 +21,18 @@ import (
 
 // prepared is a fetched batch after prepare.
 type prepared struct {
-	msgs      []kafka.Message
-	events    []decoded // valid events, the first of each uuid in the batch
+	msgs   []kafka.Message
+	events []decoded // valid events, the first of each uuid in the batch
+	// rows are the raw rows of events (ingest.Rows.Append); the store stage keeps those of
+	// the events whose uuid the batch owns.
+	rows      ingest.Rows
 	bad       []ingest.DeadLetter
 	deadRows  []row
 	auditRows []row
 	audits    []*ingest.AuditEvent
 	// inBatchDups are the kinds of events dropped because an earlier message of the batch
 	// carried their uuid.
-	inBatchDups []ingest.Kind
+	inBatchDups []*ingest.Kind
 }
 
 // fetchLoop reads one generation's partitions (partitionReaders), fills and prepares batches
@@ -77,7 +80,8 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message) []kafka.
 const parallelDecodeMin = 1000
 
 // prepare decodes and validates msgs (in parallel chunks for a large batch: ingest.Parse is
-// a pure function) and drops in-batch duplicates, keeping the first message of each uuid.
+// a pure function), drops in-batch duplicates, keeping the first message of each uuid, and
+// builds the raw rows of the events kept.
 func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 	type parsed struct {
 		ev  *ingest.Event
@@ -105,6 +109,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 
 	now := c.cfg.Now()
 	p := &prepared{msgs: msgs, events: make([]decoded, 0, len(msgs))}
+	at := ingest.RowContext{InsertedAt: now.UTC().Truncate(time.Second), DefaultInstanceURL: c.cfg.DefaultInstanceURL, Keys: c.keys}
 	firstSeen := make(map[[16]byte]string, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
@@ -139,6 +144,8 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 		}
 		firstSeen[ev.UUID] = pos
 		p.events = append(p.events, decoded{msg: m, ev: ev, pos: pos})
+		at.Partition, at.Offset = int32(m.Partition), m.Offset
+		p.rows.Append(ev, at)
 	}
 	return p
 }

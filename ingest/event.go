@@ -1,5 +1,5 @@
 // Package ingest holds mcpulse's event contract (DESIGN.md §2): the PostHog-style envelope,
-// the four event kinds and their validation, the identity hash shared with the MCP servers,
+// the table of event kinds with their validation and raw rows, the identity hash shared with the MCP servers,
 // and a Kafka publisher.
 package ingest
 
@@ -8,6 +8,7 @@ import (
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,70 +19,6 @@ import (
 
 	"github.com/mcpulse/mcpulse/misuse"
 )
-
-// Event names, as PostHog's MCP analytics SDK and PostHog's MCP server send them (DESIGN.md §2),
-// so existing PostHog dashboards keep working.
-const (
-	EventToolCall           = "$mcp_tool_call"
-	EventInvitationSent     = "mcp interview invitation sent"
-	EventBookingLinkOpened  = "mcp interview booking link opened"
-	EventInvitationResponse = "mcp interview invitation responded"
-)
-
-// Kind is one of the four event kinds mcpulse understands.
-type Kind uint8
-
-// The event kinds. KindUnknown is any other event name.
-const (
-	KindUnknown Kind = iota
-	KindToolCall
-	KindInvitationSent
-	KindBookingLinkOpened
-	KindInvitationResponse
-)
-
-// String returns the kind's short name: "tool_call", "invitation_sent", "link_opened",
-// "response" or "unknown". These are the values of the ClickHouse `kind` columns.
-func (k Kind) String() string {
-	switch k {
-	case KindToolCall:
-		return "tool_call"
-	case KindInvitationSent:
-		return "invitation_sent"
-	case KindBookingLinkOpened:
-		return "link_opened"
-	case KindInvitationResponse:
-		return "response"
-	}
-	return "unknown"
-}
-
-// KindOf maps an `event` name to its Kind (KindUnknown for any other name).
-func KindOf(eventName string) Kind {
-	switch eventName {
-	case EventToolCall:
-		return KindToolCall
-	case EventInvitationSent:
-		return KindInvitationSent
-	case EventBookingLinkOpened:
-		return KindBookingLinkOpened
-	case EventInvitationResponse:
-		return KindInvitationResponse
-	}
-	return KindUnknown
-}
-
-// Topic returns the Kafka topic a kind is published to: TopicToolCalls for tool calls,
-// TopicRecruitment for the three recruitment kinds, "" for KindUnknown.
-func (k Kind) Topic() string {
-	switch k {
-	case KindToolCall:
-		return TopicToolCalls
-	case KindInvitationSent, KindBookingLinkOpened, KindInvitationResponse:
-		return TopicRecruitment
-	}
-	return ""
-}
 
 // Limits from DESIGN.md §2.
 const (
@@ -139,22 +76,27 @@ func (v *ValidationError) add(path, format string, args ...any) {
 }
 
 // ErrUnknownEvent is wrapped by the error Parse returns for a well-formed envelope whose
-// `event` is none of the four kinds; the gateway acknowledges such events, the consumer
+// `event` is none of the kinds; the gateway acknowledges such events, the consumer
 // dead-letters them.
-var ErrUnknownEvent = errors.New("event is not one of the four mcpulse kinds")
+var ErrUnknownEvent = errors.New("event is not one of the mcpulse kinds")
 
 // Event is a decoded, validated event. Timestamps are UTC.
 type Event struct {
 	UUID       uuid.UUID
 	Name       string
-	Kind       Kind
+	Kind       *Kind // the entry of the table of kinds for Name
 	DistinctID string
 	Timestamp  time.Time
-	// Properties is the envelope's properties object, every property kept (compact JSON
-	// text, keys sorted, as encoding/json re-encodes it), stored whole in the raw tables.
+	// Properties is the envelope's properties object exactly as received (it shares the
+	// bytes given to Parse).
 	Properties json.RawMessage
+	// Extra holds the properties that no column of the kind's raw table holds, as one compact
+	// JSON object ({} when there are none): what the raw tables store in `properties`. Each
+	// is copied from the received bytes, not re-encoded; a property whose key or value holds
+	// invalid UTF-8 is re-encoded with U+FFFD for each invalid byte, as encoding/json decodes it.
+	Extra json.RawMessage
 
-	ToolCall    *ToolCall    // set when Kind == KindToolCall
+	ToolCall    *ToolCall    // set for KindToolCall
 	Recruitment *Recruitment // set for the three recruitment kinds
 }
 
@@ -169,6 +111,12 @@ type Diagnostics struct {
 	CampaignID        string // interview_recruitment_campaign_id
 	CompletedCalls    *int64
 	SessionAgeSeconds *float64
+
+	values struct { // what the pointers above point to, so that they cost no allocation
+		urlSupported, formSupported bool
+		completedCalls              int64
+		sessionAge                  float64
+	}
 }
 
 // ToolCall holds the properties of a $mcp_tool_call event that mcpulse reads.
@@ -191,6 +139,8 @@ type ToolCall struct {
 	// IgnoredKeysTotal is how many ignored keys there were before the cap (≥ len(IgnoredKeys)).
 	IgnoredKeysTotal int64
 	Diagnostics
+
+	durationMs float64 // what DurationMs points to
 }
 
 // EffectiveTool is the tool the call really ran: $mcp_exec_target_tool when $mcp_exec_verb is
@@ -218,168 +168,185 @@ type Recruitment struct {
 	Diagnostics
 }
 
-// Parse decodes one JSON envelope and validates it against DESIGN.md §2. It returns a
-// *ValidationError listing every problem (with field paths) when the JSON is well formed but
-// the event breaks the contract (including a top-level field of the wrong type), an error
-// wrapping ErrUnknownEvent (and no other problem) for a valid envelope of another event name,
-// and a plain "bad JSON: ..." error when data is not exactly one JSON object.
+// Parse decodes one JSON envelope and validates it against DESIGN.md §2, in one pass over
+// the bytes: nothing is decoded twice and nothing is re-encoded (Event.Properties and
+// Event.Extra are the received bytes). It returns a *ValidationError listing every problem
+// (with field paths) when the JSON is well formed but the event breaks the contract (including
+// a top-level field of the wrong type), an error wrapping ErrUnknownEvent (and no other
+// problem) for a valid envelope of another event name, and a plain "bad JSON: ..." error when
+// data is not exactly one JSON object.
 //
-// Top-level field names match exactly ("UUID" is not "uuid"; encoding/json's case-insensitive
-// struct matching is deliberately not used). Unknown top-level fields are ignored; a repeated
-// field keeps its last value.
+// Top-level field and property names match exactly ("UUID" is not "uuid"). Unknown top-level
+// fields are ignored; a repeated field or property keeps its last value.
 func Parse(data []byte) (*Event, error) {
-	var top map[string]json.RawMessage
-	// segmentio/encoding/json is the fast path (same results); a refused event is decoded
-	// again by encoding/json, whose error texts are the documented ones.
-	if json.Unmarshal(data, &top) != nil {
-		top = nil
-		if err := stdjson.Unmarshal(data, &top); err != nil {
-			var typeErr *json.UnmarshalTypeError
-			if errors.As(err, &typeErr) && typeErr.Field == "" {
-				return nil, fmt.Errorf("bad JSON: an event must be a JSON object, got %s", typeErr.Value)
-			}
-			return nil, fmt.Errorf("bad JSON: %w", err)
+	d := getDecodeState()
+	defer putDecodeState(d)
+	if err := d.scan(data); err != nil {
+		return nil, err
+	}
+	top := &d.top
+	v := &d.problems
+	ev := &Event{}
+	problem := func(field, p string) { v.add(field, "%s", p) }
+
+	// The kind first, so that one allocation holds every string the event keeps; the problems
+	// are still reported in field order.
+	name, nameOK := "", true
+	if plainString(top.Event) {
+		if ev.Kind = byName[string(top.Event[1:len(top.Event)-1])]; ev.Kind != nil {
+			name = ev.Kind.Event
 		}
 	}
-	if top == nil {
-		return nil, errors.New("bad JSON: an event must be a JSON object, got null")
+	if ev.Kind == nil {
+		name, nameOK = stringValue(top.Event)
+		ev.Kind = KindOf(name)
 	}
-	env := &Envelope{}
-	typeProblems := map[string]string{}
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{
-		{"uuid", &env.UUID}, {"event", &env.Event}, {"distinct_id", &env.DistinctID}, {"timestamp", &env.Timestamp},
-	} {
-		raw, ok := top[f.name]
-		if !ok || isNull(raw) {
-			continue // reported as required by validate
-		}
-		if err := json.Unmarshal(raw, f.dst); err != nil {
-			typeProblems[f.name] = "must be a string"
-		}
+	if ev.Kind != nil {
+		d.match(ev.Kind)
 	}
-	if raw, ok := top["properties"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &env.Properties); err != nil {
-			typeProblems["properties"] = "must be a JSON object"
-		}
+	distinctAt := d.buildArena(top.DistinctID)
+
+	uuidText := stringContent(top.UUID)
+	if !plainString(top.UUID) { // an escape: decode it first (rare)
+		s, _ := stringValue(top.UUID)
+		uuidText = []byte(s)
+	}
+	switch id, err := uuid.ParseBytes(uuidText); {
+	case !isNull(top.UUID) && top.UUID[0] != '"':
+		problem("uuid", "must be a string")
+	case len(uuidText) == 0:
+		v.add("uuid", "required")
+	case len(uuidText) != 36:
+		v.add("uuid", "not a UUID in canonical 8-4-4-4-12 form: %s", quoteForError(string(uuidText)))
+	case err != nil:
+		v.add("uuid", "not a UUID: %s", quoteForError(string(uuidText)))
+	case id == uuid.Nil:
+		v.add("uuid", "the nil UUID cannot be a deduplication key")
+	default:
+		ev.UUID = id
+	}
+	switch {
+	case !nameOK:
+		problem("event", "must be a string")
+	case name == "":
+		v.add("event", "required")
+	default:
+		ev.Name = name
 	}
 	// The identity hash must equal what JavaScript computes (DESIGN.md §3). Go decodes invalid
 	// UTF-8 and unpaired UTF-16 surrogate escapes to U+FFFD, which JavaScript does not, so a
-	// recruitment event carrying one would be hashed differently: refuse it instead.
-	// The same goes for every kind's distinct_id: two different ids must never collapse into one
-	// person.
-	if typeProblems["distinct_id"] == "" && !jsExact(top["distinct_id"]) {
-		typeProblems["distinct_id"] = notJSExact
+	// recruitment event carrying one would be hashed differently: refuse it instead. The same
+	// goes for every kind's distinct_id: two different ids must never collapse into one person.
+	distinctID, distinctOK := "", true
+	if distinctAt >= 0 {
+		distinctID = d.arena[distinctAt : distinctAt+len(top.DistinctID)-2]
+	} else {
+		distinctID, distinctOK = stringValue(top.DistinctID)
 	}
-	if !jsExact(env.Properties["instance_url"]) {
-		typeProblems["properties.instance_url"] = notJSExact
+	switch {
+	case !distinctOK:
+		problem("distinct_id", "must be a string")
+	case !jsExact(top.DistinctID):
+		problem("distinct_id", notJSExact)
+	default:
+		switch n := utf8.RuneCountInString(distinctID); {
+		case n == 0:
+			v.add("distinct_id", "required")
+		case n > MaxDistinctIDLength:
+			v.add("distinct_id", "%d characters, at most %d allowed", n, MaxDistinctIDLength)
+		}
+		ev.DistinctID = distinctID
 	}
-	return validate(env, typeProblems)
+	if !jsExact(d.lastValue("instance_url")) {
+		problem("properties.instance_url", notJSExact)
+	}
+	switch s, ok := stringValue(top.Timestamp); {
+	case !ok:
+		problem("timestamp", "must be a string")
+	case s == "":
+		v.add("timestamp", "required")
+	default:
+		ts, err := parseTimestamp(s)
+		switch {
+		case errors.Is(err, errTimestampRange):
+			v.add("timestamp", "%v: %s", err, quoteForError(s))
+		case err != nil:
+			v.add("timestamp", "not RFC 3339 with an offset: %s", quoteForError(s))
+		default:
+			ev.Timestamp = ts
+		}
+	}
+	switch {
+	case isNull(top.Properties):
+		v.add("properties", "required (may be empty {})")
+	case top.Properties[0] != '{':
+		problem("properties", "must be a JSON object")
+	default:
+		ev.Properties = d.props
+	}
+
+	if ev.Kind != nil {
+		ev.Kind.decode(&propertyReader{d: d, kind: ev.Kind, v: v}, ev)
+	}
+	if len(v.Problems) > 0 {
+		return nil, &ValidationError{Problems: slices.Clone(v.Problems)}
+	}
+	if ev.Kind == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownEvent, quoteForError(ev.Name))
+	}
+	ev.Extra = d.extra()
+	return ev, nil
+}
+
+// badJSON is Parse's error for data that is not one JSON value. encoding/json's error texts
+// are the documented ones, so data is decoded again by it (only bad input pays for that).
+func badJSON(data []byte) error {
+	var top map[string]stdjson.RawMessage
+	err := stdjson.Unmarshal(data, &top)
+	if err == nil { // json.Valid and encoding/json disagree: keep the verdict, say so
+		return errors.New("bad JSON: not a valid JSON value")
+	}
+	return fmt.Errorf("bad JSON: %w", err)
 }
 
 // Validate checks a decoded envelope and builds the Event; see Parse for the errors. A nil
 // Properties map means the field was absent (an error); an empty one is fine.
-func Validate(env *Envelope) (*Event, error) { return validate(env, nil) }
-
-// validate is Validate with the type problems Parse found while decoding the top-level fields
-// (field name → problem); a field with a type problem is reported once, with that problem.
-func validate(env *Envelope, typeProblems map[string]string) (*Event, error) {
-	v := &ValidationError{}
-	ev := &Event{Name: env.Event, Kind: KindOf(env.Event), DistinctID: env.DistinctID}
-
-	switch {
-	case typeProblems["uuid"] != "":
-		v.add("uuid", "%s", typeProblems["uuid"])
-	case env.UUID == "":
-		v.add("uuid", "required")
-	case len(env.UUID) != 36:
-		v.add("uuid", "not a UUID in canonical 8-4-4-4-12 form: %s", quoteForError(env.UUID))
-	default:
-		id, err := uuid.Parse(env.UUID)
-		switch {
-		case err != nil:
-			v.add("uuid", "not a UUID: %s", quoteForError(env.UUID))
-		case id == uuid.Nil:
-			v.add("uuid", "the nil UUID cannot be a deduplication key")
-		}
-		ev.UUID = id
-	}
-	switch {
-	case typeProblems["event"] != "":
-		v.add("event", "%s", typeProblems["event"])
-	case env.Event == "":
-		v.add("event", "required")
-	}
-	switch n := utf8.RuneCountInString(env.DistinctID); {
-	case typeProblems["distinct_id"] != "":
-		v.add("distinct_id", "%s", typeProblems["distinct_id"])
-	case n == 0:
-		v.add("distinct_id", "required")
-	case n > MaxDistinctIDLength:
-		v.add("distinct_id", "%d characters, at most %d allowed", n, MaxDistinctIDLength)
-	}
-	if p := typeProblems["properties.instance_url"]; p != "" {
-		v.add("properties.instance_url", "%s", p)
-	}
-	switch ts, err := parseTimestamp(env.Timestamp); {
-	case typeProblems["timestamp"] != "":
-		v.add("timestamp", "%s", typeProblems["timestamp"])
-	case env.Timestamp == "":
-		v.add("timestamp", "required")
-	case errors.Is(err, errTimestampRange):
-		v.add("timestamp", "%v: %s", err, quoteForError(env.Timestamp))
-	case err != nil:
-		v.add("timestamp", "not RFC 3339 with an offset: %s", quoteForError(env.Timestamp))
-	default:
-		ev.Timestamp = ts
-	}
-	switch {
-	case typeProblems["properties"] != "":
-		v.add("properties", "%s", typeProblems["properties"])
-	case env.Properties == nil:
-		v.add("properties", "required (may be empty {})")
-	}
-
-	props := propertyReader{props: env.Properties, v: v}
-	switch ev.Kind {
-	case KindToolCall:
-		ev.ToolCall = props.toolCall()
-	case KindInvitationSent, KindBookingLinkOpened, KindInvitationResponse:
-		ev.Recruitment = props.recruitment(ev.Kind, ev.Timestamp)
-	}
-	if len(v.Problems) > 0 {
-		return nil, v
-	}
-	if ev.Kind == KindUnknown {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownEvent, quoteForError(env.Event))
-	}
-	raw, err := json.Marshal(env.Properties)
+func Validate(env *Envelope) (*Event, error) {
+	data, err := json.Marshal(env)
 	if err != nil {
-		return nil, fmt.Errorf("properties: %w", err)
+		return nil, fmt.Errorf("bad JSON: %w", err)
 	}
-	ev.Properties = raw
-	return ev, nil
+	return Parse(data)
 }
 
 // MarshalJSON encodes the event as its wire envelope (DESIGN.md §2): uuid (canonical lowercase
 // form), event, distinct_id, timestamp (RFC 3339 with nanoseconds as needed, UTC, "Z") and
-// properties (the raw object; {} when Properties is empty). Parse of the result yields the same
-// UUID, Name, Kind, DistinctID, Timestamp and properties. It fails only when Properties is not
-// valid JSON.
+// properties (the raw object, compacted; {} when Properties is empty). Strings are quoted as
+// JavaScript's JSON.stringify quotes them ('<', '>', '&', U+2028 and U+2029 kept as is). Parse
+// of the result yields the same UUID, Name, Kind, DistinctID, Timestamp, typed properties and
+// Extra. It fails only when Properties is not valid JSON.
 func (e Event) MarshalJSON() ([]byte, error) {
-	props := e.Properties
-	if len(bytes.TrimSpace(props)) == 0 {
-		props = json.RawMessage("{}")
+	props := bytes.TrimSpace(e.Properties)
+	b := make([]byte, 0, len(props)+len(e.Name)+len(e.DistinctID)+128)
+	b = append(b, `{"uuid":"`...)
+	b = append(b, e.UUID.String()...)
+	b = append(b, `","event":`...)
+	b = AppendJSString(b, e.Name)
+	b = append(b, `,"distinct_id":`...)
+	b = AppendJSString(b, e.DistinctID)
+	b = append(b, `,"timestamp":"`...)
+	b = e.Timestamp.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","properties":`...)
+	if len(props) == 0 {
+		b = append(b, "{}"...)
+	} else {
+		buf := bytes.NewBuffer(b)
+		if err := stdjson.Compact(buf, props); err != nil { // encoding/json keeps < > & as they are
+			return nil, fmt.Errorf("properties: %w", err)
+		}
+		b = buf.Bytes()
 	}
-	return json.Marshal(struct {
-		UUID       string          `json:"uuid"`
-		Event      string          `json:"event"`
-		DistinctID string          `json:"distinct_id"`
-		Timestamp  string          `json:"timestamp"`
-		Properties json.RawMessage `json:"properties"`
-	}{e.UUID.String(), e.Name, e.DistinctID, e.Timestamp.UTC().Format(time.RFC3339Nano), props})
+	return append(b, '}'), nil
 }
 
 var errTimestampRange = errors.New("out of range: ClickHouse DateTime stores 1970-01-01T00:00:00Z to 2105-12-31T23:59:59Z")

@@ -16,30 +16,20 @@ const testUUID = "0190d2a4-7b1e-7c3a-9f00-0123456789ab"
 
 // envelope builds an event JSON object from a base valid event of the given kind with the
 // top-level fields and properties overridden (a nil value deletes the key).
-func envelope(t testing.TB, kind ingest.Kind, top map[string]any, props map[string]any) []byte {
+func envelope(t testing.TB, kind *ingest.Kind, top map[string]any, props map[string]any) []byte {
 	t.Helper()
 	base := map[string]any{
 		"uuid":        testUUID,
 		"distinct_id": "user-1",
 		"timestamp":   "2026-03-01T12:00:00.123+02:00",
+		"event":       "$pageview",
+	}
+	if kind != nil {
+		base["event"] = kind.Event
 	}
 	p := map[string]any{}
-	switch kind {
-	case ingest.KindToolCall:
-		base["event"] = ingest.EventToolCall
-		p["$mcp_tool_name"] = "query-run"
-	case ingest.KindInvitationSent:
-		base["event"] = ingest.EventInvitationSent
-		p["campaign_id"], p["invitation_id"], p["feature_flag"] = "c1", "inv-1", "mcp-interviews"
-	case ingest.KindBookingLinkOpened:
-		base["event"] = ingest.EventBookingLinkOpened
-		p["campaign_id"], p["invitation_id"], p["feature_flag"] = "c1", "inv-1", "mcp-interviews"
-	case ingest.KindInvitationResponse:
-		base["event"] = ingest.EventInvitationResponse
-		p["campaign_id"], p["invitation_id"], p["feature_flag"] = "c1", "inv-1", "mcp-interviews"
-		p["response"] = "accept"
-	default:
-		base["event"] = "$pageview"
+	for k, v := range minimalProperties[kind] {
+		p[k] = v
 	}
 	for k, v := range props {
 		if v == nil {
@@ -63,13 +53,21 @@ func envelope(t testing.TB, kind ingest.Kind, top map[string]any, props map[stri
 	return b
 }
 
+// minimalProperties are the required properties of each kind, valid (nil: an unknown event).
+var minimalProperties = map[*ingest.Kind]map[string]any{
+	ingest.KindToolCall:           {"$mcp_tool_name": "query-run"},
+	ingest.KindInvitationSent:     {"campaign_id": "c1", "invitation_id": "inv-1", "feature_flag": "mcp-interviews"},
+	ingest.KindBookingLinkOpened:  {"campaign_id": "c1", "invitation_id": "inv-1", "feature_flag": "mcp-interviews"},
+	ingest.KindInvitationResponse: {"campaign_id": "c1", "invitation_id": "inv-1", "feature_flag": "mcp-interviews", "response": "accept"},
+}
+
 // null marks a property that must be sent as JSON null (a nil map value deletes the key).
 var null = json.RawMessage("null")
 
 func TestParseValidKinds(t *testing.T) {
 	ts := time.Date(2026, 3, 1, 10, 0, 0, 123e6, time.UTC)
-	for _, kind := range []ingest.Kind{ingest.KindToolCall, ingest.KindInvitationSent, ingest.KindBookingLinkOpened, ingest.KindInvitationResponse} {
-		t.Run(kind.String(), func(t *testing.T) {
+	for _, kind := range ingest.Kinds() {
+		t.Run(kind.Name, func(t *testing.T) {
 			ev, err := ingest.Parse(envelope(t, kind, nil, nil))
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
@@ -80,7 +78,7 @@ func TestParseValidKinds(t *testing.T) {
 			if (kind == ingest.KindToolCall) != (ev.ToolCall != nil) || (kind != ingest.KindToolCall) != (ev.Recruitment != nil) {
 				t.Fatalf("kind payload: ToolCall=%v Recruitment=%v", ev.ToolCall, ev.Recruitment)
 			}
-			if ev.Kind.Topic() == "" {
+			if ev.Kind.Topic == "" {
 				t.Fatal("no topic")
 			}
 		})
@@ -209,7 +207,7 @@ func TestParseProblems(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		kind  ingest.Kind
+		kind  *ingest.Kind
 		top   map[string]any
 		props map[string]any
 		want  []string // "path: problem" prefixes, in order
@@ -269,7 +267,7 @@ func TestParseProblems(t *testing.T) {
 			map[string]any{"$mcp_tool_name": nil, "$mcp_is_error": "yes", "$mcp_ignored_keys": []any{7}},
 			[]string{"uuid: required", "distinct_id: required", "timestamp: not RFC 3339", "properties.$mcp_tool_name: required", "properties.$mcp_is_error: must be a boolean", "properties.$mcp_ignored_keys[0]: must be a string"},
 		},
-		{"unknown event with a problem is a validation error", ingest.KindUnknown, map[string]any{"uuid": nil}, nil, []string{"uuid: required"}},
+		{"unknown event with a problem is a validation error", nil, map[string]any{"uuid": nil}, nil, []string{"uuid: required"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -304,7 +302,7 @@ func TestParseProblems(t *testing.T) {
 }
 
 func TestParseUnknownEvent(t *testing.T) {
-	_, err := ingest.Parse(envelope(t, ingest.KindUnknown, nil, map[string]any{"anything": 1}))
+	_, err := ingest.Parse(envelope(t, nil, nil, map[string]any{"anything": 1}))
 	if !errors.Is(err, ingest.ErrUnknownEvent) {
 		t.Fatalf("got %v, want ErrUnknownEvent", err)
 	}
@@ -345,7 +343,7 @@ func TestValidateEnvelope(t *testing.T) {
 }
 
 func TestEventMarshalJSONRoundTrip(t *testing.T) {
-	for _, kind := range []ingest.Kind{ingest.KindToolCall, ingest.KindInvitationSent, ingest.KindBookingLinkOpened, ingest.KindInvitationResponse} {
+	for _, kind := range ingest.Kinds() {
 		in := envelope(t, kind, map[string]any{"distinct_id": "a\u2028<b>&\"c\"", "timestamp": "2026-03-01T23:59:59.987654321-07:30"},
 			map[string]any{"extra": []any{1, "two", nil}})
 		ev, err := ingest.Parse(in)
@@ -387,5 +385,43 @@ func TestMaskControl(t *testing.T) {
 		if got := ingest.MaskControl(in); got != want {
 			t.Errorf("MaskControl(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Extra keeps exactly the properties no column holds, copied from the input (compacted), with
+// a repeated key's last value; the typed properties match keys exactly, escapes decoded.
+func TestParseExtraHoldsOnlyPropertiesNoColumnHolds(t *testing.T) {
+	for _, c := range []struct {
+		name, props, extra string
+	}{
+		{"tool call",
+			`{ "$mcp_tool_name" : "t", "custom" : { "a" : [1, 2] }, "dup": 1, "\u0073ource": "x", "dup": 2, "$lib":"posthog-node",` +
+				` "bad` + "\xff" + `": "v` + "\xfe" + `", "interview_recruitment_campaign_id": "c", "Source": "kept: case matters" }`,
+			`{"custom":{"a":[1,2]},"dup":2,"$lib":"posthog-node","bad\ufffd":"v` + "\uFFFD" + `","Source":"kept: case matters"}`},
+		{"invitation",
+			`{"campaign_id":"c1","invitation_id":"i","feature_flag":"f","interview_recruitment_campaign_id":"c2","interview_recruitment_reason":"invited"}`,
+			`{"interview_recruitment_campaign_id":"c2"}`},
+		{"nothing left", `{"campaign_id":"c1","invitation_id":"i","feature_flag":"f"}`, `{}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			event := ingest.EventToolCall
+			if c.name != "tool call" {
+				event = ingest.EventInvitationSent
+			}
+			in := `{"uuid":"` + testUUID + `","event":"` + event + `","distinct_id":"d","timestamp":"2026-01-01T00:00:00Z","properties":` + c.props + `}`
+			ev, err := ingest.Parse([]byte(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(ev.Extra) != c.extra {
+				t.Errorf("Extra\n got %s\nwant %s", ev.Extra, c.extra)
+			}
+			if string(ev.Properties) != c.props {
+				t.Errorf("Properties %s, want the object as received", ev.Properties)
+			}
+			if ev.ToolCall != nil && (ev.ToolCall.Source != "x" || ev.ToolCall.CampaignID != "c") {
+				t.Errorf("tool call %+v: source from the escaped key and campaign id expected", ev.ToolCall)
+			}
+		})
 	}
 }

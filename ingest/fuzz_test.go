@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -12,10 +13,15 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
-// FuzzParse: Parse never panics, and an event it accepts survives MarshalJSON → Parse with the
-// same uuid, kind, distinct_id, timestamp and properties. Seeds: testdata/fuzz/FuzzParse.
+// FuzzParse: Parse never panics, an event it accepts has Extra as one valid JSON object, and it
+// survives MarshalJSON → Parse with the same uuid, kind, distinct_id, timestamp, typed
+// properties and Extra (Properties comes back compacted). Seeds: testdata/fuzz/FuzzParse and
+// the SDK-shaped events of testdata/sdk.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"uuid":"0190d2a4-7b1e-7c3a-9f00-0123456789ab","event":"$mcp_tool_call","distinct_id":"d","timestamp":"2026-01-01T00:00:00Z","properties":{"$mcp_tool_name":"t"}}`))
+	for _, ev := range sdkEvents(f, "*.json") {
+		f.Add(ev)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := ingest.Parse(data)
 		if err != nil {
@@ -27,7 +33,13 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		out, err := json.Marshal(ev)
+		if !json.Valid(data) {
+			t.Fatalf("accepted input encoding/json refuses: %q", data)
+		}
+		if !json.Valid(ev.Extra) || ev.Extra[0] != '{' {
+			t.Fatalf("Extra is not a JSON object: %q", ev.Extra)
+		}
+		out, err := ev.MarshalJSON()
 		if err != nil {
 			t.Fatalf("MarshalJSON of a parsed event: %v", err)
 		}
@@ -35,8 +47,13 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-Parse of %s (from %q): %v", out, data, err)
 		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, ev.Properties); err != nil {
+			t.Fatal(err)
+		}
 		if again.UUID != ev.UUID || again.Kind != ev.Kind || again.Name != ev.Name || again.DistinctID != ev.DistinctID ||
-			!again.Timestamp.Equal(ev.Timestamp) || !bytes.Equal(again.Properties, ev.Properties) {
+			!again.Timestamp.Equal(ev.Timestamp) || !bytes.Equal(again.Properties, compact.Bytes()) || !bytes.Equal(again.Extra, ev.Extra) ||
+			!reflect.DeepEqual(again.ToolCall, ev.ToolCall) || !reflect.DeepEqual(again.Recruitment, ev.Recruitment) {
 			t.Fatalf("round trip changed the event:\n%+v\n%+v", ev, again)
 		}
 		if !utf8.ValidString(ev.DistinctID) {

@@ -1,54 +1,88 @@
 package ingest
 
 import (
-	"bytes"
 	"errors"
 	"math"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/segmentio/encoding/json"
 
 	"github.com/mcpulse/mcpulse/misuse"
 )
 
-// propertyReader reads typed properties and records a FieldError for each property of the
-// wrong type, so one pass reports every problem.
+// propertyReader reads a kind's typed properties from the pairs Parse found and records a
+// FieldError for each property of the wrong type, so one pass reports every problem. A property
+// it reads is held by a column and left out of Event.Extra; one it peeks at is kept there.
 type propertyReader struct {
-	props map[string]json.RawMessage
-	v     *ValidationError
+	d    *decodeState
+	kind *Kind
+	v    *ValidationError
 }
 
 func path(key string) string { return "properties." + key }
 
-func isNull(raw json.RawMessage) bool {
-	return raw == nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+// raw returns the raw value of a property the kind reads (nil when absent) and marks it as
+// held by a column.
+func (p propertyReader) raw(key string) []byte {
+	i := p.slot(key)
+	if i < 0 {
+		return nil
+	}
+	p.d.pairs[i].dropped = true
+	return p.d.pairs[i].value
+}
+
+// peek returns the raw value of a property the kind reads (nil when absent), keeping it in
+// Event.Extra.
+func (p propertyReader) peek(key string) []byte {
+	if i := p.slot(key); i >= 0 {
+		return p.d.pairs[i].value
+	}
+	return nil
+}
+
+func (p propertyReader) slot(key string) int {
+	i, ok := p.kind.index[key]
+	if !ok {
+		panic("ingest: kind " + p.kind.Name + " reads " + key + " without listing it in its reads")
+	}
+	return p.d.slots[i]
+}
+
+// text returns the string a property the kind reads holds, marking it as held by a column:
+// a slice of the event's string arena when it is a plain string (decodeState.buildArena),
+// else decoded on its own. present is false when the property is absent or null, ok false
+// when it is not a string.
+func (p propertyReader) text(key string) (s string, present, ok bool) {
+	i := p.slot(key)
+	if i < 0 {
+		return "", false, true
+	}
+	pr := &p.d.pairs[i]
+	pr.dropped = true
+	if pr.arena >= 0 {
+		return p.d.arena[pr.arena : int(pr.arena)+len(pr.value)-2], true, true
+	}
+	s, ok = stringValue(pr.value)
+	return s, !isNull(pr.value), ok
 }
 
 // str reads an optional string property ("" when absent or null).
 func (p propertyReader) str(key string) string {
-	raw, ok := p.props[key]
-	if !ok || isNull(raw) {
-		return ""
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, _, ok := p.text(key)
+	if !ok {
 		p.v.add(path(key), "must be a string")
-		return ""
 	}
 	return s
 }
 
 // requiredStr reads a string property that must be present and non-empty.
 func (p propertyReader) requiredStr(key string) string {
-	raw, ok := p.props[key]
-	if !ok || isNull(raw) {
+	s, present, ok := p.text(key)
+	if !present {
 		p.v.add(path(key), "required")
 		return ""
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if !ok {
 		p.v.add(path(key), "must be a string")
 		return ""
 	}
@@ -58,110 +92,124 @@ func (p propertyReader) requiredStr(key string) string {
 	return s
 }
 
-// boolean reads a bool given as JSON true/false or the strings "true"/"false"; nil when absent
-// or null.
-func (p propertyReader) boolean(key string) *bool {
-	raw, ok := p.props[key]
-	if !ok || isNull(raw) {
+// boolean reads a bool given as JSON true/false or the strings "true"/"false" into *dst and
+// returns dst; nil when absent or null.
+func (p propertyReader) boolean(key string, dst *bool) *bool {
+	raw := p.raw(key)
+	if isNull(raw) {
 		return nil
 	}
-	var b bool
-	if err := json.Unmarshal(raw, &b); err == nil {
-		return &b
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		switch s {
-		case "true":
-			b = true
-			return &b
-		case "false":
-			return &b
-		}
+	switch string(raw) {
+	case "true", `"true"`:
+		*dst = true
+		return dst
+	case "false", `"false"`:
+		*dst = false
+		return dst
 	}
 	p.v.add(path(key), `must be a boolean (true, false, "true" or "false")`)
 	return nil
 }
 
-// number reads a finite JSON number; nil when absent or null.
-func (p propertyReader) number(key string) *float64 {
-	raw, ok := p.props[key]
-	if !ok || isNull(raw) {
+// number reads a finite JSON number into *dst and returns dst; nil when absent or null.
+func (p propertyReader) number(key string, dst *float64) *float64 {
+	raw := p.raw(key)
+	if isNull(raw) {
 		return nil
 	}
-	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+	f, ok := numberValue(raw)
+	if !ok || math.IsInf(f, 0) || math.IsNaN(f) {
 		p.v.add(path(key), "must be a number")
 		return nil
 	}
-	return &f
+	*dst = f
+	return dst
 }
 
-// integer reads a non-negative whole JSON number; nil when absent or null.
-func (p propertyReader) integer(key string) *int64 {
-	f := p.number(key)
-	if f == nil {
+// integer reads a non-negative whole JSON number into *dst and returns dst; nil when absent or
+// null.
+func (p propertyReader) integer(key string, dst *int64) *int64 {
+	var f float64
+	if p.number(key, &f) == nil {
 		return nil
 	}
-	if *f < 0 || *f != math.Trunc(*f) {
+	if f < 0 || f != math.Trunc(f) {
 		p.v.add(path(key), "must be a non-negative integer")
 		return nil
 	}
-	if *f > 1<<53 { // beyond it, a JSON number no longer holds every integer exactly
+	if f > 1<<53 { // beyond it, a JSON number no longer holds every integer exactly
 		p.v.add(path(key), "must be at most 2^53 (9007199254740992)")
 		return nil
 	}
-	n := int64(*f)
-	return &n
+	*dst = int64(f)
+	return dst
 }
 
-func (p propertyReader) diagnostics() Diagnostics {
-	return Diagnostics{
-		Reason:            p.str("interview_recruitment_reason"),
-		URLSupported:      p.boolean("interview_recruitment_url_supported"),
-		FormSupported:     p.boolean("interview_recruitment_form_supported"),
-		CampaignID:        p.str("interview_recruitment_campaign_id"),
-		CompletedCalls:    p.integer("interview_recruitment_completed_calls"),
-		SessionAgeSeconds: p.number("interview_recruitment_session_age_seconds"),
-	}
+// diagnosticsReads are the properties diagnostics reads.
+var diagnosticsReads = []string{
+	"interview_recruitment_reason", "interview_recruitment_url_supported", "interview_recruitment_form_supported",
+	"interview_recruitment_campaign_id", "interview_recruitment_completed_calls", "interview_recruitment_session_age_seconds",
 }
 
-func (p propertyReader) toolCall() *ToolCall {
-	t := &ToolCall{
-		ToolName:       p.requiredStr("$mcp_tool_name"),
-		DurationMs:     p.number("$mcp_duration_ms"),
-		ClientName:     p.str("$mcp_client_name"),
-		ClientVersion:  p.str("$mcp_client_version"),
-		ExecVerb:       p.str("$mcp_exec_verb"),
-		ExecTargetTool: p.str("$mcp_exec_target_tool"),
-		Mode:           p.str("$mcp_mode"),
-		ConversationID: p.str("$mcp_conversation_id"),
-		SessionID:      p.str("$session_id"),
-		Source:         p.str("source"),
-		ErrorType:      p.str("$mcp_error_type"),
-		Diagnostics:    p.diagnostics(),
+// diagnostics reads the gate diagnostics into d (its optional values point into d). The
+// campaign id is held by a column only when campaignColumn (a tool call's; a recruitment event
+// has a campaign_id of its own): otherwise it is checked and kept in Event.Extra.
+func (p propertyReader) diagnostics(d *Diagnostics, campaignColumn bool) {
+	d.Reason = p.str("interview_recruitment_reason")
+	d.URLSupported = p.boolean("interview_recruitment_url_supported", &d.values.urlSupported)
+	d.FormSupported = p.boolean("interview_recruitment_form_supported", &d.values.formSupported)
+	const campaign = "interview_recruitment_campaign_id"
+	if campaignColumn {
+		d.CampaignID = p.str(campaign)
+	} else if _, ok := stringValue(p.peek(campaign)); !ok {
+		p.v.add(path(campaign), "must be a string")
 	}
-	if b := p.boolean("$mcp_is_error"); b != nil {
-		t.IsError = *b
-	}
+	d.CompletedCalls = p.integer("interview_recruitment_completed_calls", &d.values.completedCalls)
+	d.SessionAgeSeconds = p.number("interview_recruitment_session_age_seconds", &d.values.sessionAge)
+}
+
+// toolCallReads are the properties decodeToolCall reads.
+var toolCallReads = append([]string{
+	"$mcp_tool_name", "$mcp_duration_ms", "$mcp_client_name", "$mcp_client_version", "$mcp_exec_verb",
+	"$mcp_exec_target_tool", "$mcp_mode", "$mcp_conversation_id", "$session_id", "source", "$mcp_error_type",
+	"$mcp_is_error", "$mcp_ignored_keys", "$mcp_ignored_keys_total",
+}, diagnosticsReads...)
+
+// decodeToolCall reads a $mcp_tool_call's properties (DESIGN.md §2).
+func decodeToolCall(p *propertyReader, ev *Event) {
+	t := &ToolCall{}
+	t.ToolName = p.requiredStr("$mcp_tool_name")
+	t.DurationMs = p.number("$mcp_duration_ms", &t.durationMs)
+	t.ClientName = p.str("$mcp_client_name")
+	t.ClientVersion = p.str("$mcp_client_version")
+	t.ExecVerb = p.str("$mcp_exec_verb")
+	t.ExecTargetTool = p.str("$mcp_exec_target_tool")
+	t.Mode = p.str("$mcp_mode")
+	t.ConversationID = p.str("$mcp_conversation_id")
+	t.SessionID = p.str("$session_id")
+	t.Source = p.str("source")
+	t.ErrorType = p.str("$mcp_error_type")
+	p.diagnostics(&t.Diagnostics, true)
+	p.boolean("$mcp_is_error", &t.IsError)
 	problems := len(p.v.Problems)
 	t.IgnoredKeys = p.ignoredKeys()
 	listRefused := len(p.v.Problems) > problems // then the total has no list to agree with
 	t.IgnoredKeysTotal = int64(len(t.IgnoredKeys))
-	if n := p.integer("$mcp_ignored_keys_total"); n != nil && !listRefused {
+	var n int64
+	if p.integer("$mcp_ignored_keys_total", &n) != nil && !listRefused {
 		switch listed := t.IgnoredKeysTotal; {
-		case *n < listed:
-			p.v.add(path("$mcp_ignored_keys_total"), "%d is less than the %d keys listed", *n, listed)
-		case *n > listed && listed < MaxIgnoredKeys:
-			p.v.add(path("$mcp_ignored_keys_total"), "%d, but the list holds %d and is cut only when it reaches %d", *n, listed, MaxIgnoredKeys)
+		case n < listed:
+			p.v.add(path("$mcp_ignored_keys_total"), "%d is less than the %d keys listed", n, listed)
+		case n > listed && listed < MaxIgnoredKeys:
+			p.v.add(path("$mcp_ignored_keys_total"), "%d, but the list holds %d and is cut only when it reaches %d", n, listed, MaxIgnoredKeys)
 		default:
-			t.IgnoredKeysTotal = *n
+			t.IgnoredKeysTotal = n
 		}
 	}
 	if t.DurationMs != nil && *t.DurationMs < 0 {
 		p.v.add(path("$mcp_duration_ms"), "must not be negative")
 	}
-	return t
+	ev.ToolCall = t
 }
 
 // ignoredKeys reads $mcp_ignored_keys: an array of at most MaxIgnoredKeys strings. Control
@@ -169,12 +217,12 @@ func (p propertyReader) toolCall() *ToolCall {
 // smuggle them into dashboards).
 func (p propertyReader) ignoredKeys() []string {
 	const key = "$mcp_ignored_keys"
-	raw, ok := p.props[key]
-	if !ok || isNull(raw) {
+	raw := p.raw(key)
+	if isNull(raw) {
 		return nil
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
+	items, ok := arrayItems(raw)
+	if !ok {
 		p.v.add(path(key), "must be an array of strings")
 		return nil
 	}
@@ -184,8 +232,8 @@ func (p propertyReader) ignoredKeys() []string {
 	}
 	keys := make([]string, 0, len(items))
 	for i, item := range items {
-		var s string
-		if err := json.Unmarshal(item, &s); err != nil {
+		s, ok := stringValue(item)
+		if !ok {
 			p.v.add(path(key)+"["+itoa(i)+"]", "must be a string")
 			continue
 		}
@@ -217,17 +265,29 @@ func replaceControl(s string, with rune) string {
 
 func isControl(r rune) bool { return misuse.IsControl(r) }
 
-func (p propertyReader) recruitment(kind Kind, ts time.Time) *Recruitment {
-	r := &Recruitment{
-		CampaignID:   p.requiredStr("campaign_id"),
-		InvitationID: p.requiredStr("invitation_id"),
-		FeatureFlag:  p.requiredStr("feature_flag"),
-		InstanceURL:  p.str("instance_url"),
-		Diagnostics:  p.diagnostics(),
-	}
-	if kind != KindInvitationResponse {
-		return r
-	}
+// recruitmentReads are the properties decodeRecruitment reads; responseReads those
+// decodeResponse reads.
+var (
+	recruitmentReads = append([]string{"campaign_id", "invitation_id", "feature_flag", "instance_url"}, diagnosticsReads...)
+	responseReads    = append([]string{"response", "responded_at"}, recruitmentReads...)
+)
+
+// decodeRecruitment reads an invitation's or a booking-link open's properties.
+func decodeRecruitment(p *propertyReader, ev *Event) {
+	r := &Recruitment{}
+	r.CampaignID = p.requiredStr("campaign_id")
+	r.InvitationID = p.requiredStr("invitation_id")
+	r.FeatureFlag = p.requiredStr("feature_flag")
+	r.InstanceURL = p.str("instance_url")
+	p.diagnostics(&r.Diagnostics, false)
+	ev.Recruitment = r
+}
+
+// decodeResponse reads an invitation response's properties: the recruitment ones, the
+// answer and responded_at (defaulting to the event's timestamp).
+func decodeResponse(p *propertyReader, ev *Event) {
+	decodeRecruitment(p, ev)
+	r, ts := ev.Recruitment, ev.Timestamp
 	switch resp := p.requiredStr("response"); resp {
 	case ResponseAccept, ResponseDecline, ResponseCancel, "":
 		r.Response = resp
@@ -246,7 +306,6 @@ func (p propertyReader) recruitment(kind Kind, ts time.Time) *Recruitment {
 			r.RespondedAt = t
 		}
 	}
-	return r
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

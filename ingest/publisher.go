@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -246,23 +245,6 @@ func (p *Publisher) Ping(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// MessageKey returns the Kafka message key of an event (DESIGN.md §2): distinct_id for a tool
-// call; for the recruitment kinds, IdentityHash(instance_url, distinct_id), with
-// defaultInstanceURL standing in for a missing instance_url; nil for KindUnknown.
-func MessageKey(ev *Event, defaultInstanceURL string) []byte {
-	switch ev.Kind {
-	case KindToolCall:
-		return []byte(ev.DistinctID)
-	case KindInvitationSent, KindBookingLinkOpened, KindInvitationResponse:
-		instance := defaultInstanceURL
-		if ev.Recruitment != nil && ev.Recruitment.InstanceURL != "" {
-			instance = ev.Recruitment.InstanceURL
-		}
-		return []byte(IdentityHash(instance, ev.DistinctID))
-	}
-	return nil
-}
-
 // MessageError is one message a Publisher call could not get acknowledged.
 type MessageError struct {
 	// Index is the message's position in the call's arguments (events or dead letters).
@@ -322,7 +304,7 @@ func (e *PublishError) Unwrap() []error {
 // MaxAttempts, while ctx allows.
 //
 // It returns nil when all were acknowledged, else a *PublishError naming how many were not
-// (and which); the others were written. A nil event or one of KindUnknown fails permanently.
+// (and which); the others were written. A nil event or one without a Kind fails permanently.
 func (p *Publisher) Publish(ctx context.Context, events ...*Event) error {
 	msgs := make([]kafka.Message, 0, len(events))
 	index := make([]int, 0, len(events))
@@ -347,15 +329,14 @@ func (p *Publisher) eventMessage(ev *Event) (kafka.Message, error) {
 	if ev == nil {
 		return kafka.Message{}, errors.New("nil event")
 	}
-	topic := ev.Kind.Topic()
-	if topic == "" {
+	if ev.Kind == nil {
 		return kafka.Message{}, fmt.Errorf("event %s (%s): %w", ev.UUID, quoteForError(ev.Name), ErrUnknownEvent)
 	}
-	value, err := json.Marshal(ev)
+	value, err := ev.MarshalJSON()
 	if err != nil {
 		return kafka.Message{}, fmt.Errorf("event %s: %w: %w", ev.UUID, ErrNotEncodable, err)
 	}
-	return kafka.Message{Topic: topic, Key: MessageKey(ev, p.cfg.DefaultInstanceURL), Value: value}, nil
+	return kafka.Message{Topic: ev.Kind.Topic, Key: MessageKey(ev, p.cfg.DefaultInstanceURL), Value: value}, nil
 }
 
 // PublishRaw writes one message as given, with the same acknowledgement and retry rules as

@@ -167,8 +167,8 @@ func TestPublisherEndToEnd(t *testing.T) {
 			if want == nil {
 				t.Fatalf("unexpected message %s", m.Value)
 			}
-			if m.Topic != want.Kind.Topic() {
-				t.Errorf("%s: topic %s, want %s", got.UUID, m.Topic, want.Kind.Topic())
+			if m.Topic != want.Kind.Topic {
+				t.Errorf("%s: topic %s, want %s", got.UUID, m.Topic, want.Kind.Topic)
 			}
 			if string(m.Key) != wantKey[got.UUID.String()] {
 				t.Errorf("%s: key %q, want %q", got.UUID, m.Key, wantKey[got.UUID.String()])

@@ -7,12 +7,12 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
-// Event names (DESIGN.md §2), spelled out here so the generator does not lean on ingest.
-const (
-	evToolCall = "$mcp_tool_call"
-	evInvite   = "mcp interview invitation sent"
-	evOpen     = "mcp interview booking link opened"
-	evResponse = "mcp interview invitation responded"
+// Event names (DESIGN.md §2), from the table of kinds.
+var (
+	evToolCall = ingest.KindToolCall.Event
+	evInvite   = ingest.KindInvitationSent.Event
+	evOpen     = ingest.KindBookingLinkOpened.Event
+	evResponse = ingest.KindInvitationResponse.Event
 )
 
 // event is one generated valid event: what its line says, in typed form.

@@ -71,7 +71,6 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 		Tables:       map[string]int64{"tool_calls": 0, "recruitment_events": 0, "dead_letters": int64(malformed)},
 		Suppression:  map[string]outcome.Suppression{},
 	}
-	kindOf := map[string]string{evToolCall: "tool_call", evInvite: "invitation_sent", evOpen: "link_opened", evResponse: "response"}
 
 	rates := map[rateKey]*outcome.IgnoredKeyRate{}
 	keys := map[keyKey]int64{}
@@ -82,7 +81,7 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 	// events holds each event once (duplicate lines are copies made at write time, and
 	// newUUID never repeats a uuid), so counting events counts distinct uuids.
 	for _, e := range events {
-		o.EventsByKind[kindOf[e.name]]++
+		o.EventsByKind[ingest.KindOf(e.name).Name]++
 		hour := e.ts.UTC().Truncate(time.Hour).Format(hourLayout)
 
 		if t := e.tool; t != nil {

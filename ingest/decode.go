@@ -1,0 +1,398 @@
+package ingest
+
+import (
+	"bytes"
+	stdjson "encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/segmentio/encoding/json"
+)
+
+// One pass over an event's bytes. segmentio's decoder reads the envelope's fields as raw
+// values, validating the whole input as it goes (so everything below may assume well-formed
+// JSON); the properties object is then split into keys and the positions of their values by
+// a scan that only looks for the end of each value. Values are decoded from those positions
+// when a kind reads them; properties are never decoded into a map and never re-encoded.
+
+// pair is one property of the properties object.
+type pair struct {
+	key     []byte // the key, unescaped; shares the input unless the key held an escape
+	start   int    // offset in the properties object of the key's opening quote
+	keyEnd  int    // offset just after the key's closing quote
+	value   []byte // the raw value, a sub-slice of the input
+	arena   int32  // offset of the value's content in decodeState.arena, -1 when not there
+	loose   bool   // whitespace between the key and the end of the value (outside strings)
+	dropped bool   // left out of Extra: read into a column, or repeated later
+}
+
+// envelopeFields receives the envelope's fields as raw values (nil when absent).
+type envelopeFields struct {
+	UUID       json.RawMessage `json:"uuid"`
+	Event      json.RawMessage `json:"event"`
+	DistinctID json.RawMessage `json:"distinct_id"`
+	Timestamp  json.RawMessage `json:"timestamp"`
+	Properties json.RawMessage `json:"properties"`
+}
+
+// decodeState is the scratch space of one Parse, pooled.
+type decodeState struct {
+	top   envelopeFields
+	props []byte // the properties object, when it is one
+	pairs []pair
+	slots []int // position in a kind's reads → index in pairs, -1 when absent
+	// arena holds the content of every plain string value a kind reads, and distinct_id's,
+	// in one allocation: the event's strings are slices of it.
+	arena    string
+	problems ValidationError
+}
+
+var decodeStates = sync.Pool{New: func() any { return new(decodeState) }}
+
+func getDecodeState() *decodeState { return decodeStates.Get().(*decodeState) }
+
+func putDecodeState(d *decodeState) {
+	clear(d.pairs) // drop references to the input
+	d.top, d.props, d.pairs, d.slots, d.arena = envelopeFields{}, nil, d.pairs[:0], d.slots[:0], ""
+	d.problems.Problems = d.problems.Problems[:0]
+	decodeStates.Put(d)
+}
+
+// parseFlags: exact field names (encoding/json's case-insensitive match is not wanted), and
+// raw values that share the input instead of copies.
+const parseFlags = json.ZeroCopy | json.DontMatchCaseInsensitiveStructFields
+
+// scan decodes the envelope's fields and splits the properties object into pairs. It fails,
+// with Parse's "bad JSON" error, when data is not exactly one JSON object.
+func (d *decodeState) scan(data []byte) error {
+	start := skipSpace(data, 0)
+	if start == len(data) || data[start] != '{' {
+		if !json.Valid(data) {
+			return badJSON(data)
+		}
+		return errors.New("bad JSON: an event must be a JSON object, got " + jsonType(data[start:]))
+	}
+	rest, err := json.Parse(data, &d.top, parseFlags)
+	if err != nil || skipSpace(rest, 0) != len(rest) {
+		return badJSON(data)
+	}
+	if p := d.top.Properties; len(p) > 0 && p[0] == '{' {
+		d.props = p
+		d.scanProperties()
+	}
+	return nil
+}
+
+// scanProperties records the pairs of d.props, a well-formed JSON object.
+func (d *decodeState) scanProperties() {
+	b := d.props
+	i := skipSpace(b, 1)
+	for i < len(b) && b[i] != '}' {
+		p := pair{start: i, arena: -1}
+		p.keyEnd = skipString(b, i)
+		p.key = unquote(b[i:p.keyEnd])
+		colon := skipSpace(b, p.keyEnd)
+		j := skipSpace(b, colon+1)
+		end, loose := skipValue(b, j)
+		p.value = b[j:end]
+		p.loose = loose || colon != p.keyEnd || j != colon+1
+		d.pairs = append(d.pairs, p)
+		i = skipSpace(b, end)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+}
+
+// skipSpace returns the offset of the first byte at or after i that is not JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the offset just after the well-formed JSON string starting at b[i]. (A
+// byte loop: most strings of an event are short, where bytes.IndexByte's setup costs more.)
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i++ // the escaped byte; a \uXXXX escape's hex digits hold no quote
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the offset just after the well-formed JSON value starting at b[i], and
+// whether it holds whitespace outside its strings.
+func skipValue(b []byte, i int) (end int, loose bool) {
+	switch b[i] {
+	case '"':
+		return skipString(b, i), false
+	case '{', '[':
+	default: // a number or a literal
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i, false
+			}
+			i++
+		}
+		return i, false
+	}
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i)
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1, loose
+			}
+		case ' ', '\t', '\n', '\r':
+			loose = true
+		}
+		i++
+	}
+	return i, loose
+}
+
+// unquote returns the content of a well-formed JSON string, unescaped (sharing b when it has
+// no escape).
+func unquote(b []byte) []byte {
+	inner := b[1 : len(b)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return inner
+	}
+	return json.RawValue(b).Unquote()
+}
+
+// jsonType names the JSON type of a value's first token, as encoding/json's errors do.
+func jsonType(tok []byte) string {
+	switch {
+	case len(tok) == 0:
+		return "nothing"
+	case tok[0] == '[':
+		return "array"
+	case tok[0] == '"':
+		return "string"
+	case tok[0] == 'n':
+		return "null"
+	case tok[0] == 't' || tok[0] == 'f':
+		return "bool"
+	}
+	return "number"
+}
+
+// lastValue returns the raw value of the last property named key, or nil.
+func (d *decodeState) lastValue(key string) []byte {
+	for i := len(d.pairs) - 1; i >= 0; i-- {
+		if string(d.pairs[i].key) == key {
+			return d.pairs[i].value
+		}
+	}
+	return nil
+}
+
+// match points k's reads at their pairs (the last of a repeated key) and marks every earlier
+// copy of a repeated key as dropped.
+func (d *decodeState) match(k *Kind) {
+	d.slots = d.slots[:0]
+	for range k.reads {
+		d.slots = append(d.slots, -1)
+	}
+	for i := range d.pairs {
+		p := &d.pairs[i]
+		slot, read := k.index[string(p.key)]
+		if read {
+			if prev := d.slots[slot]; prev >= 0 {
+				d.pairs[prev].dropped = true
+			}
+			d.slots[slot] = i
+			continue
+		}
+		for j := range i { // repeated keys are rare and properties few: a scan beats a map
+			if q := &d.pairs[j]; !q.dropped && bytes.Equal(q.key, p.key) {
+				q.dropped = true
+				break
+			}
+		}
+	}
+}
+
+// buildArena copies the content of every plain string a kind reads (after match), and of
+// top (distinct_id), into d.arena, and returns top's offset there (-1 when it is not a plain
+// string).
+func (d *decodeState) buildArena(top []byte) int {
+	n := 0
+	if plainString(top) {
+		n += len(top) - 2
+	}
+	for _, i := range d.slots {
+		if i >= 0 && plainString(d.pairs[i].value) {
+			n += len(d.pairs[i].value) - 2
+		}
+	}
+	if n == 0 {
+		return -1
+	}
+	var b strings.Builder
+	b.Grow(n)
+	topOff := -1
+	if plainString(top) {
+		topOff = 0
+		b.Write(top[1 : len(top)-1])
+	}
+	for _, i := range d.slots {
+		if i < 0 {
+			continue
+		}
+		if p := &d.pairs[i]; plainString(p.value) {
+			p.arena = int32(b.Len())
+			b.Write(p.value[1 : len(p.value)-1])
+		}
+	}
+	d.arena = b.String()
+	return topOff
+}
+
+// plainString reports whether raw is a JSON string whose content is its value: no escape,
+// valid UTF-8 (control characters cannot occur in valid JSON).
+func plainString(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' {
+		return false
+	}
+	inner := raw[1 : len(raw)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			return false
+		}
+		if c >= utf8.RuneSelf {
+			return bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner)
+		}
+	}
+	return true
+}
+
+// extra renders the pairs not dropped as one compact JSON object.
+func (d *decodeState) extra() json.RawMessage {
+	n := 2
+	for i := range d.pairs {
+		if p := &d.pairs[i]; !p.dropped {
+			n += p.keyEnd - p.start + len(p.value) + 2
+		}
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	first := true
+	for i := range d.pairs {
+		p := &d.pairs[i]
+		if p.dropped {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		key := d.props[p.start:p.keyEnd]
+		switch {
+		case !utf8.Valid(key) || !utf8.Valid(p.value):
+			b = appendReencoded(b, p)
+		case p.loose:
+			b = append(b, key...)
+			b = append(b, ':')
+			buf := bytes.NewBuffer(b)
+			_ = stdjson.Compact(buf, p.value) // valid (checked while decoding); encoding/json keeps < > & as they are
+			b = buf.Bytes()
+		default:
+			b = append(b, d.props[p.start:p.keyEnd]...)
+			b = append(b, ':')
+			b = append(b, p.value...)
+		}
+	}
+	return append(b, '}')
+}
+
+// appendReencoded appends a pair holding invalid UTF-8 decoded and encoded again by
+// encoding/json, which turns each invalid byte into U+FFFD.
+func appendReencoded(b []byte, p *pair) []byte {
+	var v any
+	_ = stdjson.Unmarshal(p.value, &v) // valid: checked by json.Valid
+	key, _ := stdjson.Marshal(string(p.key))
+	val, err := stdjson.Marshal(v)
+	if err != nil {
+		val = []byte("null")
+	}
+	b = append(b, key...)
+	b = append(b, ':')
+	return append(b, val...)
+}
+
+// stringValue decodes a raw JSON string. It returns ("", true) for an absent or null value
+// and ok false for any other JSON type. Invalid UTF-8 and unpaired surrogate escapes decode to
+// U+FFFD, as encoding/json decodes them.
+func stringValue(raw []byte) (s string, ok bool) {
+	if isNull(raw) {
+		return "", true
+	}
+	if raw[0] != '"' {
+		return "", false
+	}
+	if plainString(raw) {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// numberValue decodes a raw finite JSON number; ok false for another JSON type.
+func numberValue(raw []byte) (float64, bool) {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	return f, err == nil // a number beyond float64 is an error (ErrRange)
+}
+
+// isNull reports whether a raw value is absent or JSON null.
+func isNull(raw []byte) bool { return len(raw) == 0 || (len(raw) == 4 && string(raw) == "null") }
+
+// arrayItems returns the raw items of a raw, well-formed JSON array; ok is false when raw is
+// not an array.
+func arrayItems(raw []byte) (items [][]byte, ok bool) {
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, false
+	}
+	for i := skipSpace(raw, 1); i < len(raw) && raw[i] != ']'; {
+		end, _ := skipValue(raw, i)
+		items = append(items, raw[i:end])
+		if i = skipSpace(raw, end); i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return items, true
+}
+
+// stringContent returns the bytes between the quotes of a raw JSON string (nil otherwise).
+func stringContent(raw []byte) []byte {
+	if len(raw) < 2 || raw[0] != '"' {
+		return nil
+	}
+	return raw[1 : len(raw)-1]
+}

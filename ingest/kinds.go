@@ -1,0 +1,131 @@
+package ingest
+
+// The table of event kinds (DESIGN.md §2). Each kind is one entry, registered below: its
+// `event` name, its short name (the value of the ClickHouse `kind` columns and of the `kind`
+// metric labels), the Kafka topic and message key it is published with, the properties it
+// reads and how they are validated, and the raw rows it stores. Everything else (the
+// publisher, the gateway, the consumer, the demo) reads the table; nothing switches on a
+// kind or sizes an array by the number of kinds.
+
+// Kind is one entry of the table of event kinds. Kinds are compared by pointer: every Kind
+// the package hands out is one of the registered entries (KindToolCall, ...).
+type Kind struct {
+	// Event is the `event` name of the kind (PostHog's own names, so existing PostHog
+	// dashboards keep working).
+	Event string
+	// Name is the kind's short name: the value of the ClickHouse `kind` columns and of the
+	// `kind` metric labels ("tool_call", "invitation_sent", ...).
+	Name string
+	// Topic is the Kafka topic events of the kind are published to.
+	Topic string
+
+	// key returns the Kafka message key of an event of the kind.
+	key func(ev *Event, defaultInstanceURL string) []byte
+	// reads are the property keys the kind's decode reads. A key read into a column is not
+	// kept in Event.Extra; one only peeked at (propertyReader.peek) is.
+	reads []string
+	// decode reads and validates the kind's properties into ev, recording every problem in p.
+	decode func(p *propertyReader, ev *Event)
+	// rows appends the raw rows an event of the kind stores.
+	rows func(rs *Rows, ev *Event, at RowContext)
+
+	index map[string]int // reads → position, built by register
+}
+
+// String returns the kind's Name ("unknown" for a nil Kind).
+func (k *Kind) String() string {
+	if k == nil {
+		return "unknown"
+	}
+	return k.Name
+}
+
+var (
+	kinds  []*Kind
+	byName = map[string]*Kind{}
+)
+
+// register adds a kind to the table.
+func register(k Kind) *Kind {
+	if k.Event == "" || k.Name == "" || k.Topic == "" || k.key == nil || k.decode == nil || k.rows == nil {
+		panic("ingest: incomplete kind " + k.Name)
+	}
+	if _, dup := byName[k.Event]; dup {
+		panic("ingest: kind registered twice: " + k.Event)
+	}
+	k.index = make(map[string]int, len(k.reads))
+	for i, key := range k.reads {
+		if _, dup := k.index[key]; dup {
+			panic("ingest: kind " + k.Name + " reads " + key + " twice")
+		}
+		k.index[key] = i
+	}
+	p := &k
+	kinds = append(kinds, p)
+	byName[k.Event] = p
+	return p
+}
+
+// Kinds returns every kind, in registration order. The slice is a copy.
+func Kinds() []*Kind { return append([]*Kind(nil), kinds...) }
+
+// KindOf maps an `event` name to its Kind, or nil for a name that is none of the kinds.
+func KindOf(eventName string) *Kind { return byName[eventName] }
+
+// Event names (DESIGN.md §2), as PostHog's MCP analytics SDK and PostHog's MCP server send them.
+const (
+	EventToolCall           = "$mcp_tool_call"
+	EventInvitationSent     = "mcp interview invitation sent"
+	EventBookingLinkOpened  = "mcp interview booking link opened"
+	EventInvitationResponse = "mcp interview invitation responded"
+)
+
+// The kinds.
+var (
+	// KindToolCall is an MCP tool call, stored in tool_calls.
+	KindToolCall = register(Kind{
+		Event: EventToolCall, Name: "tool_call", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: toolCallReads, decode: decodeToolCall, rows: toolCallRows,
+	})
+	// KindInvitationSent is an interview invitation, stored in recruitment_events.
+	KindInvitationSent = register(Kind{
+		Event: EventInvitationSent, Name: "invitation_sent", Topic: TopicRecruitment,
+		key: identityKey, reads: recruitmentReads, decode: decodeRecruitment, rows: recruitmentRows,
+	})
+	// KindBookingLinkOpened is an opened interview booking link, stored in recruitment_events.
+	KindBookingLinkOpened = register(Kind{
+		Event: EventBookingLinkOpened, Name: "link_opened", Topic: TopicRecruitment,
+		key: identityKey, reads: recruitmentReads, decode: decodeRecruitment, rows: recruitmentRows,
+	})
+	// KindInvitationResponse is an answer to an invitation (accept, decline, cancel), stored
+	// in recruitment_events and applied to the suppression records.
+	KindInvitationResponse = register(Kind{
+		Event: EventInvitationResponse, Name: "response", Topic: TopicRecruitment,
+		key: identityKey, reads: responseReads, decode: decodeResponse, rows: recruitmentRows,
+	})
+)
+
+// distinctIDKey keys an event by its distinct_id, so one person's (or, for the MCP analytics
+// SDK without an identity, one session's) events stay on one partition in order.
+func distinctIDKey(ev *Event, _ string) []byte { return []byte(ev.DistinctID) }
+
+// identityKey keys a recruitment event by IdentityHash(instance_url, distinct_id), with
+// defaultInstanceURL standing in for a missing instance_url, so an identity's suppression
+// updates stay on one partition.
+func identityKey(ev *Event, defaultInstanceURL string) []byte {
+	instance := defaultInstanceURL
+	if ev.Recruitment != nil && ev.Recruitment.InstanceURL != "" {
+		instance = ev.Recruitment.InstanceURL
+	}
+	return []byte(IdentityHash(instance, ev.DistinctID))
+}
+
+// MessageKey returns the Kafka message key of an event (DESIGN.md §2): distinct_id for a tool
+// call; for the recruitment kinds, IdentityHash(instance_url, distinct_id), with
+// defaultInstanceURL standing in for a missing instance_url; nil for an event without a kind.
+func MessageKey(ev *Event, defaultInstanceURL string) []byte {
+	if ev.Kind == nil {
+		return nil
+	}
+	return ev.Kind.key(ev, defaultInstanceURL)
+}

@@ -1,0 +1,175 @@
+package ingest
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The raw rows each kind stores (DESIGN.md §4): one struct per raw table, whose `ch` tags
+// name the table's columns. A kind's entry in the table of kinds appends its events' rows to
+// a Rows; the consumer fills what needs the stores (the invitation send time, the misuse
+// columns) per table, then inserts each slice.
+
+// RowContext is what a raw row holds besides its event: where the consumer read it, when,
+// and the deployment's defaults.
+type RowContext struct {
+	Partition  int32     // Kafka partition the event was read from
+	Offset     int64     // its offset there
+	InsertedAt time.Time // when the consumer stored it (UTC)
+	// DefaultInstanceURL stands in for a recruitment event's missing instance_url.
+	DefaultInstanceURL string
+	// Keys tells the ignored keys MCP clients inject on their own (not counted as mistakes).
+	Keys *KeyFilter
+}
+
+// Rows are the raw rows of a batch of events, one slice per raw table.
+type Rows struct {
+	ToolCalls   []ToolCallRow    // mcpulse.tool_calls
+	Recruitment []RecruitmentRow // mcpulse.recruitment_events
+}
+
+// Append appends the raw rows of ev (an event Parse returned) to rs.
+func (rs *Rows) Append(ev *Event, at RowContext) { ev.Kind.rows(rs, ev, at) }
+
+// Len is the number of rows in rs, over every table.
+func (rs *Rows) Len() int { return len(rs.ToolCalls) + len(rs.Recruitment) }
+
+// Filtered returns a copy of rs holding only the rows of the events keep accepts (by uuid),
+// in order; rs is not modified.
+func (rs *Rows) Filtered(keep func(uuid.UUID) bool) Rows {
+	return Rows{
+		ToolCalls:   filterRows(rs.ToolCalls, func(r *ToolCallRow) bool { return keep(r.UUID) }),
+		Recruitment: filterRows(rs.Recruitment, func(r *RecruitmentRow) bool { return keep(r.UUID) }),
+	}
+}
+
+func filterRows[T any](rows []T, keep func(*T) bool) []T {
+	out := make([]T, 0, len(rows))
+	for i := range rows {
+		if keep(&rows[i]) {
+			out = append(out, rows[i])
+		}
+	}
+	return out
+}
+
+// ToolCallRow is one row of mcpulse.tool_calls.
+type ToolCallRow struct {
+	UUID               uuid.UUID `ch:"uuid"`
+	Timestamp          time.Time `ch:"timestamp"`
+	DistinctID         string    `ch:"distinct_id"`
+	ToolName           string    `ch:"tool_name"` // ToolCall.EffectiveTool
+	RawToolName        string    `ch:"raw_tool_name"`
+	ExecVerb           string    `ch:"exec_verb"`
+	ExecTargetTool     string    `ch:"exec_target_tool"`
+	ClientName         string    `ch:"client_name"`
+	ClientVersion      string    `ch:"client_version"`
+	Mode               string    `ch:"mode"`
+	ConversationID     string    `ch:"conversation_id"`
+	SessionID          string    `ch:"session_id"`
+	Source             string    `ch:"source"`
+	IsError            uint8     `ch:"is_error"`
+	ErrorType          string    `ch:"error_type"`
+	DurationMs         *float64  `ch:"duration_ms"`
+	IgnoredKeys        []string  `ch:"ignored_keys"`
+	IgnoredKeysTotal   uint32    `ch:"ignored_keys_total"`
+	CountedIgnoredKeys []string  `ch:"counted_ignored_keys"` // IgnoredKeys less the client-injected ones
+	RecruitmentReason  string    `ch:"recruitment_reason"`
+	URLSupported       *uint8    `ch:"url_supported"`
+	FormSupported      *uint8    `ch:"form_supported"`
+	CampaignID         string    `ch:"campaign_id"`
+	CompletedCalls     *int64    `ch:"completed_calls"`
+	SessionAgeSeconds  *float64  `ch:"session_age_seconds"`
+	Properties         string    `ch:"properties"` // Event.Extra
+	KafkaPartition     int32     `ch:"kafka_partition"`
+	KafkaOffset        int64     `ch:"kafka_offset"`
+	InsertedAt         time.Time `ch:"inserted_at"`
+}
+
+func toolCallRows(rs *Rows, ev *Event, at RowContext) {
+	t := ev.ToolCall
+	rs.ToolCalls = append(rs.ToolCalls, ToolCallRow{
+		UUID: ev.UUID, Timestamp: ev.Timestamp, DistinctID: ev.DistinctID,
+		ToolName: t.EffectiveTool(), RawToolName: t.ToolName, ExecVerb: t.ExecVerb, ExecTargetTool: t.ExecTargetTool,
+		ClientName: t.ClientName, ClientVersion: t.ClientVersion, Mode: t.Mode, ConversationID: t.ConversationID,
+		SessionID: t.SessionID, Source: t.Source, IsError: flag(t.IsError), ErrorType: t.ErrorType, DurationMs: t.DurationMs,
+		IgnoredKeys: nonNil(t.IgnoredKeys), IgnoredKeysTotal: uint32(min(t.IgnoredKeysTotal, 1<<32-1)),
+		CountedIgnoredKeys: nonNil(at.Keys.Counted(t.IgnoredKeys)),
+		RecruitmentReason:  t.Reason, URLSupported: optionalFlag(t.URLSupported), FormSupported: optionalFlag(t.FormSupported),
+		CampaignID: t.CampaignID, CompletedCalls: t.CompletedCalls, SessionAgeSeconds: t.SessionAgeSeconds,
+		Properties: string(ev.Extra), KafkaPartition: at.Partition, KafkaOffset: at.Offset, InsertedAt: at.InsertedAt,
+	})
+}
+
+// RecruitmentRow is one row of mcpulse.recruitment_events.
+type RecruitmentRow struct {
+	UUID         uuid.UUID  `ch:"uuid"`
+	Timestamp    time.Time  `ch:"timestamp"`
+	Kind         string     `ch:"kind"` // Kind.Name
+	DistinctID   string     `ch:"distinct_id"`
+	IdentityHash string     `ch:"identity_hash"`
+	InstanceURL  string     `ch:"instance_url"` // RowContext.DefaultInstanceURL when the event has none
+	CampaignID   string     `ch:"campaign_id"`
+	InvitationID string     `ch:"invitation_id"`
+	FeatureFlag  string     `ch:"feature_flag"`
+	Response     string     `ch:"response"`
+	RespondedAt  *time.Time `ch:"responded_at"` // responses only
+	// InvitationSentAt is the send time of the invitation the event refers to, when known
+	// (the funnel's cohort day); the consumer fills it.
+	InvitationSentAt  *time.Time `ch:"invitation_sent_at"`
+	RecruitmentReason string     `ch:"recruitment_reason"`
+	URLSupported      *uint8     `ch:"url_supported"`
+	FormSupported     *uint8     `ch:"form_supported"`
+	CompletedCalls    *int64     `ch:"completed_calls"`
+	SessionAgeSeconds *float64   `ch:"session_age_seconds"`
+	Properties        string     `ch:"properties"` // Event.Extra
+	KafkaPartition    int32      `ch:"kafka_partition"`
+	KafkaOffset       int64      `ch:"kafka_offset"`
+	InsertedAt        time.Time  `ch:"inserted_at"`
+	TimestampMs       int64      `ch:"timestamp_ms"`
+	RespondedAtMs     *int64     `ch:"responded_at_ms"` // responses only
+}
+
+func recruitmentRows(rs *Rows, ev *Event, at RowContext) {
+	r := ev.Recruitment
+	row := RecruitmentRow{
+		UUID: ev.UUID, Timestamp: ev.Timestamp, Kind: ev.Kind.Name, DistinctID: ev.DistinctID,
+		InstanceURL: r.InstanceURL, CampaignID: r.CampaignID, InvitationID: r.InvitationID, FeatureFlag: r.FeatureFlag,
+		Response: r.Response, RecruitmentReason: r.Reason, URLSupported: optionalFlag(r.URLSupported),
+		FormSupported: optionalFlag(r.FormSupported), CompletedCalls: r.CompletedCalls, SessionAgeSeconds: r.SessionAgeSeconds,
+		Properties: string(ev.Extra), KafkaPartition: at.Partition, KafkaOffset: at.Offset, InsertedAt: at.InsertedAt,
+		TimestampMs: ev.Timestamp.UnixMilli(),
+	}
+	if row.InstanceURL == "" {
+		row.InstanceURL = at.DefaultInstanceURL
+	}
+	row.IdentityHash = IdentityHash(row.InstanceURL, ev.DistinctID)
+	if r.Response != "" {
+		respondedAt, ms := r.RespondedAt, r.RespondedAt.UnixMilli()
+		row.RespondedAt, row.RespondedAtMs = &respondedAt, &ms
+	}
+	rs.Recruitment = append(rs.Recruitment, row)
+}
+
+func flag(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func optionalFlag(b *bool) *uint8 {
+	if b == nil {
+		return nil
+	}
+	v := flag(*b)
+	return &v
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
