@@ -326,7 +326,8 @@ func TestParseTimeReadsTheScriptsGrammar(t *testing.T) {
 }
 
 // testParseTimeAgainstScript has the script's own reader (epoch_ms) read the spot checks and a
-// few thousand mutations of valid times, and wants ParseTime to agree on every one.
+// few thousand mutations of valid times, and wants ParseTime to agree on every one; and has the
+// reset script's writer (iso_ms) write random instants, wanting FormatTime's text.
 func testParseTimeAgainstScript(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	inputs := slices.Collect(maps.Keys(parseTimeSpots))
@@ -376,5 +377,28 @@ return out`)
 	}
 	if readable < 1000 || readable > len(inputs)-500 {
 		t.Errorf("%d of %d inputs readable: the mutations do not probe both sides", readable, len(inputs))
+	}
+
+	// The reset script's writer (iso_ms) writes what FormatTime writes, which epoch_ms reads back.
+	write := redis.NewScript(suppression.LuaEpochMs + suppression.LuaISOMs + `
+local out = {}
+for i = 1, #ARGV do
+  local s = iso_ms(tonumber(ARGV[i]))
+  out[i] = s .. ' ' .. string.format('%.0f', epoch_ms(s))
+end
+return out`)
+	ms := []any{int64(0), int64(-1), int64(951782400000), int64(4107542399999), int64(1764410400123), int64(-62135596800000)}
+	for range 2000 {
+		ms = append(ms, rng.Int64N(4e12)-5e11)
+	}
+	written, err := write.Run(ctx, rdb, []string{suppression.ResponseKey(strings.Repeat("0", 64))}, ms...).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		at := time.UnixMilli(m.(int64))
+		if want := suppression.FormatTime(at) + " " + strconv.FormatInt(m.(int64), 10); written[i] != want {
+			t.Errorf("%d ms: the script writes %q, want %q", m, written[i], want)
+		}
 	}
 }

@@ -329,12 +329,12 @@ func TestReconcileAndAuditKeepMillisecondOrder(t *testing.T) {
 	p.respond("ms-user", "m1", "decline", sec.Add(-30*time.Second))
 	p.drain()
 	p.reset("ms-user", sec.Add(258*time.Millisecond))
-	p.respond("ms-user", "m1", "accept", sec.Add(259*time.Millisecond)) // 1 ms after the reset
+	p.respond("ms-user", "m1", "accept", sec.Add(suppression.ResetMargin+259*time.Millisecond)) // 1 ms after the reset covers
 	p.invite("quick", "q1", sec.Add(100*time.Millisecond))
 	p.respond("quick", "q1", "decline", sec.Add(900*time.Millisecond))
 	p.drain()
 	if rec, _ := suppression.ReadRecord(context.Background(), p.rdb, ingest.IdentityHash(instance, "ms-user")); rec == nil || rec.Response != suppression.StateAccepted {
-		t.Fatalf("the consumer did not apply the response 1 ms after the reset: %+v", rec)
+		t.Fatalf("the consumer did not apply the response 1 ms after what the reset covers: %+v", rec)
 	}
 
 	ctx := context.Background()

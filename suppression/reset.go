@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,12 +28,20 @@ const ResetBatchLimit = 100
 // by the caller's cancellation (an interrupted reset should still be audited).
 const resetAuditTimeout = 30 * time.Second
 
-// ResetWatermark is the JSON value of an identity's :reset key (DESIGN.md §3): responses with
-// responded_at at or before ResetAt are ignored, so a replay cannot resurrect a reset.
+// ResetWatermark is the JSON value of an identity's :reset key (DESIGN.md §3): responses
+// dated up to ResetMargin after ResetAt are ignored (ResetCovers), so neither a replay nor a
+// response received before the reset can bring the record back.
 type ResetWatermark struct {
-	ResetAt string `json:"reset_at"` // FormatTime
+	ResetAt string `json:"reset_at"` // FormatTime of the Redis server's TIME at the reset
 	Actor   string `json:"actor"`
 	Reason  string `json:"reason"`
+}
+
+// Covers is the last instant a response may be dated and be ignored after this reset
+// (reset_at + ResetMargin), or false when reset_at is not a time the script reads.
+func (w ResetWatermark) Covers() (time.Time, bool) {
+	at, ok := ParseTime(w.ResetAt)
+	return at.Add(ResetMargin), ok
 }
 
 // ResetPublisher publishes the audit event; *ingest.Publisher is one.
@@ -62,8 +71,6 @@ type ResetOptions struct {
 	// DryRun finds what would be deleted and writes nothing at all (Redis, Kafka).
 	DryRun bool
 
-	// Now is the clock (default time.Now); the reset time is cut to milliseconds.
-	Now func() time.Time
 	// ScanCount is the SCAN COUNT hint for the pending keys. Default: ShowDefaultScanCount.
 	ScanCount int64
 }
@@ -133,23 +140,34 @@ func (e *ResetAuditError) Error() string {
 func (e *ResetAuditError) Unwrap() error { return e.Err }
 
 // resetScript deletes an identity's :response record and pending keys and writes its :reset
-// watermark, atomically. Every key carries the identity's hash tag, so they share one slot.
+// watermark, atomically, with reset_at read from the server's clock (TIME) in the same
+// script: the clock every response of the identity is applied under, whatever the clock of
+// the machine running the reset says (the reset rule, ResetCovers). Every key carries the
+// identity's hash tag, so they share one slot (and one server's clock on a cluster).
 //
-// KEYS[1] response key, KEYS[2] reset key, KEYS[3..] pending keys. ARGV[1] watermark JSON.
-// Returns {had_record ("1"/"0"), previous record or "", deleted key...}.
-var resetScript = redis.NewScript(`
+// KEYS[1] response key, KEYS[2] reset key, KEYS[3..] pending keys. ARGV[1] actor, ARGV[2]
+// reason, each as a JSON string. Returns {reset_at (ms since epoch), had_record ("1"/"0"),
+// previous record or "", deleted key...}.
+var resetScript = redis.NewScript(luaISOMs + `
+-- Before Redis 5, a script that reads TIME may write only under effects replication.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local reset_at = iso_ms(ms)
+
 local prev = redis.call('GET', KEYS[1])
-local out = {'0', ''}
+local out = {string.format('%.0f', ms), '0', ''}
 if prev then
-  out[1] = '1'
-  out[2] = prev
+  out[2] = '1'
+  out[3] = prev
 end
 for i = 1, #KEYS do
   if i ~= 2 and redis.call('DEL', KEYS[i]) == 1 then
     out[#out + 1] = KEYS[i]
   end
 end
-redis.call('SET', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[2], '{"reset_at":"' .. reset_at .. '","actor":' .. ARGV[1] .. ',"reason":' .. ARGV[2] .. '}')
 return out
 `)
 
@@ -184,8 +202,10 @@ func (o *ResetOptions) check() error {
 
 // Reset clears one identity's suppression state: it reads the :response record and SCANs the
 // identity's pending continuation keys, then in one Lua script deletes them and writes the
-// :reset watermark {"reset_at": FormatTime(now), "actor", "reason"} (no TTL), then publishes an
-// ingest.AuditEvent to ingest.TopicAudit keyed by the identity hash and waits for the ack.
+// :reset watermark {"reset_at", "actor", "reason"} (no TTL), reset_at being the Redis server's
+// TIME (milliseconds), then publishes an ingest.AuditEvent at that instant to
+// ingest.TopicAudit keyed by the identity hash and waits for the ack. Responses dated up to
+// ResetMargin after reset_at never count again (ResetCovers).
 //
 // Errors: a *ResetUnknownIdentityError (errors.Is ErrResetUnknownIdentity) when the identity
 // has no record, no pending key and no history: nothing is written. A *ResetAuditError when
@@ -230,18 +250,13 @@ func resetIdentity(ctx context.Context, opts *ResetOptions, id opsIdentity) (*Re
 		return nil, &ResetUnknownIdentityError{IdentityHash: id.hash, DistinctID: id.distinctID, ByHash: id.byHash}
 	}
 
-	now := time.Now
-	if opts.Now != nil {
-		now = opts.Now
-	}
-	at := now().UTC().Truncate(time.Millisecond)
-	rep.Watermark = ResetWatermark{ResetAt: FormatTime(at), Actor: opts.Actor, Reason: opts.Reason}
-	watermark, err := json.Marshal(rep.Watermark)
-	if err != nil {
-		return nil, fmt.Errorf("identity %s: encoding the reset watermark: %w", id, err)
-	}
-
+	rep.Watermark = ResetWatermark{Actor: opts.Actor, Reason: opts.Reason}
 	if opts.DryRun {
+		t, err := node.Time(ctx).Result()
+		if err != nil {
+			return nil, opsRedisErr(fmt.Sprintf("reading the clock of identity %s's Redis server", id), err)
+		}
+		rep.Watermark.ResetAt = FormatTime(t)
 		if rep.HadRecord {
 			rep.DeletedKeys = append(rep.DeletedKeys, responseKey)
 		}
@@ -249,19 +264,27 @@ func resetIdentity(ctx context.Context, opts *ResetOptions, id opsIdentity) (*Re
 		return rep, nil
 	}
 
+	actor, _ := json.Marshal(opts.Actor) // strings always marshal
+	reason, _ := json.Marshal(opts.Reason)
 	keys := append([]string{responseKey, resetKey}, rep.PendingKeys...)
-	res, err := resetScript.Run(ctx, opts.Redis, keys, string(watermark)).StringSlice()
+	res, err := resetScript.Run(ctx, opts.Redis, keys, string(actor), string(reason)).StringSlice()
 	if err != nil {
 		return nil, opsRedisErr(fmt.Sprintf("resetting identity %s (keys %s, %s and %d pending key(s))", id, responseKey, resetKey, len(rep.PendingKeys)), err)
 	}
-	if len(res) < 2 {
+	if len(res) < 3 {
 		return nil, fmt.Errorf("resetting identity %s: unexpected reply from the reset script", id)
 	}
-	rep.HadRecord, rep.PreviousRecord = res[0] == "1", res[1]
+	ms, err := strconv.ParseInt(res[0], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("resetting identity %s: unexpected reset time %q from the reset script", id, res[0])
+	}
+	at := time.UnixMilli(ms).UTC()
+	rep.Watermark.ResetAt = FormatTime(at)
+	rep.HadRecord, rep.PreviousRecord = res[1] == "1", res[2]
 	if !rep.HadRecord {
 		rep.PreviousRecord = ""
 	}
-	rep.DeletedKeys = append(rep.DeletedKeys, res[2:]...)
+	rep.DeletedKeys = append(rep.DeletedKeys, res[3:]...)
 
 	ev := &ingest.AuditEvent{
 		UUID:         uuid.Must(uuid.NewV7()).String(),
@@ -361,6 +384,10 @@ func (r *ResetReport) WriteText(w io.Writer) error {
 	}
 	p("  %s %s = {reset_at %s, actor %s, reason %s}\n", verb("wrote", "would write"), r.ResetKey,
 		opsQuote(r.Watermark.ResetAt), opsQuote(r.Watermark.Actor), opsQuote(r.Watermark.Reason))
+	if covers, ok := r.Watermark.Covers(); ok {
+		p("  responses dated up to %s (reset_at + %s, the clock rule's margin) %s ignored\n",
+			FormatTime(covers), ResetMargin, verb("are now", "would be"))
+	}
 	if r.DryRun {
 		p("  would publish a %s audit event to %s\n", ingest.AuditActionReset, ingest.TopicAudit)
 		p("  (dry run: nothing was written)\n")

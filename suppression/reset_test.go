@@ -157,10 +157,6 @@ func opsAuditMessages(t *testing.T, brokers []string) []kafka.Message {
 	return all
 }
 
-var opsNow = time.Date(2026, 11, 29, 10, 0, 0, 123_000_000, time.UTC)
-
-func opsClock() time.Time { return opsNow }
-
 // ---- tests ----
 
 func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *testing.T) {
@@ -175,12 +171,15 @@ func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *
 	bobPending := opsPutPending(t, s.rdb, bob, "inv-9")
 
 	opts := s.resetOptions(alice)
-	opts.Now = opsClock
-	opts.ScanCount = 2 // several SCAN round trips
+	opts.ScanCount = 2                                  // several SCAN round trips
+	opts.Reason = "ticket \"1234\"\n</script> \u2028 é" // JSON-escaped into the watermark by the script
+	// The reset instant is the Redis server's clock, which on this machine is the test's.
+	before := time.Now().Truncate(time.Millisecond)
 	rep, err := suppression.Reset(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	after := time.Now()
 
 	wantDeleted := append([]string{suppression.ResponseKey(hash)}, pending...)
 	slices.Sort(wantDeleted)
@@ -203,18 +202,18 @@ func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *
 		}
 	}
 
-	// The watermark: exact JSON, no TTL.
+	// The watermark: reset_at from the server's clock, the JSON Go would write, no TTL.
+	resetAt, ok := suppression.ParseTime(rep.Watermark.ResetAt)
+	if !ok || resetAt.Before(before) || resetAt.After(after) {
+		t.Errorf("reset_at %q, want a time between %s and %s", rep.Watermark.ResetAt, before, after)
+	}
 	raw, err := s.rdb.Get(ctx, suppression.ResetKey(hash)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wm map[string]string
-	if err := json.Unmarshal([]byte(raw), &wm); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"reset_at": "2026-11-29T10:00:00.123Z", "actor": "alice", "reason": "ticket 1234"}
-	if fmt.Sprint(wm) != fmt.Sprint(want) {
-		t.Errorf("watermark = %v, want %v", wm, want)
+	want, _ := json.Marshal(suppression.ResetWatermark{ResetAt: suppression.FormatTime(resetAt), Actor: "alice", Reason: opts.Reason})
+	if raw != string(want) {
+		t.Errorf("watermark = %s, want %s", raw, want)
 	}
 	if ttl := s.rdb.PTTL(ctx, suppression.ResetKey(hash)).Val(); ttl != -1 {
 		t.Errorf("watermark PTTL = %v, want none", ttl)
@@ -236,8 +235,8 @@ func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *
 	if err != nil || id.Version() != 7 {
 		t.Errorf("audit uuid %s: want a UUIDv7", ev.UUID)
 	}
-	if ev.Action != ingest.AuditActionReset || !ev.At.Equal(opsNow) || ev.IdentityHash != hash || ev.DistinctID != alice ||
-		ev.InstanceURL != opsInstance || ev.Actor != "alice" || ev.Reason != "ticket 1234" {
+	if ev.Action != ingest.AuditActionReset || !ev.At.Equal(resetAt) || ev.IdentityHash != hash || ev.DistinctID != alice ||
+		ev.InstanceURL != opsInstance || ev.Actor != "alice" || ev.Reason != opts.Reason {
 		t.Errorf("audit event = %+v", ev)
 	}
 	evDeleted := slices.Clone(ev.DeletedKeys)
@@ -252,11 +251,20 @@ func TestResetDeletesRecordAndOwnPendingKeysWritesWatermarkAndPublishesAudit(t *
 		t.Errorf("report audit = %+v, want uuid %s", rep.Audit, ev.UUID)
 	}
 
-	// A response dated before the watermark is now ignored by the consumers' script.
-	out, err := suppression.ApplyResponse(ctx, s.rdb, hash, suppression.NewResponse(alice, "onboarding", ingest.ResponseDecline,
-		time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)), opsNow)
-	if err != nil || out != suppression.BeforeReset {
-		t.Errorf("replay after reset: %q, %v; want %q", out, err, suppression.BeforeReset)
+	// A response dated before the watermark, or up to the clock rule's margin after it, is now
+	// ignored by the consumers' script; one dated later is not.
+	for _, c := range []struct {
+		at   time.Time
+		want suppression.Outcome
+	}{
+		{time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC), suppression.BeforeReset},
+		{resetAt.Add(suppression.ResetMargin), suppression.BeforeReset},
+		{resetAt.Add(suppression.ResetMargin + time.Millisecond), suppression.Written},
+	} {
+		out, err := suppression.ApplyResponse(ctx, s.rdb, hash, suppression.NewResponse(alice, "onboarding", ingest.ResponseDecline, c.at), after)
+		if err != nil || out != c.want {
+			t.Errorf("decline dated %s after a reset at %s: %q, %v; want %q", suppression.FormatTime(c.at), rep.Watermark.ResetAt, out, err, c.want)
+		}
 	}
 
 	var text strings.Builder
@@ -363,7 +371,6 @@ func TestResetIdentityWithHistoryOnlyWritesWatermark(t *testing.T) {
 
 	opts := s.resetOptions("")
 	opts.IdentityHash = strings.ToUpper(opsHash(carol)) // given by hash, in upper case
-	opts.Now = opsClock
 	rep, err := suppression.Reset(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -159,9 +159,23 @@ func CooldownEnded(respondedAt, now time.Time) bool {
 	return respondedAt.UnixMilli()+CooldownPeriod.Milliseconds() <= now.UnixMilli()
 }
 
-// ResetCovers reports whether an ops reset at resetAt covers a response dated respondedAt,
-// which then never counts again, however often it is replayed (milliseconds): a response at
-// or before the reset.
+// ResetMargin is how far after an ops reset a response may be dated and still be covered by
+// it: the clock rule's acceptance margin (ingest.MaxResponseClockSkew), because a response
+// received before the reset may be dated up to that far ahead of the clock that received it.
+const ResetMargin = ingest.MaxResponseClockSkew
+
+// ResetCovers is the reset rule: an ops reset at resetAt covers a response dated respondedAt,
+// which then never counts again, when respondedAt <= resetAt + ResetMargin (milliseconds).
+//
+// Why the margin: a response is accepted only when it is dated at most ResetMargin after the
+// clock that receives it (ingest.CheckClock, at the gateway and again at the consumer), and
+// the reset instant is read from Redis (TIME on the identity's node, in the reset script), a
+// server clock like the receiving ones. So every response received before the reset is dated
+// at most resetAt + ResetMargin, whatever the client claimed; and since the rule looks only
+// at the date, every later copy of it (a redelivery, a replay under a new uuid, the row
+// reconcile folds from ClickHouse) is covered too. The price: a response genuinely given
+// within ResetMargin after a reset is taken as one from before it. DESIGN.md §3 has the
+// argument in full.
 func ResetCovers(resetAt, respondedAt time.Time) bool {
-	return respondedAt.UnixMilli() <= resetAt.UnixMilli()
+	return respondedAt.UnixMilli() <= resetAt.UnixMilli()+ResetMargin.Milliseconds()
 }

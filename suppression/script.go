@@ -42,13 +42,35 @@ local function epoch_ms(s)
 end
 `
 
+// luaISOMs is FormatTime in Lua: milliseconds since the epoch to 2026-11-29T10:00:00.000Z
+// (civil date from days, proleptic Gregorian).
+const luaISOMs = `
+local function iso_ms(ms)
+  local s = math.floor(ms / 1000)
+  local days = math.floor(s / 86400)
+  local sod = s - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
+    math.floor(sod / 3600), math.floor(sod % 3600 / 60), sod % 60, ms - s * 1000)
+end
+`
+
 // applyScript applies one response to an identity's record atomically: Held.Apply, in Lua.
 // Ties compare the record texts byte by byte (Lua's own string comparison follows the
 // server's collation locale).
 //
 // KEYS[1] response key, KEYS[2] reset key.
-// ARGV: record JSON, responded_at (ms since epoch), permanent ("1"/"0"), now (ms), cooldown (ms).
-// Returns an Outcome.
+// ARGV: record JSON, responded_at (ms since epoch), permanent ("1"/"0"), now (ms), cooldown (ms),
+// reset margin (ms, ResetMargin). Returns an Outcome.
 var applyScript = redis.NewScript(luaEpochMs + `
 local function bytes_above(a, b)
   local n = math.min(#a, #b)
@@ -60,13 +82,13 @@ local function bytes_above(a, b)
 end
 
 local record, at, permanent = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
-local now, cooldown = tonumber(ARGV[4]), tonumber(ARGV[5])
+local now, cooldown, margin = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 
 local reset = redis.call('GET', KEYS[2])
 if reset then
   local ok, r = pcall(cjson.decode, reset)
   local reset_at = ok and type(r) == 'table' and epoch_ms(r['reset_at']) or nil
-  if reset_at and at <= reset_at then return 'before_reset' end
+  if reset_at and at <= reset_at + margin then return 'before_reset' end
 end
 
 if not permanent and at + cooldown <= now then return 'expired' end
@@ -110,7 +132,7 @@ func ApplyCall(identityHash string, r Response, now time.Time) (keys []string, a
 		permanent = "1"
 	}
 	return []string{ResponseKey(identityHash), ResetKey(identityHash)},
-		[]any{r.Value(), r.At.UnixMilli(), permanent, now.UnixMilli(), CooldownPeriod.Milliseconds()}
+		[]any{r.Value(), r.At.UnixMilli(), permanent, now.UnixMilli(), CooldownPeriod.Milliseconds(), ResetMargin.Milliseconds()}
 }
 
 // ApplyResponse applies one response to an identity's record in one atomic script run and

@@ -256,6 +256,9 @@ func (r *ShowReport) WriteText(w io.Writer) error {
 	switch {
 	case r.LastReset != nil:
 		p("last reset      %s by %s: %s\n", opsQuote(r.LastReset.ResetAt), opsQuote(r.LastReset.Actor), opsQuote(r.LastReset.Reason))
+		if covers, ok := r.LastReset.Covers(); ok {
+			p("  ignores       responses dated up to %s\n", FormatTime(covers))
+		}
 	case r.LastResetRaw != "":
 		p("last reset      %s is not valid JSON: %s\n", r.ResetKey, opsQuoteCut(r.LastResetRaw, 200))
 	default:

@@ -19,9 +19,8 @@ func TestShowReportsRecordCooldownPendingKeysLastResetAndHistory(t *testing.T) {
 	// An earlier reset (through Reset, so the watermark and the audit are real), then a cancel.
 	first := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 	opsHistory(t, s.ch, dave, "response", "onboarding", "inv-1", "decline", first, &first)
-	opts := s.resetOptions(dave)
-	opts.Now = func() time.Time { return first.Add(time.Hour) }
-	if _, err := suppression.Reset(ctx, opts); err != nil {
+	reset, err := suppression.Reset(ctx, s.resetOptions(dave))
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The consumers would store the audit row; insert it as they do.
@@ -75,7 +74,7 @@ instance_url, actor, reason, deleted_keys, previous_record, kafka_partition, kaf
 	if strings.Join(rep.PendingKeys, ",") != strings.Join(pending, ",") {
 		t.Errorf("pending = %q, want %q", rep.PendingKeys, pending)
 	}
-	if rep.LastReset == nil || rep.LastReset.ResetAt != "2026-11-01T10:00:00.000Z" || rep.LastReset.Actor != "alice" || rep.LastReset.Reason != "ticket 1234" {
+	if rep.LastReset == nil || rep.LastReset.ResetAt != reset.Watermark.ResetAt || rep.LastReset.Actor != "alice" || rep.LastReset.Reason != "ticket 1234" {
 		t.Errorf("last reset = %+v", rep.LastReset)
 	}
 	if !rep.HistoryLoaded || len(rep.History) != 3 || rep.History[0].Response != "decline" || rep.History[1].Kind != "invitation_sent" ||
@@ -95,7 +94,9 @@ instance_url, actor, reason, deleted_keys, previous_record, kafka_partition, kaf
 	if strings.ContainsAny(out, "\x1b\a") || strings.Contains(out, "campaign\n2") {
 		t.Errorf("control characters reached the terminal:\n%q", out)
 	}
-	for _, want := range []string{hash, `"user-dave\x1b]0;pwned\a"`, `"campaign\n2"`, "pending keys    2", "left (PTTL", `by "alice": "ticket 1234"`, "history         3 event(s)", "resets          1"} {
+	covers, _ := reset.Watermark.Covers()
+	for _, want := range []string{hash, `"user-dave\x1b]0;pwned\a"`, `"campaign\n2"`, "pending keys    2", "left (PTTL", `by "alice": "ticket 1234"`,
+		"ignores       responses dated up to " + suppression.FormatTime(covers), "history         3 event(s)", "resets          1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}

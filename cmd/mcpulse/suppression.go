@@ -133,8 +133,10 @@ func newSuppressionResetCmd() *cobra.Command {
 		Short: "Clear one identity's suppression state, write its reset watermark, and audit it",
 		Long: `Deletes the identity's suppression record and its pending continuation keys and writes its
 reset watermark mcp:interview:{<hash>}:reset = {"reset_at","actor","reason"} (no TTL), all in
-one Lua script; responses dated at or before reset_at are then ignored, so a replay cannot
-bring the record back. Then publishes an audit event (action suppression_reset, the deleted
+one Lua script. reset_at is the Redis server's clock (not this machine's), and responses dated
+up to 5 minutes after it are ignored from then on: the clock rule accepts a response dated that
+far ahead of the clock receiving it, so neither one received before the reset nor any replay of
+it, under any uuid, can bring the record back. Then publishes an audit event (action suppression_reset, the deleted
 keys and the previous record) to topic mcpulse_audit and waits for Kafka's ack.
 
 --dry-run prints what would be done and writes nothing at all (Redis, Kafka).

@@ -134,7 +134,7 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 	}
 	drainAll()
 	drainAll()
-	resetHashes := resetSome(ctx, t, old, env.Publisher, now)
+	resetHashes := resetSome(ctx, t, old, env.Publisher)
 	drainAll()
 
 	// Ops jobs on both engines with one clock.
@@ -264,7 +264,7 @@ WHERE c.database = 'mcpulse'`
 // resetSome resets two identities with responses through the ops reset path on the 18.16
 // side (Redis database 0); the audit events reach both engines through Kafka, and reconcile
 // rebuilds the current side's Redis from them.
-func resetSome(ctx context.Context, t *testing.T, e *engine, pub *ingest.Publisher, now time.Time) []string {
+func resetSome(ctx context.Context, t *testing.T, e *engine, pub *ingest.Publisher) []string {
 	t.Helper()
 	rows, err := e.ch.Query(ctx, `SELECT identity_hash FROM mcpulse.recruitment_events
 WHERE kind = 'response' GROUP BY identity_hash ORDER BY identity_hash LIMIT 2`)
@@ -286,7 +286,7 @@ WHERE kind = 'response' GROUP BY identity_hash ORDER BY identity_hash LIMIT 2`)
 	for _, h := range hashes {
 		if _, err := suppression.Reset(ctx, suppression.ResetOptions{
 			Redis: e.rdb, ClickHouse: e.ch, Publisher: pub, IdentityHash: h,
-			Actor: "chdb-harness", Reason: "compare engines", Now: func() time.Time { return now },
+			Actor: "chdb-harness", Reason: "compare engines",
 		}); err != nil {
 			t.Fatal(err)
 		}
