@@ -223,6 +223,10 @@ func testClickHouse(t *testing.T, dsn string) {
 		t.Fatalf("SELECT version(): %v", err)
 	}
 	t.Logf("clickhouse version %s", version)
+	var nested string
+	if err := conn.QueryRow(ctx, "SELECT value FROM system.settings WHERE name = 'input_format_import_nested_json'").Scan(&nested); err != nil || nested != "1" {
+		t.Errorf("input_format_import_nested_json = %q, %v; want 1 from users.d (the Kafka-engine peer of the benchmark needs it)", nested, err)
+	}
 
 	if err := conn.Exec(ctx, "DROP TABLE IF EXISTS devstack_t"); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/mcpulse/mcpulse/testkit/bench"
 )
 
-// newBenchPipelineCmd is `mcpulse bench pipeline` (issue 7).
+// newBenchPipelineCmd is `mcpulse bench pipeline`.
 func newBenchPipelineCmd() *cobra.Command {
 	var (
 		cfg                 bench.Config
@@ -20,40 +20,51 @@ func newBenchPipelineCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "pipeline",
-		Short: "End-to-end throughput, latency and memory of the consumer, against ClickHouse's Kafka engine and a bare reader",
+		Short: "End-to-end throughput, memory and latency of the consumer, against ClickHouse's Kafka engine and a bare reader",
 		Long: `Starts the embedded stack (in-process Kafka, redis-server and clickhouse-server children),
-migrates ClickHouse, generates --events tool-call events with the demo's generator (fixed seed
-and dates: the same events every run; the corpus's duplicate lines included) and runs three
-consumers of topic mcp_tool_calls one after the other, each alone on the machine:
+generates --events tool-call events with the demo's generator (fixed seed and end hour, spread
+over --hours: the same events every time; the corpus's duplicate lines included) in the
+--shape chosen, and publishes them to topic mcp_tool_calls before any consumer starts. Then,
+--runs times, three consumers read the whole topic one after the other, each alone on the
+machine and each in a new consumer group:
 
- 1. mcpulse: "mcpulse consume --until-drained" of this executable as a child process, while
-    the events are published (kafka-go Writer, murmur2, acks=all, 1000-message batches).
-    events/s = events ÷ (first publish → the group's committed offsets reach the end of every
-    partition). The consumer commits only after Redis and ClickHouse hold a batch (inserts are
-    synchronous), so a committed event is queryable.
- 2. ClickHouse's Kafka table engine: a Kafka table (one String column, TabSeparated) and a
-    materialized view picking the raw tool-call fields with visitParamExtract* into a plain
-    MergeTree table; events/s = events ÷ (view created → count() reaches the events). No
-    deduplication, no Redis. Its group's offsets are set to the start first (18.16 starts a
-    new group at the end of each partition).
+ 1. mcpulse: "mcpulse consume --until-drained" of this executable as a child process, on
+    empty stores (database mcpulse re-created, Redis flushed). events/s = events ÷ (consumer
+    started → the group's committed offsets reach the end of every partition). The consumer
+    commits only after Redis and ClickHouse hold a batch, so a committed event is queryable.
+ 2. ClickHouse's Kafka table engine: a Kafka table in JSONEachRow format (the properties
+    read as dotted columns) and a materialized view filling a copy of mcpulse's tool_calls
+    table (CREATE TABLE ... AS mcpulse.tool_calls: the same columns and engine), each
+    column computed as mcpulse's consumer does as far as a SELECT can; events/s = events ÷
+    (view created → count() reaches the events). No deduplication, no Redis, no rollups.
  3. A bare kafka-go consumer-group Reader that reads and discards (the ceiling).
 
-Latency: every k-th event (2,000 samples) carries a header; the time Kafka acknowledged it
-(the Writer's completion callback, which knows its partition and offset) is compared with
-the first poll (every 50 ms) of the group's committed offsets that is past it. So a latency
-is publish-acknowledged → queryable, overstated by at most 50 ms; when the publisher outruns
-the consumer it includes the wait in the backlog (use --rate to publish at a fixed pace).
+The summary gives each figure as the median over the runs (min–max), the ratio of mcpulse's
+rate to each peer's from the same run, and the CPU µs per event each process spent during a
+phase: the consumer, clickhouse-server, redis-server, and this process (the in-process Kafka
+and the harness: commit polling, or the bare reader). On a shared machine that shows which
+stage bounds a rate, whatever else runs; each run's load average is printed beside it.
 
-Peak RSS is the child's VmHWM (/proc/PID/status, polled every 100 ms; getrusage's ru_maxrss
-of a child started by Go also counts the parent's memory). Dedup memory is MEMORY USAGE of the
-dedup hashes after mcpulse's phase, scaled to a million claims. CPU µs/event is what each
-process (the consumer, clickhouse-server, redis-server, and this process: the in-process Kafka
-and the publisher or reader) spent during a phase, per event: on a shared machine it shows
-which stage bounds the rate, whatever else runs.
+Memory: the consumer's peak RSS (VmHWM from /proc/PID/status, polled every 100 ms), Redis's
+used_memory growth during mcpulse's phase per million tool calls, and the storage of each
+rollup table (active parts in system.parts: rows and bytes as the run left them, and after
+OPTIMIZE FINAL). Compare "--events 1000000" with "--events 10000000" at the same --hours to
+see whether rollup storage grows with the events or with hours × dimensions.
+
+--live publishes while mcpulse consumes instead (its consumer joins first; the peers do not
+run) and reports publish-to-queryable latency: every k-th event (2,000 samples) carries a
+header, and the time Kafka acknowledged it is compared with the first poll (every 50 ms) of
+the group's committed offsets past it. Find the maximum rate with the default mode, then
+measure the latency at half of it with "--live --rate N".
+
+--shape sdk writes tool calls as the @posthog/mcp SDK sends them (arguments and result in
+$mcp_parameters and $mcp_response, about 1 KB; $mcp_tools_list events with the served
+schemas first). Events of a kind this build's consumer does not route are left out and
+named in a note.
 
 --cpuprofile and --memprofile need --in-process (the consumer then runs inside this process,
 so its profile can be taken; no RSS is reported).`,
-		Example: "  mcpulse bench pipeline\n  mcpulse bench pipeline --events 200000 --json\n  mcpulse bench pipeline --events 300000 --in-process --skip-peers --cpuprofile cpu.out",
+		Example: "  mcpulse bench pipeline\n  mcpulse bench pipeline --events 100000 --runs 1 --json\n  mcpulse bench pipeline --shape sdk --runs 3\n  mcpulse bench pipeline --live --rate 50000 --runs 1\n  mcpulse bench pipeline --events 300000 --runs 1 --in-process --skip-peers --cpuprofile cpu.out",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (cpuProfile != "" || memProf != "") && !inProcess {
 				return fmt.Errorf("--cpuprofile and --memprofile need --in-process")
@@ -82,7 +93,7 @@ so its profile can be taken; no RSS is reported).`,
 			}
 			var heapErr error
 			if memProf != "" {
-				cfg.Published = func() { heapErr = writeHeapProfile(memProf) }
+				cfg.Midway = func() { heapErr = writeHeapProfile(memProf) }
 			}
 			res, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
@@ -102,16 +113,20 @@ so its profile can be taken; no RSS is reported).`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Events, "events", 1_000_000, "tool-call events to publish")
+	f.IntVar(&cfg.Events, "events", 1_000_000, "tool-call events each consumer reads")
+	f.IntVar(&cfg.Runs, "runs", 3, "how many times the consumers read the events (figures: median, min, max)")
+	f.StringVar(&cfg.Shape, "shape", bench.ShapeDemo, `tool-call shape: "demo" (mcpulse's event contract) or "sdk" (as @posthog/mcp sends them)`)
+	f.IntVar(&cfg.Hours, "hours", 24, "span of the events' timestamps, in hours")
 	f.Int64Var(&cfg.Seed, "seed", 1, "generator seed")
-	f.IntVar(&cfg.Rate, "rate", 0, "publish at most this many events/s (0: as fast as Kafka acknowledges)")
+	f.BoolVar(&cfg.Live, "live", false, "publish while mcpulse consumes and report publish-to-queryable latency (no peers)")
+	f.IntVar(&cfg.Rate, "rate", 0, "with --live: publish at most this many events/s (0: as fast as Kafka acknowledges)")
 	f.BoolVar(&cfg.SkipPeers, "skip-peers", false, "measure mcpulse only (no Kafka-engine or bare-reader phase, no ratios)")
 	f.BoolVar(&inProcess, "in-process", false, "run the consumer inside this process instead of as a child (for profiles; no RSS)")
 	f.IntVar(&cfg.ConsumerBatchSize, "batch-size", 0, "the consumer's batch size (default: the consumer's own default)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory)")
 	f.BoolVar(&jsonOnly, "json", false, "print only the JSON object (the table is printed before it otherwise)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run here (with --in-process)")
-	f.StringVar(&memProf, "memprofile", "", "write a heap profile here when publishing ends, the consumer draining (with --in-process)")
+	f.StringVar(&memProf, "memprofile", "", "write a heap profile here when the first run's consumer is half-way (with --in-process)")
 	return cmd
 }
 

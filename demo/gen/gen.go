@@ -25,8 +25,8 @@ import (
 // Config.InstanceURL is empty (the consumer's default `--instance-url`).
 const DefaultInstanceURL = "https://us.posthog.com"
 
-// Window is how far back from Config.End the events reach: every event timestamp t satisfies
-// End-Window <= t < End.
+// Window is how far back from Config.End the events reach by default (Config.Span): every
+// event timestamp t satisfies End-Span <= t < End.
 const Window = 48 * time.Hour
 
 // Rates of the generated corpus. Each is a probability per event (or per line) unless stated;
@@ -78,7 +78,11 @@ type Config struct {
 	Events int
 	// Seed seeds the random generator.
 	Seed int64
-	// End bounds the corpus: events span the Window before it. The zero value means the
+	// Span is how far back from End the events reach. Default: Window (48 hours).
+	Span time.Duration
+	// Shape is how tool calls are written. Default: ShapeDemo.
+	Shape Shape
+	// End bounds the corpus: events span the Span before it. The zero value means the
 	// current time truncated to the hour (which makes the output depend on the clock).
 	End time.Time
 	// InstanceURL is the default PostHog instance URL the expected identity hashes assume for
@@ -94,6 +98,15 @@ type Config struct {
 func Generate(cfg Config, w io.Writer) (*outcome.Outcome, error) {
 	if cfg.Events < 0 {
 		return nil, fmt.Errorf("events must be >= 0, got %d", cfg.Events)
+	}
+	if cfg.Span < 0 || (cfg.Span > 0 && cfg.Span < time.Hour) {
+		return nil, fmt.Errorf("span must be at least an hour, got %s", cfg.Span)
+	}
+	if err := cfg.Shape.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Shape == "" {
+		cfg.Shape = ShapeDemo
 	}
 	if cfg.End.IsZero() {
 		cfg.End = time.Now().UTC().Truncate(time.Hour)
@@ -161,11 +174,14 @@ func newGenerator(cfg Config) (*generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool schemas: %w", err)
 	}
+	if cfg.Span == 0 {
+		cfg.Span = Window
+	}
 	seed := uint64(cfg.Seed)
 	g := &generator{
 		cfg:   cfg,
 		rng:   rand.New(rand.NewPCG(seed, seed^0x6d63_7075_6c73_6521)), // "mcpulse!"
-		start: cfg.End.Add(-Window),
+		start: cfg.End.Add(-cfg.Span),
 		end:   cfg.End,
 		cat:   cat,
 		uuids: make(map[[16]byte]struct{}, cfg.Events+cfg.Events/4),

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -531,4 +532,29 @@ var tinySuppression = map[string]outcome.Suppression{
 		DistinctID: "line\u2028separator", CampaignID: "onboarding-2026q4", Response: "do_not_ask_again", RespondedAt: "2026-02-28T20:39:58Z"},
 	"312575911deaa45c76308cd2c8b2e4ec656add1473026d2be6e6bf24738c1fcc": {
 		DistinctID: `"quoted" user`, CampaignID: "onboarding-2026q4", Response: "do_not_ask_again", RespondedAt: "2026-02-28T22:06:38Z"},
+}
+
+func TestSpanBoundsTimestamps(t *testing.T) {
+	for _, span := range []time.Duration{24 * time.Hour, 3 * time.Hour} {
+		data, _ := generate(t, Config{Events: 2000, Seed: 3, End: testEnd, Span: span})
+		var earliest time.Time
+		for i, line := range lines(data) {
+			ev, err := ingest.Parse(line)
+			if err != nil {
+				continue // a malformed line
+			}
+			if ev.Timestamp.Before(testEnd.Add(-span)) || !ev.Timestamp.Before(testEnd) {
+				t.Fatalf("span %s, line %d: timestamp %s outside [%s, %s)", span, i+1, ev.Timestamp, testEnd.Add(-span), testEnd)
+			}
+			if earliest.IsZero() || ev.Timestamp.Before(earliest) {
+				earliest = ev.Timestamp
+			}
+		}
+		if earliest.After(testEnd.Add(-span * 9 / 10)) {
+			t.Errorf("span %s: the earliest event is at %s, not spread over the span", span, earliest)
+		}
+	}
+	if _, err := Generate(Config{Events: 10, End: testEnd, Span: time.Minute}, io.Discard); err == nil {
+		t.Error("a span under an hour was accepted")
+	}
 }

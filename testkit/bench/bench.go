@@ -1,39 +1,34 @@
-// Package bench runs the pipeline benchmark behind `mcpulse bench pipeline` (issue 7): on the
-// embedded stack it publishes N generated tool-call events to topic mcp_tool_calls while
-// mcpulse's consumer drains them, then lets two peers consume the same topic in the same run —
-// ClickHouse's own Kafka table engine feeding a plain MergeTree table through a materialized
-// view, and a bare kafka-go consumer-group reader that only reads and discards (the ceiling) —
-// and reports end-to-end events/s, publish-to-queryable latency, the consumer's peak RSS, the
-// Redis memory of the dedup claims per million events, and the two ratios.
+// Package bench runs the pipeline benchmark behind `mcpulse bench pipeline`: on the embedded
+// stack it generates tool-call events (the demo's shape or the shape the @posthog/mcp SDK
+// sends), publishes them, and lets three consumers read the same topic, one after the other,
+// each alone on the machine and each in a consumer group of its own:
 //
-// Each phase runs alone on the machine (the peers start after mcpulse has drained), so the
-// rates compare what each consumer does with the same CPU.
+//  1. mcpulse's consumer (decode, validate, deduplicate, Redis state, ClickHouse raw rows and
+//     rollups, offsets committed after the stores hold a batch);
+//  2. ClickHouse's own Kafka table engine (JSONEachRow) feeding a copy of mcpulse's tool_calls
+//     table through a materialized view (no dedup, no Redis, no rollups);
+//  3. a bare kafka-go consumer-group reader that reads and discards (the ceiling).
+//
+// By default the topic is filled before any consumer starts, so no consumer pays for the
+// publisher; each run starts mcpulse on empty stores. Live mode instead publishes while
+// mcpulse consumes (optionally at a capped rate) and measures publish-to-queryable latency.
+// Every figure is reported per run and as the median (min, max) over the runs.
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/demo/gen"
-	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/migrations"
 	"github.com/mcpulse/mcpulse/stack"
@@ -41,28 +36,44 @@ import (
 
 // Config configures Run. Zero fields take the documented defaults.
 type Config struct {
-	// Events is how many tool-call events are published to mcp_tool_calls. Default: 1,000,000.
+	// Events is how many tool-call events each consumer reads (the corpus's duplicate lines
+	// included). Default: 1,000,000.
 	Events int
+	// Runs is how many times the consumers read the corpus; figures are reported per run and
+	// as the median over runs. Default: 1.
+	Runs int
+	// Shape is how tool calls look: "demo" (mcpulse's own event contract, as the demo sends)
+	// or "sdk" (as @posthog/mcp 0.16.3 sends them, about 1 KB of parameters and response,
+	// preceded by $mcp_tools_list events). Default: "demo".
+	Shape string
+	// Hours is the span of the events' timestamps, ending at a fixed hour. Default: 24.
+	Hours int
 	// Seed drives the generator (same seed, same events). Default: 1.
 	Seed int64
-	// Rate caps the publish rate in events/s; 0 publishes as fast as Kafka acknowledges.
-	// Default: 0.
+	// Live publishes the corpus while mcpulse's consumer reads it (the consumer starts first,
+	// on an empty stretch of the topic), and reports publish-to-queryable latency. The peers
+	// do not run: their rates need the pre-published topic. Default: false, every consumer
+	// reads a topic filled before it starts.
+	Live bool
+	// Rate caps the live publish rate in events/s; 0 publishes as fast as Kafka acknowledges.
+	// Only with Live.
 	Rate int
-	// SampleEvery makes every SampleEvery-th event a latency sample. Default: Events/2000,
-	// at least 1.
+	// SampleEvery makes every SampleEvery-th message a latency sample (Live). Default:
+	// messages/2000, at least 1.
 	SampleEvery int
 	// ConsumerArgv, when set, is the command that runs mcpulse's consumer as a child process
-	// (e.g. the mcpulse executable with "consume", "--until-drained"); it gets the stack's
-	// MCPULSE_* variables in its environment and its peak RSS is reported. When empty the
-	// consumer runs in this process (tests, CPU profiles) and no RSS is reported.
+	// until it has drained the topics (e.g. the mcpulse executable with "consume",
+	// "--until-drained"); Run appends "--group" and the run's consumer group. It gets the
+	// stack's MCPULSE_* variables in its environment, and its peak RSS is reported. When
+	// empty the consumer runs in this process (tests, CPU profiles) and no RSS is reported.
 	ConsumerArgv []string
 	// ConsumerBatchSize is the in-process consumer's BatchSize (a child gets it from
 	// ConsumerArgv). Default: 0, the consumers package's default.
 	ConsumerBatchSize int
 	// SkipPeers leaves out the Kafka-engine and bare-reader phases (and the ratios).
 	SkipPeers bool
-	// Stack, when set, is used instead of starting one. Its topic mcp_tool_calls must be
-	// empty and its consumer groups unused.
+	// Stack, when set, is used instead of starting one. Its topics must be empty; Run drops
+	// and re-creates its mcpulse database and flushes its Redis before each run.
 	Stack *stack.Stack
 	// DataDir keeps the started stack's data; "" uses a temporary directory.
 	DataDir string
@@ -70,22 +81,34 @@ type Config struct {
 	Progress io.Writer
 	// Logger receives the services' logs. Default: discard.
 	Logger *slog.Logger
-	// Published, when set, is called once every event is published, while the consumer is
-	// still draining (the command takes its heap profile then). Optional.
-	Published func()
+	// Midway, when set, is called once, in the first run, while mcpulse's consumer is about
+	// half-way through the events (the command takes its heap profile then). Optional.
+	Midway func()
 	// PhaseTimeout bounds each consuming phase. Default: 30 minutes.
 	PhaseTimeout time.Duration
 }
+
+// Shapes of the generated tool calls (Config.Shape).
+const (
+	ShapeDemo = string(gen.ShapeDemo)
+	ShapeSDK  = string(gen.ShapeSDK)
+)
 
 func (c *Config) setDefaults() {
 	if c.Events == 0 {
 		c.Events = 1_000_000
 	}
+	if c.Runs == 0 {
+		c.Runs = 1
+	}
+	if c.Shape == "" {
+		c.Shape = ShapeDemo
+	}
+	if c.Hours == 0 {
+		c.Hours = 24
+	}
 	if c.Seed == 0 {
 		c.Seed = 1
-	}
-	if c.SampleEvery == 0 {
-		c.SampleEvery = max(c.Events/2000, 1)
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -104,36 +127,64 @@ func (c *Config) Validate() error {
 	if c.Events < 1 {
 		errs = append(errs, fmt.Errorf("bench: Events must be positive, got %d", c.Events))
 	}
+	if c.Runs < 1 {
+		errs = append(errs, fmt.Errorf("bench: Runs must be positive, got %d", c.Runs))
+	}
+	if c.Shape != ShapeDemo && c.Shape != ShapeSDK {
+		errs = append(errs, fmt.Errorf("bench: Shape must be %q or %q, got %q", ShapeDemo, ShapeSDK, c.Shape))
+	}
+	if c.Hours < 1 {
+		errs = append(errs, fmt.Errorf("bench: Hours must be positive, got %d", c.Hours))
+	}
 	if c.Rate < 0 {
 		errs = append(errs, fmt.Errorf("bench: Rate must not be negative, got %d", c.Rate))
 	}
-	if c.SampleEvery < 1 {
-		errs = append(errs, fmt.Errorf("bench: SampleEvery must be positive, got %d", c.SampleEvery))
+	if c.Rate > 0 && !c.Live {
+		errs = append(errs, errors.New("bench: Rate needs Live (a pre-published topic is filled before any consumer starts)"))
+	}
+	if c.SampleEvery < 0 {
+		errs = append(errs, fmt.Errorf("bench: SampleEvery must not be negative, got %d", c.SampleEvery))
 	}
 	return errors.Join(errs...)
 }
 
-// Group names of the three consumers; each reads mcp_tool_calls from its start.
+// Consumer group names; each run's groups end in "-run" and the run number, so every run
+// reads the topic from its start (a live run from where the topic ended).
 const (
-	// KafkaEngineGroup is the consumer group of the ClickHouse Kafka table.
+	// McpulseGroup is the prefix of mcpulse's consumer groups.
+	McpulseGroup = "mcpulse-bench-mcpulse"
+	// KafkaEngineGroup is the prefix of the ClickHouse Kafka table's consumer groups.
 	KafkaEngineGroup = "mcpulse-bench-kafka-engine"
-	// BareReaderGroup is the consumer group of the bare kafka-go reader.
+	// BareReaderGroup is the prefix of the bare kafka-go reader's consumer groups.
 	BareReaderGroup = "mcpulse-bench-bare-reader"
 )
 
-// Run starts (or uses) the stack, migrates ClickHouse, generates and publishes the events,
-// runs the three consumers one after the other and returns their figures. An error means
-// the benchmark could not complete; the figures are only returned complete.
+func runGroup(prefix string, run int) string { return fmt.Sprintf("%s-run%d", prefix, run) }
+
+// env is what every phase of a run needs.
+type env struct {
+	cfg   Config
+	st    *stack.Stack
+	ch    driver.Conn
+	rdb   redis.UniversalClient
+	step  func(format string, args ...any)
+	stats *corpusStats
+	ends  map[topicPartition]int64 // the pre-published topics' end offsets
+	live  []kafka.Message          // the corpus, held for live runs
+}
+
+// Run starts (or uses) the stack, generates the corpus and runs the consumers cfg.Runs times.
+// An error means the benchmark could not complete; the figures are only returned complete.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	step := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "▸ "+format+"\n", args...) }
+	e := &env{cfg: cfg, step: func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "▸ "+format+"\n", args...) }}
 
-	st := cfg.Stack
-	if st == nil {
-		step("starting the embedded stack (kfake, redis-server, clickhouse-server)")
+	e.st = cfg.Stack
+	if e.st == nil {
+		e.step("starting the embedded stack (kfake, redis-server, clickhouse-server)")
 		dir := cfg.DataDir
 		if dir != "" {
 			dir = filepath.Join(dir, "stack")
@@ -143,63 +194,97 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		defer s.Close()
-		st = s
+		e.st = s
 	}
-	ch, err := stores.OpenClickHouse(ctx, st.ClickHouseDSN)
-	if err != nil {
+	var err error
+	if e.ch, err = stores.OpenClickHouse(ctx, e.st.ClickHouseDSN); err != nil {
 		return nil, err
 	}
-	defer ch.Close()
-	rdb, err := stores.OpenRedis(ctx, st.RedisURL)
-	if err != nil {
+	defer e.ch.Close()
+	if e.rdb, err = stores.OpenRedis(ctx, e.st.RedisURL); err != nil {
 		return nil, err
 	}
-	defer rdb.Close()
-	step("migrating ClickHouse")
-	if _, err := migrations.Up(ctx, ch, cfg.Logger); err != nil {
-		return nil, err
+	defer e.rdb.Close()
+	peers := !cfg.SkipPeers && !cfg.Live
+	if peers {
+		if err := checkPeerSettings(ctx, e.ch); err != nil {
+			return nil, err
+		}
 	}
 
-	step("generating %d tool-call events (seed %d)", cfg.Events, cfg.Seed)
-	msgs, err := toolCallMessages(cfg.Events, cfg.Seed)
+	res := &Result{Shape: cfg.Shape, Hours: cfg.Hours, Live: cfg.Live, Rate: cfg.Rate}
+	if cfg.Live {
+		e.step("generating %d %s-shaped tool calls (seed %d, %d hours)", cfg.Events, cfg.Shape, cfg.Seed, cfg.Hours)
+		e.stats, err = generate(ctx, cfg, func(m []kafka.Message) error { e.live = append(e.live, m...); return nil })
+	} else {
+		e.step("generating %d %s-shaped tool calls (seed %d, %d hours) and publishing them before any consumer starts", cfg.Events, cfg.Shape, cfg.Seed, cfg.Hours)
+		res.Publish, e.ends, e.stats, err = prepublish(ctx, e)
+	}
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Events: cfg.Events, Machine: machine()}
-	for _, m := range msgs {
-		res.Bytes += int64(len(m.Value))
+	res.Events, res.Messages, res.Bytes = e.stats.ToolCalls, e.stats.total(), e.stats.Bytes
+	if note := e.stats.unroutedNote(); note != "" {
+		res.Notes = append(res.Notes, note)
 	}
 
-	redisBefore, err := usedMemory(ctx, rdb)
-	if err != nil {
-		return nil, err
-	}
-	step("publishing to %s while mcpulse's consumer drains it", ingest.TopicToolCalls)
-	if err := runMcpulse(ctx, cfg, st, rdb, ch, msgs, res); err != nil {
-		return nil, err
-	}
-	if err := dedupMemory(ctx, rdb, redisBefore, &res.Dedup); err != nil {
-		return nil, err
-	}
-	if !cfg.SkipPeers {
-		step("peer: ClickHouse Kafka table engine → materialized view → MergeTree (group %s)", KafkaEngineGroup)
-		pctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
-		res.KafkaEngine, err = runKafkaEngine(pctx, ch, st.KafkaBrokers, cfg.Events)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("kafka engine peer: %w", err)
+	for run := 1; run <= cfg.Runs; run++ {
+		r := RunResult{Run: run}
+		e.step("run %d of %d: resetting mcpulse's stores (database %s re-created, Redis flushed)", run, cfg.Runs, migrations.Database)
+		if err := resetStores(ctx, e); err != nil {
+			return nil, err
 		}
-		step("peer: bare kafka-go reader that reads and discards (group %s)", BareReaderGroup)
-		pctx, cancel = context.WithTimeout(ctx, cfg.PhaseTimeout)
-		res.BareReader, err = runBareReader(pctx, st.KafkaBrokers, cfg.Events)
-		cancel()
+		redisBefore, err := usedMemory(ctx, e.rdb)
 		if err != nil {
-			return nil, fmt.Errorf("bare reader peer: %w", err)
+			return nil, err
 		}
-		res.VsKafkaEngine = ratio(res.Mcpulse.EventsPerSecond, res.KafkaEngine.EventsPerSecond)
-		res.VsBareReader = ratio(res.Mcpulse.EventsPerSecond, res.BareReader.EventsPerSecond)
+		if cfg.Live {
+			e.step("run %d: mcpulse's consumer (group %s) while the events are published%s", run, runGroup(McpulseGroup, run), rateNote(cfg.Rate))
+		} else {
+			e.step("run %d: mcpulse's consumer (group %s)", run, runGroup(McpulseGroup, run))
+		}
+		if err := runMcpulse(ctx, e, run, &r); err != nil {
+			return nil, err
+		}
+		if err := redisGrowth(ctx, e.rdb, redisBefore, e.stats.ToolCalls, &r.Redis); err != nil {
+			return nil, err
+		}
+		if r.Rollups, err = rollupStorage(ctx, e.ch); err != nil {
+			return nil, err
+		}
+		if peers {
+			group := runGroup(KafkaEngineGroup, run)
+			e.step("run %d: ClickHouse Kafka table engine (JSONEachRow) → materialized view → copy of tool_calls (group %s)", run, group)
+			pctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
+			r.KafkaEngine, r.PeerDefaults, err = runKafkaEngine(pctx, e.ch, e.st.KafkaBrokers, group, e.stats.ToolCalls)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("kafka engine peer: %w", err)
+			}
+			group = runGroup(BareReaderGroup, run)
+			e.step("run %d: bare kafka-go reader that reads and discards (group %s)", run, group)
+			pctx, cancel = context.WithTimeout(ctx, cfg.PhaseTimeout)
+			r.BareReader, err = runBareReader(pctx, e.st.KafkaBrokers, group, e.stats.Messages[topicToolCalls])
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("bare reader peer: %w", err)
+			}
+			r.VsKafkaEngine = ratio(r.Mcpulse.EventsPerSecond, r.KafkaEngine.EventsPerSecond)
+			r.VsBareReader = ratio(r.Mcpulse.EventsPerSecond, r.BareReader.EventsPerSecond)
+		}
+		r.LoadAvg = loadAvg()
+		res.Runs = append(res.Runs, r)
 	}
+	res.Machine = machine()
+	res.summarize()
 	return res, nil
+}
+
+func rateNote(rate int) string {
+	if rate == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" at %d events/s", rate)
 }
 
 func ratio(a, b float64) float64 {
@@ -209,341 +294,17 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// toolCallMessages generates a corpus with demo/gen and keeps its first n tool-call lines
-// (its duplicate lines included, so dedup has work; malformed lines left out, since a peer
-// cannot dead-letter them), keyed by distinct_id as the publisher keys them.
-func toolCallMessages(n int, seed int64) ([]kafka.Message, error) {
-	// Tool calls are gen.ToolCallShare of the valid lines; ask for a little more.
-	lines := int(float64(n)/gen.ToolCallShare*1.03) + 100
-	for {
-		var buf bytes.Buffer
-		buf.Grow(lines * 800)
-		// A fixed end keeps the corpus the same from run to run (same seed, same bytes).
-		end := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		if _, err := gen.Generate(gen.Config{Events: lines, Seed: seed, End: end}, &buf); err != nil {
-			return nil, err
-		}
-		msgs := make([]kafka.Message, 0, n)
-		data := buf.Bytes()
-		for len(data) > 0 && len(msgs) < n {
-			line := data
-			if i := bytes.IndexByte(data, '\n'); i >= 0 {
-				line, data = data[:i], data[i+1:]
-			} else {
-				data = nil
-			}
-			ev, err := ingest.Parse(line)
-			if err != nil || ev.Kind != ingest.KindToolCall {
-				continue
-			}
-			msgs = append(msgs, kafka.Message{Topic: ingest.TopicToolCalls, Key: []byte(ev.DistinctID), Value: line})
-		}
-		if len(msgs) == n {
-			return msgs, nil
-		}
-		lines = lines * 5 / 4
+// resetStores gives mcpulse empty stores: its ClickHouse database dropped and migrated again,
+// Redis database flushed (the bench's stack serves nothing else).
+func resetStores(ctx context.Context, e *env) error {
+	if err := e.ch.Exec(ctx, "DROP DATABASE IF EXISTS "+migrations.Database); err != nil {
+		return fmt.Errorf("drop database %s: %w", migrations.Database, err)
 	}
-}
-
-// runMcpulse publishes msgs and runs mcpulse's consumer until its group has committed every
-// partition of mcp_tool_calls past the last published offset.
-func runMcpulse(ctx context.Context, cfg Config, stack *stack.Stack, rdb redis.UniversalClient, ch driver.Conn, msgs []kafka.Message, res *Result) error {
-	ctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
-	defer cancel()
-	pub, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: stack.KafkaBrokers, Logger: cfg.Logger})
-	if err != nil {
+	if _, err := migrations.Up(ctx, e.ch, e.cfg.Logger); err != nil {
 		return err
 	}
-	defer pub.Close()
-
-	// The consumer: a child process (its own RSS), or in this process.
-	meter := newCPUMeter()
-	cpu0 := meter.read()
-	began := time.Now()
-	consumerDone := make(chan error, 1)
-	var child *exec.Cmd
-	var hwm *atomic.Int64 // the child's peak RSS
-	var stopInProcess context.CancelFunc
-	if len(cfg.ConsumerArgv) > 0 {
-		child = exec.CommandContext(ctx, cfg.ConsumerArgv[0], cfg.ConsumerArgv[1:]...)
-		child.Env = append(os.Environ(), stack.Env()...)
-		var stderr tailBuffer
-		child.Stderr = &stderr
-		if err := child.Start(); err != nil {
-			return fmt.Errorf("start consumer: %w", err)
-		}
-		hwm = watchPeakRSS(ctx, child.Process.Pid)
-		go func() {
-			err := child.Wait()
-			if err != nil {
-				err = fmt.Errorf("consumer %s: %w; its last output: %s", strings.Join(cfg.ConsumerArgv, " "), err, stderr.String())
-			}
-			consumerDone <- err
-		}()
-	} else {
-		c, err := consumers.New(consumers.Config{
-			Brokers: stack.KafkaBrokers, Redis: rdb, ClickHouse: ch, DeadLetters: pub,
-			BatchSize: cfg.ConsumerBatchSize, Logger: cfg.Logger,
-		})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		var cctx context.Context
-		cctx, stopInProcess = context.WithCancel(ctx)
-		defer stopInProcess()
-		go func() { consumerDone <- c.Run(cctx) }()
-	}
-
-	w := &kafka.Writer{
-		Addr:         kafka.TCP(stack.KafkaBrokers...),
-		Balancer:     kafka.Murmur2Balancer{}, // as ingest.Publisher: an identity stays on one partition
-		RequiredAcks: kafka.RequireAll,
-		BatchSize:    ingest.DefaultBatchSize,
-		BatchBytes:   16 << 20,
-		BatchTimeout: ingest.DefaultBatchTimeout,
-	}
-	tracker := newTracker()
-	w.Completion = tracker.completion
-	defer w.Close()
-
-	// Sampled events carry a header with their sequence number; the consumers ignore headers.
-	for i := 0; i < len(msgs); i += cfg.SampleEvery {
-		msgs[i].Headers = []kafka.Header{{Key: sampleHeader, Value: strconv.AppendInt(nil, int64(i), 10)}}
-	}
-
-	pollCtx, stopPolling := context.WithCancel(ctx)
-	defer stopPolling()
-	drained := make(chan time.Time, 1)
-	go func() {
-		t, err := tracker.pollCommits(pollCtx, stack.KafkaBrokers, consumers.DefaultGroupID)
-		if err == nil {
-			drained <- t
-		}
-		close(drained)
-	}()
-
-	pubStart := time.Now()
-	const chunk = 10_000
-	for i := 0; i < len(msgs); i += chunk {
-		part := msgs[i:min(i+chunk, len(msgs))]
-		if cfg.Rate > 0 {
-			due := pubStart.Add(time.Duration(float64(i) / float64(cfg.Rate) * float64(time.Second)))
-			if d := time.Until(due); d > 0 {
-				time.Sleep(d)
-			}
-		}
-		if err := w.WriteMessages(ctx, part...); err != nil {
-			return fmt.Errorf("publish: %w", err)
-		}
-	}
-	pubEnd := time.Now()
-	tracker.published()
-	if cfg.Published != nil {
-		cfg.Published()
-	}
-	res.Publish = Phase{Seconds: pubEnd.Sub(pubStart).Seconds(), EventsPerSecond: float64(len(msgs)) / pubEnd.Sub(pubStart).Seconds()}
-
-	var doneAt time.Time
-	select {
-	case t, ok := <-drained:
-		if !ok {
-			return fmt.Errorf("mcpulse consumer did not drain %s: %w", ingest.TopicToolCalls, context.Cause(ctx))
-		}
-		doneAt = t
-	case err := <-consumerDone:
-		return fmt.Errorf("mcpulse consumer stopped before draining: %v", err)
-	}
-	cpu := meter.read().sub(cpu0)
-	res.Mcpulse = Phase{Seconds: doneAt.Sub(pubStart).Seconds()}
-	res.Latency = tracker.latency()
-	res.StartupSeconds = pubStart.Sub(began).Seconds()
-
-	if child != nil {
-		select {
-		case err := <-consumerDone:
-			if err != nil {
-				return err
-			}
-		case <-time.After(time.Minute):
-			_ = child.Process.Kill()
-			<-consumerDone
-			return errors.New("the consumer child process did not exit within a minute of draining")
-		}
-		res.ConsumerPeakRSSBytes = hwm.Load()
-		// Its whole life: start-up and the idle wait before it exits are small beside the work.
-		cpu.Consumer = child.ProcessState.UserTime().Seconds() + child.ProcessState.SystemTime().Seconds()
-		res.Mcpulse.finish(len(msgs), cpu)
-	} else {
-		res.Mcpulse.finish(len(msgs), cpu)
-		stopInProcess()
-		if err := <-consumerDone; err != nil {
-			return err
-		}
+	if err := e.rdb.FlushDB(ctx).Err(); err != nil {
+		return fmt.Errorf("redis FLUSHDB: %w", err)
 	}
 	return nil
-}
-
-// sampleHeader marks a latency sample; its value is the event's sequence number.
-const sampleHeader = "mcpulse-bench-seq"
-
-// tracker records when Kafka acknowledged each sampled event and at which partition and
-// offset, and when the consumer group's committed offset first passed it.
-type tracker struct {
-	mu      sync.Mutex
-	samples []sample
-	ends    map[int]int64 // partition → next offset after the last acknowledged message
-	done    bool          // every message was acknowledged
-}
-
-type sample struct {
-	partition int
-	offset    int64
-	acked     time.Time
-	committed time.Time
-}
-
-func newTracker() *tracker { return &tracker{ends: map[int]int64{}} }
-
-// completion is the kafka-go Writer's Completion callback: the messages carry their partition
-// and offset once acknowledged.
-func (t *tracker) completion(msgs []kafka.Message, err error) {
-	if err != nil {
-		return // WriteMessages returns the error
-	}
-	now := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i := range msgs {
-		m := &msgs[i]
-		if m.Offset+1 > t.ends[m.Partition] {
-			t.ends[m.Partition] = m.Offset + 1
-		}
-		for _, h := range m.Headers {
-			if h.Key == sampleHeader {
-				t.samples = append(t.samples, sample{partition: m.Partition, offset: m.Offset, acked: now})
-			}
-		}
-	}
-}
-
-func (t *tracker) published() {
-	t.mu.Lock()
-	t.done = true
-	t.mu.Unlock()
-}
-
-// commitPoll is how often the group's committed offsets are read; a latency is overstated by
-// at most this much.
-const commitPoll = 50 * time.Millisecond
-
-// pollCommits reads the group's committed offsets of mcp_tool_calls every commitPoll, stamps
-// the samples they pass, and returns the time at which every partition was committed to its
-// end once everything was published.
-func (t *tracker) pollCommits(ctx context.Context, brokers []string, group string) (time.Time, error) {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	tick := time.NewTicker(commitPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		case <-tick.C:
-		}
-		resp, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{ingest.TopicToolCalls: t.partitions()}})
-		if err != nil || resp.Error != nil {
-			continue
-		}
-		now := time.Now()
-		committed := map[int]int64{}
-		for _, p := range resp.Topics[ingest.TopicToolCalls] {
-			if p.Error == nil {
-				committed[p.Partition] = p.CommittedOffset
-			}
-		}
-		if t.observe(committed, now) {
-			return now, nil
-		}
-	}
-}
-
-func (t *tracker) partitions() []int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ps := []int{0}
-	for p := range t.ends {
-		if p != 0 {
-			ps = append(ps, p)
-		}
-	}
-	return ps
-}
-
-// observe stamps the samples below the committed offsets and reports whether every
-// partition is committed to its end after the last publish.
-func (t *tracker) observe(committed map[int]int64, now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i := range t.samples {
-		s := &t.samples[i]
-		if s.committed.IsZero() && committed[s.partition] > s.offset {
-			s.committed = now
-		}
-	}
-	if !t.done {
-		return false
-	}
-	for p, end := range t.ends {
-		if committed[p] < end {
-			return false
-		}
-	}
-	return true
-}
-
-func (t *tracker) latency() Latency {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ds := make([]float64, 0, len(t.samples))
-	for _, s := range t.samples {
-		if !s.committed.IsZero() {
-			ds = append(ds, s.committed.Sub(s.acked).Seconds()*1000)
-		}
-	}
-	slices.Sort(ds)
-	l := Latency{Samples: len(ds)}
-	if len(ds) > 0 {
-		l.P50Ms = quantile(ds, 0.50)
-		l.P99Ms = quantile(ds, 0.99)
-		l.MaxMs = ds[len(ds)-1]
-	}
-	return l
-}
-
-// quantile is the nearest-rank quantile of sorted values.
-func quantile(sorted []float64, q float64) float64 {
-	i := int(float64(len(sorted))*q+0.999999) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
-
-// tailBuffer keeps the last 4 KiB written to it (a child's stderr for an error message).
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > 4096 {
-		b.buf = b.buf[len(b.buf)-4096:]
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.TrimSpace(string(b.buf))
 }

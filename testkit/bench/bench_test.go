@@ -1,90 +1,388 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/stack"
 )
 
-// TestRunFiguresAreConsistent runs the whole benchmark on a tiny corpus and checks the
-// figures' shape and that they agree with each other and with the stores (never speed).
-func TestRunFiguresAreConsistent(t *testing.T) {
-	const n = 3000
-	stack := stack.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+// TestRun runs the whole benchmark twice on one tiny corpus (pre-published, then live) and
+// checks that the figures agree with each other and with the stores, and that the Kafka-engine
+// peer stored every tool call with the values mcpulse stored (never speed).
+func TestRun(t *testing.T) {
+	const n = 2000
+	st := stack.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Events: n, SampleEvery: 10, Stack: stack, PhaseTimeout: 3 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Events != n || res.Bytes <= 0 {
-		t.Errorf("events %d bytes %d, want %d events and some bytes", res.Events, res.Bytes, n)
-	}
-	for name, p := range map[string]Phase{"publish": res.Publish, "mcpulse": res.Mcpulse, "kafka engine": res.KafkaEngine, "bare reader": res.BareReader} {
-		if p.Seconds <= 0 || math.Abs(p.EventsPerSecond*p.Seconds-n) > 1e-6*n {
-			t.Errorf("%s: %.3f s and %.1f events/s do not make %d events", name, p.Seconds, p.EventsPerSecond, n)
-		}
-	}
-	if got, want := res.VsKafkaEngine, res.Mcpulse.EventsPerSecond/res.KafkaEngine.EventsPerSecond; math.Abs(got-want) > 1e-9 {
-		t.Errorf("ratio to the Kafka engine %v, want %v", got, want)
-	}
-	if got, want := res.VsBareReader, res.Mcpulse.EventsPerSecond/res.BareReader.EventsPerSecond; math.Abs(got-want) > 1e-9 {
-		t.Errorf("ratio to the bare reader %v, want %v", got, want)
-	}
-	if res.Latency.Samples != n/10 {
-		t.Errorf("%d latency samples, want %d", res.Latency.Samples, n/10)
-	}
-	if l := res.Latency; l.P50Ms < 0 || l.P50Ms > l.P99Ms || l.P99Ms > l.MaxMs || l.MaxMs > res.Mcpulse.Seconds*1000 {
-		t.Errorf("latency %+v is not ordered 0 ≤ p50 ≤ p99 ≤ max ≤ the run (%.0f ms)", l, res.Mcpulse.Seconds*1000)
-	}
-	if res.ConsumerPeakRSSBytes != 0 {
-		t.Errorf("in-process run reports an RSS of %d", res.ConsumerPeakRSSBytes)
-	}
-
-	// Every distinct uuid is claimed once and stored once; the Kafka engine stored every message.
-	ch, err := stores.OpenClickHouse(ctx, stack.ClickHouseDSN)
+	ch, err := stores.OpenClickHouse(ctx, st.ClickHouseDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	var stored, engineRows, distinct uint64
-	if err := ch.QueryRow(ctx, "SELECT count() FROM mcpulse.tool_calls FINAL").Scan(&stored); err != nil {
+	corpus := corpusDistinctIDs(t, Config{Events: n, Seed: 1, Hours: 24, Shape: ShapeDemo})
+
+	t.Run("pre-published", func(t *testing.T) {
+		res, err := Run(ctx, Config{Events: n, Runs: 2, Stack: st, PhaseTimeout: 3 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Events != n || res.Messages != n || res.Bytes <= 0 || len(res.Runs) != 2 || res.Live {
+			t.Fatalf("events %d messages %d bytes %d runs %d live %v, want %d events and messages, some bytes, 2 runs", res.Events, res.Messages, res.Bytes, len(res.Runs), res.Live, n)
+		}
+		if res.Publish.Seconds <= 0 {
+			t.Errorf("publish phase %+v", res.Publish)
+		}
+		var rates []float64
+		for _, r := range res.Runs {
+			for name, p := range map[string]Phase{"mcpulse": r.Mcpulse, "kafka engine": r.KafkaEngine, "bare reader": r.BareReader} {
+				if p.Seconds <= 0 || math.Abs(p.EventsPerSecond*p.Seconds-n) > 1e-6*n || p.CPUMicrosPerEvent <= 0 {
+					t.Errorf("run %d %s: %.3f s, %.1f events/s, %.1f CPU µs/event do not make %d events", r.Run, name, p.Seconds, p.EventsPerSecond, p.CPUMicrosPerEvent, n)
+				}
+			}
+			if got, want := r.VsKafkaEngine, r.Mcpulse.EventsPerSecond/r.KafkaEngine.EventsPerSecond; math.Abs(got-want) > 1e-9 {
+				t.Errorf("run %d: ratio to the Kafka engine %v, want %v", r.Run, got, want)
+			}
+			if got, want := r.VsBareReader, r.Mcpulse.EventsPerSecond/r.BareReader.EventsPerSecond; math.Abs(got-want) > 1e-9 {
+				t.Errorf("run %d: ratio to the bare reader %v, want %v", r.Run, got, want)
+			}
+			if r.Latency != (Latency{}) || r.ConsumerPeakRSSBytes != 0 {
+				t.Errorf("run %d: pre-published, in process: latency %+v and RSS %d, want none", r.Run, r.Latency, r.ConsumerPeakRSSBytes)
+			}
+			if r.Redis.Keys <= 0 || r.Redis.UsedMemoryDelta == 0 || math.Abs(r.Redis.BytesPerMillion-float64(r.Redis.UsedMemoryDelta)/n*1e6) > 1 {
+				t.Errorf("run %d: Redis growth %+v is not used_memory's delta scaled to a million events", r.Run, r.Redis)
+			}
+			filled := 0
+			for _, s := range r.Rollups {
+				if (s.Rows > 0) != (s.Bytes > 0) || (s.Rows > 0) != (s.RowsOptimized > 0) || s.RowsOptimized > s.Rows {
+					t.Errorf("run %d: rollup %+v: want bytes when there are rows, and no more rows after OPTIMIZE FINAL", r.Run, s)
+				}
+				if s.Rows > 0 {
+					filled++
+				}
+			}
+			if filled == 0 {
+				t.Errorf("run %d: no rollup table holds rows: %+v", r.Run, r.Rollups)
+			}
+			if !slices.Contains(r.PeerDefaults, "properties") {
+				t.Errorf("run %d: peer default columns %v lack properties", r.Run, r.PeerDefaults)
+			}
+			rates = append(rates, r.Mcpulse.EventsPerSecond)
+		}
+		slices.Sort(rates)
+		if got := res.Summary.Mcpulse.EventsPerSecond; got.Median != (rates[0]+rates[1])/2 || got.Min != rates[0] || got.Max != rates[1] {
+			t.Errorf("summary %+v is not the median, min and max of %v", got, rates)
+		}
+
+		// The runs started from empty stores: each stored every distinct event once, and the
+		// dedup state is that of one run.
+		var stored, distinct uint64
+		if err := ch.QueryRow(ctx, "SELECT count(), uniqExact(uuid) FROM mcpulse.tool_calls FINAL").Scan(&stored, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		if distinct >= n || stored != distinct {
+			t.Errorf("mcpulse stored %d rows of %d distinct uuids; want each distinct uuid once, fewer than %d (the corpus has duplicates)", stored, distinct, n)
+		}
+		if r := res.Runs[1]; r.Redis.DedupClaims != 0 && r.Redis.DedupClaims != int64(distinct) {
+			t.Errorf("%d dedup claims after the second run, want %d (one run's)", r.Redis.DedupClaims, distinct)
+		}
+		checkPeerRows(ctx, t, ch, corpus)
+
+		var table strings.Builder
+		res.Print(&table)
+		for _, want := range []string{"mcpulse end to end", "ClickHouse Kafka engine", "bare kafka-go reader", "run 2", "rollup storage", "per million tool calls"} {
+			if !strings.Contains(table.String(), want) {
+				t.Errorf("table lacks %q:\n%s", want, table.String())
+			}
+		}
+	})
+
+	t.Run("live", func(t *testing.T) {
+		res, err := Run(ctx, Config{Events: n, Live: true, Rate: 4 * n, SampleEvery: 10, Stack: st, PhaseTimeout: 3 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res.Runs[0]
+		if r.KafkaEngine.Seconds != 0 || r.BareReader.Seconds != 0 {
+			t.Errorf("live run ran the peers: %+v %+v", r.KafkaEngine, r.BareReader)
+		}
+		if r.Latency.Samples != n/10 {
+			t.Errorf("%d latency samples, want %d", r.Latency.Samples, n/10)
+		}
+		if l := r.Latency; l.P50Ms < 0 || l.P50Ms > l.P99Ms || l.P99Ms > l.MaxMs || l.MaxMs > r.Mcpulse.Seconds*1000 {
+			t.Errorf("latency %+v is not ordered 0 ≤ p50 ≤ p99 ≤ max ≤ the phase (%.0f ms)", l, r.Mcpulse.Seconds*1000)
+		}
+		// At 4n events/s, in chunks of 1000, the last chunk is due (n-1000)/4n s after the first.
+		if r.Publish.Seconds < float64(n-1000)/(4*n) || math.Abs(r.Publish.EventsPerSecond*r.Publish.Seconds-n) > 1e-6*n {
+			t.Errorf("live publish %+v: want at least %.3f s for %d events at %d/s", r.Publish, float64(n-1000)/(4*n), n, 4*n)
+		}
+		if res.Summary.LatencyP99Ms.Median != r.Latency.P99Ms {
+			t.Errorf("summary p99 %+v, want the run's %v", res.Summary.LatencyP99Ms, r.Latency.P99Ms)
+		}
+		var stored uint64
+		if err := ch.QueryRow(ctx, "SELECT uniqExact(uuid) FROM mcpulse.tool_calls").Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if want := uint64(len(corpus.uuids)); stored != want {
+			t.Errorf("live run stored %d distinct uuids, want %d", stored, want)
+		}
+	})
+}
+
+// corpusIDs is what a corpus's tool calls carry.
+type corpusIDs struct {
+	distinctIDs map[string]uint64 // tool calls per distinct_id
+	uuids       map[string]bool
+}
+
+// corpusDistinctIDs regenerates cfg's corpus and counts its tool calls per distinct_id.
+func corpusDistinctIDs(t *testing.T, cfg Config) corpusIDs {
+	t.Helper()
+	out := corpusIDs{distinctIDs: map[string]uint64{}, uuids: map[string]bool{}}
+	_, err := generate(context.Background(), cfg, func(msgs []kafka.Message) error {
+		for _, m := range msgs {
+			if m.Topic != topicToolCalls {
+				continue
+			}
+			id, uuid := jsonField(m.Value, "distinct_id"), jsonField(m.Value, "uuid")
+			out.distinctIDs[id]++
+			out.uuids[uuid] = true
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.QueryRow(ctx, "SELECT count(), uniqExact(uuid) FROM "+BenchDatabase+".tool_calls").Scan(&engineRows, &distinct); err != nil {
+	return out
+}
+
+// checkPeerRows checks that the Kafka-engine peer stored every tool call of the corpus with
+// its distinct_id intact, and the same value as mcpulse in every column both fill.
+func checkPeerRows(ctx context.Context, t *testing.T, ch driver.Conn, corpus corpusIDs) {
+	t.Helper()
+	got := map[string]uint64{}
+	rows, err := ch.Query(ctx, "SELECT distinct_id, count() FROM "+BenchDatabase+".tool_calls GROUP BY distinct_id")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if engineRows != n {
-		t.Errorf("Kafka engine table holds %d rows, want %d", engineRows, n)
+	for rows.Next() {
+		var (
+			id string
+			n  uint64
+		)
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = n
 	}
-	if distinct == n || stored != distinct || res.Dedup.Claims != int64(distinct) {
-		t.Errorf("%d distinct uuids (want fewer than %d: the corpus has duplicates), %d stored, %d claimed", distinct, n, stored, res.Dedup.Claims)
+	rows.Close()
+	if !maps.Equal(got, corpus.distinctIDs) {
+		var diff []string
+		for id, n := range corpus.distinctIDs {
+			if got[id] != n {
+				diff = append(diff, fmt.Sprintf("%q: corpus %d, peer %d", id, n, got[id]))
+			}
+		}
+		for id, n := range got {
+			if _, ok := corpus.distinctIDs[id]; !ok {
+				diff = append(diff, fmt.Sprintf("%q: not in the corpus, peer %d", id, n))
+			}
+		}
+		slices.Sort(diff)
+		t.Errorf("the peer's rows per distinct_id differ from the corpus's tool calls (%d ids):\n%s", len(diff), strings.Join(diff[:min(len(diff), 20)], "\n"))
 	}
-	if res.Dedup.KeyBytes <= 0 || math.Abs(res.Dedup.BytesPerMillion-float64(res.Dedup.KeyBytes)/float64(res.Dedup.Claims)*1e6) > 1 {
-		t.Errorf("dedup memory %+v is not KeyBytes per claim scaled to a million", res.Dedup)
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(corpus.distinctIDs)), func(id string) bool { return strings.ContainsAny(id, `\"`) }) {
+		t.Errorf("the corpus has no distinct_id with a backslash or quote: the check proves less than it should")
 	}
 
-	var table strings.Builder
-	res.Print(&table)
-	for _, want := range []string{"mcpulse end to end", "ClickHouse Kafka engine", "bare kafka-go reader", "p99", "per million events"} {
-		if !strings.Contains(table.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, table.String())
+	columns, err := describe(ctx, ch, "mcpulse.tool_calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := planPeer(columns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.unmapped) > 0 {
+		t.Errorf("tool_calls columns %v have no rule in the peer (peerColumns or peerDerived)", plan.unmapped)
+	}
+	for _, c := range columns {
+		if _, ok := peerColumns[c.Name]; !ok || peerApproximate[c.Name] {
+			continue
+		}
+		// One checksum over the distinct (uuid, value) pairs of each table.
+		sum := func(table string) (uint64, uint64) {
+			var s, n uint64
+			q := fmt.Sprintf("SELECT sum(cityHash64(toString(uuid), %s)), count() FROM (SELECT DISTINCT uuid, `%s` AS v FROM %s)", textOf("v", c.Type), c.Name, table)
+			if err := ch.QueryRow(ctx, q).Scan(&s, &n); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			return s, n
+		}
+		ms, mn := sum("mcpulse.tool_calls")
+		ps, pn := sum(BenchDatabase + ".tool_calls")
+		if ms != ps || mn != pn {
+			t.Errorf("column %s: the peer's (uuid, value) pairs differ from mcpulse's (%d and %d pairs); some of mcpulse's the peer lacks: %s",
+				c.Name, pn, mn, strings.Join(missingPairs(ctx, t, ch, c), "; "))
 		}
 	}
 }
 
-func TestKafkaEngineDDLUsesEachVersionsSyntax(t *testing.T) {
-	old := strings.Join(kafkaEngineDDL(18, []string{"127.0.0.1:9092"}, "g'1"), "\n")
-	if !strings.Contains(old, `ENGINE = Kafka('127.0.0.1:9092', 'mcp_tool_calls', 'g\'1', 'TabSeparated', '\n')`) {
-		t.Errorf("18.16 DDL lacks the positional engine arguments:\n%s", old)
+// missingPairs returns up to 3 (uuid, value) pairs of column c that mcpulse stored and the
+// peer did not, each with the peer's value.
+func missingPairs(ctx context.Context, t *testing.T, ch driver.Conn, c tableColumn) []string {
+	pairs := func(table string) string {
+		return fmt.Sprintf("SELECT DISTINCT uuid, %s AS v FROM (SELECT uuid, `%s` AS v FROM %s)", textOf("v", c.Type), c.Name, table)
 	}
-	cur := strings.Join(kafkaEngineDDL(24, []string{"127.0.0.1:9092"}, "g"), "\n")
-	if !strings.Contains(cur, `ENGINE = Kafka SETTINGS kafka_broker_list = '127.0.0.1:9092', kafka_topic_list = 'mcp_tool_calls', kafka_group_name = 'g', kafka_format = 'TabSeparated'`) {
+	q := fmt.Sprintf("SELECT toString(m.uuid), m.v, p.v FROM (%s) AS m ANY LEFT JOIN (%s) AS p USING uuid WHERE m.v != p.v LIMIT 3",
+		pairs("mcpulse.tool_calls"), pairs(BenchDatabase+".tool_calls"))
+	rows, err := ch.Query(ctx, q)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, m, p string
+		if err := rows.Scan(&id, &m, &p); err != nil {
+			return []string{err.Error()}
+		}
+		out = append(out, fmt.Sprintf("%s: mcpulse %q, peer %q", id, m, p))
+	}
+	return out
+}
+
+// peerApproximate are peerColumns whose values legitimately differ from mcpulse's.
+var peerApproximate = map[string]bool{
+	"inserted_at":          true, // each store's own clock
+	"counted_ignored_keys": true, // mcpulse leaves client-injected keys out
+}
+
+// textOf renders a value of a column type as text, for a checksum. Floats are rounded to 9
+// digits after the point: 18.16's float parser is not always correctly rounded, so it may
+// read a JSON number one unit in the last place away from Go's reading.
+func textOf(v, typ string) string {
+	if strings.Contains(typ, "Float") {
+		v = "round(" + v + ", 9)"
+	}
+	switch {
+	case strings.HasPrefix(typ, "Array("):
+		return "arrayStringConcat(arrayMap(x -> toString(x), " + v + "), '\\x1f')"
+	case strings.HasPrefix(typ, "Nullable("):
+		return "ifNull(toString(" + v + "), 'NULL')"
+	}
+	return "toString(" + v + ")"
+}
+
+// jsonField reads a top-level string field of a generated line ("" when absent).
+func jsonField(line []byte, name string) string {
+	var v map[string]json.RawMessage
+	var s string
+	if json.Unmarshal(line, &v) != nil || json.Unmarshal(v[name], &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func TestGenerateChunksTheCorpusAndKeepsOnlyToolCalls(t *testing.T) {
+	defer func(old int) { chunkToolCalls = old }(chunkToolCalls)
+	chunkToolCalls = 500
+	collect := func(events int) ([]kafka.Message, *corpusStats) {
+		var all []kafka.Message
+		stats, err := generate(context.Background(), Config{Events: events, Seed: 7, Hours: 24, Shape: ShapeDemo}, func(msgs []kafka.Message) error {
+			all = append(all, msgs...)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return all, stats
+	}
+	all, stats := collect(1200)
+	if stats.ToolCalls != 1200 || len(all) != 1200 || stats.Messages[topicToolCalls] != 1200 || stats.total() != 1200 {
+		t.Fatalf("stats %+v, %d messages: want exactly 1200 tool calls on %s", stats, len(all), topicToolCalls)
+	}
+	for _, m := range all {
+		if m.Topic != topicToolCalls || jsonField(m.Value, "event") != "$mcp_tool_call" {
+			t.Fatalf("message on %s is not a tool call: %s", m.Topic, m.Value)
+		}
+		if string(m.Key) != jsonField(m.Value, "distinct_id") {
+			t.Errorf("message key %q is not its distinct_id %q", m.Key, jsonField(m.Value, "distinct_id"))
+		}
+	}
+	// The first chunk is the corpus of seed 7 alone; the next ones use seeds 8 and 9.
+	first, _ := collect(500)
+	for i := range first {
+		if !bytes.Equal(first[i].Value, all[i].Value) {
+			t.Fatalf("message %d differs from the one-chunk corpus's", i)
+		}
+	}
+	if bytes.Equal(all[500].Value, all[0].Value) {
+		t.Errorf("the second chunk starts like the first")
+	}
+}
+
+func TestPlanPeerFillsEveryColumnItKnows(t *testing.T) {
+	cols := []tableColumn{
+		{Name: "uuid", Type: "UUID"}, {Name: "tool_name", Type: "String"}, {Name: "duration_ms", Type: "Nullable(Float64)"},
+		{Name: "properties", Type: "String"}, {Name: "tool_name_lower", Type: "String", DefaultKind: "MATERIALIZED"},
+		{Name: "brand_new", Type: "String"},
+	}
+	p, err := planPeer(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.unmapped, []string{"brand_new"}) || !slices.Equal(p.defaults, []string{"properties"}) {
+		t.Errorf("unmapped %v, defaults %v; want [brand_new] and [properties]", p.unmapped, p.defaults)
+	}
+	sel := strings.Join(p.selects, "\n")
+	for _, want := range []string{"CAST(toUUID(uuid) AS UUID) AS `uuid`", "`properties.$mcp_exec_target_tool`", "CAST(`properties.$mcp_duration_ms` AS Nullable(Float64)) AS `duration_ms`",
+		"assumeNotNull(CAST(NULL AS Nullable(String))) AS `properties`", "assumeNotNull(CAST(NULL AS Nullable(String))) AS `brand_new`"} {
+		if !strings.Contains(sel, want) {
+			t.Errorf("selects lack %q:\n%s", want, sel)
+		}
+	}
+	if strings.Contains(sel, "tool_name_lower") {
+		t.Errorf("a MATERIALIZED column is selected:\n%s", sel)
+	}
+	var names []string
+	for _, c := range p.input {
+		names = append(names, c[0])
+	}
+	// tool_name reads three $-named properties; 18.16 needs one identifier-named sibling.
+	want := []string{"uuid", "event", "distinct_id", "timestamp", "properties.$mcp_duration_ms", "properties.$mcp_exec_target_tool", "properties.$mcp_exec_verb", "properties.$mcp_tool_name", "properties.source"}
+	if !slices.Equal(names, want) {
+		t.Errorf("Kafka table columns %v, want %v", names, want)
+	}
+}
+
+func TestKafkaEngineDDLUsesEachVersionsSyntax(t *testing.T) {
+	plan := &peerPlan{input: [][2]string{{"uuid", "String"}, {"properties.$mcp_tool_name", "String"}}, selects: []string{"uuid"}}
+	old := strings.Join(kafkaEngineDDL(18, []string{"127.0.0.1:9092"}, "mcp_tool_calls", "g'1", plan), "\n")
+	for _, want := range []string{
+		"ENGINE = Kafka('127.0.0.1:9092', 'mcp_tool_calls', 'g\\'1', 'JSONEachRow')",
+		"(`uuid` String, `properties.$mcp_tool_name` String)",
+		"CREATE TABLE mcpulse_bench.tool_calls AS mcpulse.tool_calls",
+		"WHERE event = '$mcp_tool_call'",
+	} {
+		if !strings.Contains(old, want) {
+			t.Errorf("18.16 DDL lacks %q:\n%s", want, old)
+		}
+	}
+	cur := strings.Join(kafkaEngineDDL(24, []string{"127.0.0.1:9092"}, "mcp_tool_calls", "g", plan), "\n")
+	if !strings.Contains(cur, "ENGINE = Kafka SETTINGS kafka_broker_list = '127.0.0.1:9092', kafka_topic_list = 'mcp_tool_calls', kafka_group_name = 'g', kafka_format = 'JSONEachRow', input_format_import_nested_json = 1") {
 		t.Errorf("current DDL lacks the SETTINGS form:\n%s", cur)
 	}
 }
@@ -94,6 +392,22 @@ func TestQuantileIsNearestRank(t *testing.T) {
 	for _, c := range []struct{ q, want float64 }{{0.5, 5}, {0.99, 10}, {0.1, 1}, {0, 1}, {1, 10}} {
 		if got := quantile(v, c.q); got != c.want {
 			t.Errorf("quantile(1..10, %v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+}
+
+func TestStatOfIsMedianMinMax(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want Stat
+	}{
+		{[]float64{3, 1, 2}, Stat{2, 1, 3}},
+		{[]float64{4, 1, 3, 2}, Stat{2.5, 1, 4}},
+		{[]float64{5}, Stat{5, 5, 5}},
+		{nil, Stat{}},
+	} {
+		if got := statOf(c.in); got != c.want {
+			t.Errorf("statOf(%v) = %+v, want %+v", c.in, got, c.want)
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/migrations"
 )
 
 // BenchDatabase holds the Kafka-engine peer's tables (dropped and re-created by each run).
@@ -18,50 +18,37 @@ const BenchDatabase = "mcpulse_bench"
 
 // kafkaEngineDDL returns the statements that set the Kafka-engine peer up, in order; the
 // materialized view comes last, since the Kafka engine starts consuming when a view is
-// attached. Each Kafka message becomes one TabSeparated row of one String column (the whole
-// envelope: a JSON line holds no raw tab or newline), and the view picks the tool-call fields
-// out with visitParamExtract*, which ClickHouse 18.16 and current releases both have; 18.16's
-// JSONEachRow cannot read the nested "properties" object into a column. 18.16 only knows the
-// positional engine arguments (broker_list, topic_list, group_name, format, row_delimiter);
-// current releases take the SETTINGS form.
-func kafkaEngineDDL(major int, brokers []string, group string) []string {
+// attached. Each Kafka message is one JSONEachRow row: the envelope's fields and, as dotted
+// columns ("properties.$mcp_tool_name"), the properties the view reads, which needs
+// input_format_import_nested_json (checkPeerSettings). The stored table is created AS
+// mcpulse.tool_calls, and the view keeps only $mcp_tool_call events.
+//
+// 18.16 only knows the positional engine arguments (broker_list, topic_list, group_name,
+// format) and takes format settings from the server's default profile; current releases take
+// the SETTINGS form, format settings included.
+func kafkaEngineDDL(major int, brokers []string, topic, group string, plan *peerPlan) []string {
 	db := BenchDatabase
-	engine := fmt.Sprintf(`Kafka(%s, %s, %s, 'TabSeparated', '\n')`,
-		sqlString(strings.Join(brokers, ",")), sqlString(ingest.TopicToolCalls), sqlString(group))
+	engine := fmt.Sprintf(`Kafka(%s, %s, %s, 'JSONEachRow')`,
+		sqlString(strings.Join(brokers, ",")), sqlString(topic), sqlString(group))
 	if major >= 19 {
-		engine = fmt.Sprintf(`Kafka SETTINGS kafka_broker_list = %s, kafka_topic_list = %s, kafka_group_name = %s, kafka_format = 'TabSeparated'`,
-			sqlString(strings.Join(brokers, ",")), sqlString(ingest.TopicToolCalls), sqlString(group))
+		engine = fmt.Sprintf(`Kafka SETTINGS kafka_broker_list = %s, kafka_topic_list = %s, kafka_group_name = %s, kafka_format = 'JSONEachRow', input_format_import_nested_json = 1, input_format_skip_unknown_fields = 1`,
+			sqlString(strings.Join(brokers, ",")), sqlString(topic), sqlString(group))
+	}
+	cols := make([]string, len(plan.input))
+	for i, c := range plan.input {
+		cols[i] = "`" + c[0] + "` " + c[1]
 	}
 	return []string{
 		`DROP TABLE IF EXISTS ` + db + `.tool_calls_mv`,
 		`DROP TABLE IF EXISTS ` + db + `.tool_calls_kafka`,
 		`DROP TABLE IF EXISTS ` + db + `.tool_calls`,
 		`CREATE DATABASE IF NOT EXISTS ` + db,
-		`CREATE TABLE ` + db + `.tool_calls_kafka (raw String) ENGINE = ` + engine,
-		`CREATE TABLE ` + db + `.tool_calls (
-    uuid String, timestamp DateTime('UTC'), distinct_id String, tool_name String,
-    exec_verb String, exec_target_tool String, client_name String, client_version String,
-    is_error UInt8, error_type String, duration_ms Float64, ignored_keys String,
-    recruitment_reason String, campaign_id String, session_id String, properties String
-) ENGINE = MergeTree() PARTITION BY toYYYYMM(timestamp) ORDER BY (tool_name, timestamp, uuid)`,
+		`CREATE TABLE ` + db + `.tool_calls_kafka (` + strings.Join(cols, ", ") + `) ENGINE = ` + engine,
+		`CREATE TABLE ` + db + `.tool_calls AS ` + migrations.Database + `.tool_calls`,
 		`CREATE MATERIALIZED VIEW ` + db + `.tool_calls_mv TO ` + db + `.tool_calls AS SELECT
-    visitParamExtractString(raw, 'uuid') AS uuid,
-    parseDateTimeBestEffort(visitParamExtractString(raw, 'timestamp')) AS timestamp,
-    visitParamExtractString(raw, 'distinct_id') AS distinct_id,
-    visitParamExtractString(raw, '$mcp_tool_name') AS tool_name,
-    visitParamExtractString(raw, '$mcp_exec_verb') AS exec_verb,
-    visitParamExtractString(raw, '$mcp_exec_target_tool') AS exec_target_tool,
-    visitParamExtractString(raw, '$mcp_client_name') AS client_name,
-    visitParamExtractString(raw, '$mcp_client_version') AS client_version,
-    visitParamExtractBool(raw, '$mcp_is_error') AS is_error,
-    visitParamExtractString(raw, '$mcp_error_type') AS error_type,
-    visitParamExtractFloat(raw, '$mcp_duration_ms') AS duration_ms,
-    visitParamExtractRaw(raw, '$mcp_ignored_keys') AS ignored_keys,
-    visitParamExtractString(raw, 'interview_recruitment_reason') AS recruitment_reason,
-    visitParamExtractString(raw, 'interview_recruitment_campaign_id') AS campaign_id,
-    visitParamExtractString(raw, '$session_id') AS session_id,
-    visitParamExtractRaw(raw, 'properties') AS properties
-FROM ` + db + `.tool_calls_kafka`,
+    ` + strings.Join(plan.selects, ",\n    ") + `
+FROM ` + db + `.tool_calls_kafka
+WHERE event = '$mcp_tool_call'`,
 	}
 }
 
@@ -83,31 +70,89 @@ func serverMajor(ctx context.Context, ch driver.Conn) (int, string, error) {
 	return major, v, nil
 }
 
-// runKafkaEngine sets the Kafka table, the MergeTree table and the view up and waits until the
-// table holds n rows. The time runs from the view's creation (when consumption starts) to the
-// poll that sees n rows, the same "queryable" end as mcpulse's phase.
-func runKafkaEngine(ctx context.Context, ch driver.Conn, brokers []string, n int) (Phase, error) {
+// checkPeerSettings fails when an 18.x server's default profile lacks
+// input_format_import_nested_json=1: its Kafka tables take format settings from there only, and
+// without it the peer would store every property empty. The embedded stack sets it.
+func checkPeerSettings(ctx context.Context, ch driver.Conn) error {
+	major, version, err := serverMajor(ctx, ch)
+	if err != nil || major >= 19 {
+		return err
+	}
+	var v string
+	if err := ch.QueryRow(ctx, "SELECT value FROM system.settings WHERE name = 'input_format_import_nested_json'").Scan(&v); err != nil {
+		return fmt.Errorf("ClickHouse %s: read input_format_import_nested_json: %w", version, err)
+	}
+	if v != "1" {
+		return fmt.Errorf("ClickHouse %s: the Kafka-engine peer needs input_format_import_nested_json=1 in the server's default profile "+
+			"(a users.d file: <yandex><profiles><default><input_format_import_nested_json>1</...></default></profiles></yandex>; the embedded stack writes one), "+
+			"or run with --skip-peers", version)
+	}
+	return nil
+}
+
+// describe lists a table's columns in order.
+func describe(ctx context.Context, ch driver.Conn, table string) ([]tableColumn, error) {
+	rows, err := ch.Query(ctx, "DESCRIBE TABLE "+table)
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", table, err)
+	}
+	defer rows.Close()
+	var out []tableColumn
+	for rows.Next() {
+		var c tableColumn
+		// name, type, default_type, default_expression, and in newer releases more.
+		vals := make([]any, len(rows.Columns()))
+		var skip string
+		for i := range vals {
+			vals[i] = &skip
+		}
+		vals[0], vals[1], vals[2] = &c.Name, &c.Type, &c.DefaultKind
+		if err := rows.Scan(vals...); err != nil {
+			return nil, fmt.Errorf("describe %s: %w", table, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// runKafkaEngine sets the Kafka table, the copy of tool_calls and the view up and waits until
+// the copy holds n rows. The time runs from the view's creation (when consumption starts) to
+// the poll that sees n rows, the same "queryable" end as mcpulse's phase. It returns the
+// columns the peer left at their default.
+func runKafkaEngine(ctx context.Context, ch driver.Conn, brokers []string, group string, n int) (Phase, []string, error) {
 	major, version, err := serverMajor(ctx, ch)
 	if err != nil {
-		return Phase{}, err
+		return Phase{}, nil, err
+	}
+	columns, err := describe(ctx, ch, migrations.Database+".tool_calls")
+	if err != nil {
+		return Phase{}, nil, err
+	}
+	plan, err := planPeer(columns)
+	if err != nil {
+		return Phase{}, nil, err
+	}
+	if len(plan.unmapped) > 0 {
+		return Phase{}, nil, fmt.Errorf("tool_calls columns %s have no rule in the Kafka-engine peer: add them to peerColumns or peerDerived in testkit/bench/peercolumns.go",
+			strings.Join(plan.unmapped, ", "))
 	}
 	// 18.16's Kafka engine starts a new group at the end of each partition (librdkafka's
 	// auto.offset.reset default, "largest"); committing the start for its group makes it read
 	// the topic from the beginning, as a user migrating a backlog would.
-	if err := commitStart(ctx, brokers, KafkaEngineGroup, ingest.TopicToolCalls); err != nil {
-		return Phase{}, err
+	if err := commitOffsets(ctx, brokers, group, topicToolCalls, false); err != nil {
+		return Phase{}, nil, err
 	}
-	stmts := kafkaEngineDDL(major, brokers, KafkaEngineGroup)
+	stmts := kafkaEngineDDL(major, brokers, topicToolCalls, group, plan)
 	for _, q := range stmts[:len(stmts)-1] {
 		if err := ch.Exec(ctx, q); err != nil {
-			return Phase{}, fmt.Errorf("ClickHouse %s: %w", version, err)
+			return Phase{}, nil, fmt.Errorf("ClickHouse %s: %w\n%s", version, err, q)
 		}
 	}
 	meter := newCPUMeter()
 	cpu0 := meter.read()
 	start := time.Now()
 	if err := ch.Exec(ctx, stmts[len(stmts)-1]); err != nil {
-		return Phase{}, fmt.Errorf("ClickHouse %s: %w", version, err)
+		return Phase{}, nil, fmt.Errorf("ClickHouse %s: %w\n%s", version, err, stmts[len(stmts)-1])
 	}
 	defer func() {
 		// Stop the engine consuming; a cancelled ctx still needs the drop.
@@ -125,12 +170,12 @@ func runKafkaEngine(ctx context.Context, ch driver.Conn, brokers []string, n int
 	for {
 		select {
 		case <-ctx.Done():
-			return Phase{}, fmt.Errorf("%d of %d rows arrived: %w", last, n, ctx.Err())
+			return Phase{}, nil, fmt.Errorf("%d of %d rows arrived: %w", last, n, ctx.Err())
 		case <-tick.C:
 		}
 		var rows uint64
 		if err := ch.QueryRow(ctx, `SELECT count() FROM `+BenchDatabase+`.tool_calls`).Scan(&rows); err != nil {
-			return Phase{}, err
+			return Phase{}, nil, err
 		}
 		now := time.Now()
 		if rows != last {
@@ -142,7 +187,7 @@ func runKafkaEngine(ctx context.Context, ch driver.Conn, brokers []string, n int
 		if rows >= uint64(n) || (rows > 0 && now.Sub(lastSeen) >= engineStall) {
 			p := Phase{Seconds: lastSeen.Sub(start).Seconds(), Missing: int64(n) - int64(rows)}
 			p.finish(int(rows), meter.read().sub(cpu0))
-			return p, nil
+			return p, plan.defaults, nil
 		}
 	}
 }
@@ -151,17 +196,17 @@ func runKafkaEngine(ctx context.Context, ch driver.Conn, brokers []string, n int
 // short of all events; its default stream_flush_interval_ms is 7.5 s.
 const engineStall = 20 * time.Second
 
-// runBareReader reads n messages of mcp_tool_calls in its own consumer group with kafka-go's
-// Reader (the configuration mcpulse's consumer uses, commits every second) and discards them.
-// The time runs from creating the reader, so it includes joining the group, as mcpulse's does.
-func runBareReader(ctx context.Context, brokers []string, n int) (Phase, error) {
+// runBareReader reads n messages of mcp_tool_calls in group with kafka-go's Reader (the
+// configuration mcpulse's consumer uses, commits every second) and discards them. The time
+// runs from creating the reader, so it includes joining the group, as mcpulse's does.
+func runBareReader(ctx context.Context, brokers []string, group string, n int) (Phase, error) {
 	meter := newCPUMeter()
 	cpu0 := meter.read()
 	start := time.Now()
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        brokers,
-		GroupID:        BareReaderGroup,
-		GroupTopics:    []string{ingest.TopicToolCalls},
+		GroupID:        group,
+		GroupTopics:    []string{topicToolCalls},
 		MinBytes:       1,
 		MaxBytes:       16 << 20,
 		MaxWait:        500 * time.Millisecond,
@@ -179,30 +224,46 @@ func runBareReader(ctx context.Context, brokers []string, n int) (Phase, error) 
 	return p, nil
 }
 
-// commitStart commits offset 0 of every partition of topic for group (a standalone commit:
-// generation -1, no member), so a consumer of the group starts at the beginning.
-func commitStart(ctx context.Context, brokers []string, group, topic string) error {
+// commitOffsets commits, for group, the start (atEnd false) or the current end of every
+// partition of topic (a standalone commit: generation -1, no member), so a consumer of the
+// group starts there.
+func commitOffsets(ctx context.Context, brokers []string, group, topic string, atEnd bool) error {
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	parts, err := partitionsOf(ctx, client, []string{topic})
 	if err != nil {
-		return fmt.Errorf("metadata: %w", err)
+		return err
+	}
+	offsets := map[int]int64{}
+	if atEnd {
+		req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+		for _, p := range parts[topic] {
+			req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
+		}
+		resp, err := client.ListOffsets(ctx, req)
+		if err != nil {
+			return fmt.Errorf("list the end offsets of %s: %w", topic, err)
+		}
+		for _, p := range resp.Topics[topic] {
+			if p.Error != nil {
+				return fmt.Errorf("end offset of %s/%d: %w", topic, p.Partition, p.Error)
+			}
+			offsets[p.Partition] = p.LastOffset
+		}
 	}
 	var commits []kafka.OffsetCommit
-	for _, t := range meta.Topics {
-		for _, p := range t.Partitions {
-			commits = append(commits, kafka.OffsetCommit{Partition: p.ID, Offset: 0})
-		}
+	for _, p := range parts[topic] {
+		commits = append(commits, kafka.OffsetCommit{Partition: p, Offset: offsets[p]})
 	}
 	resp, err := client.OffsetCommit(ctx, &kafka.OffsetCommitRequest{
 		GroupID: group, GenerationID: -1, Topics: map[string][]kafka.OffsetCommit{topic: commits},
 	})
 	if err != nil {
-		return fmt.Errorf("commit the start of %s for group %s: %w", topic, group, err)
+		return fmt.Errorf("commit offsets of %s for group %s: %w", topic, group, err)
 	}
 	for _, ps := range resp.Topics {
 		for _, p := range ps {
 			if p.Error != nil {
-				return fmt.Errorf("commit the start of %s/%d for group %s: %w", topic, p.Partition, group, p.Error)
+				return fmt.Errorf("commit offsets of %s/%d for group %s: %w", topic, p.Partition, group, p.Error)
 			}
 		}
 	}

@@ -1,72 +1,112 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"strconv"
+	"slices"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// Result holds a run's figures. Its JSON form is what `mcpulse bench pipeline` prints.
+// Result holds a benchmark's figures. Its JSON form is what `mcpulse bench pipeline` prints.
 type Result struct {
-	// Events is how many tool-call events were published (duplicate lines included).
+	// Shape is the tool calls' shape ("demo" or "sdk").
+	Shape string `json:"shape"`
+	// Events is how many tool-call events each consumer read (duplicate lines included).
 	Events int `json:"events"`
-	// Bytes is the total size of their message values.
-	Bytes int64 `json:"bytes"`
-	// Publish is the publishing phase alone (concurrent with mcpulse's consumer).
+	// Messages is how many messages were published (tool calls and, for the SDK shape, the
+	// events around them); Bytes is their total value size.
+	Messages int   `json:"messages"`
+	Bytes    int64 `json:"bytes"`
+	// Hours is the span of the events' timestamps.
+	Hours int `json:"hours"`
+	// Live says the events were published while mcpulse consumed them (at most Rate
+	// events/s when Rate > 0); otherwise every consumer read a topic filled beforehand.
+	Live bool `json:"live"`
+	Rate int  `json:"rate,omitempty"`
+	// Publish is the generation and publication of the corpus before any consumer started
+	// (zero when Live: see RunResult.Publish).
 	Publish Phase `json:"publish"`
-	// Mcpulse is end to end: from the first publish to every event committed by mcpulse's
-	// consumer group (decoded, validated, deduplicated, Redis state applied, stored in
-	// ClickHouse, offsets committed).
-	Mcpulse Phase `json:"mcpulse"`
-	// StartupSeconds is the consumer's start before publishing began (not in Mcpulse).
-	StartupSeconds float64 `json:"startup_seconds"`
-	// Latency is from Kafka acknowledging a sampled event to mcpulse committing past it.
-	Latency Latency `json:"latency"`
-	// ConsumerPeakRSSBytes is the consumer child process's peak resident set (VmHWM); 0 when
-	// the consumer ran in the benchmark's process.
-	ConsumerPeakRSSBytes int64 `json:"consumer_peak_rss_bytes"`
-	// Dedup is the Redis memory the uuid claims take.
-	Dedup Dedup `json:"dedup"`
-	// KafkaEngine is the ClickHouse Kafka table engine peer (zero when skipped).
-	KafkaEngine Phase `json:"kafka_engine"`
-	// BareReader is the bare kafka-go reader peer (zero when skipped).
-	BareReader Phase `json:"bare_reader"`
-	// VsKafkaEngine is Mcpulse.EventsPerSecond ÷ KafkaEngine.EventsPerSecond.
-	VsKafkaEngine float64 `json:"mcpulse_vs_kafka_engine"`
-	// VsBareReader is Mcpulse.EventsPerSecond ÷ BareReader.EventsPerSecond.
-	VsBareReader float64 `json:"mcpulse_vs_bare_reader"`
+	// Runs are the runs' figures in order.
+	Runs []RunResult `json:"runs"`
+	// Summary is the median, minimum and maximum over the runs.
+	Summary Summary `json:"summary"`
+	// Notes say what the figures leave out.
+	Notes []string `json:"notes,omitempty"`
 	// Machine describes where it ran.
 	Machine Machine `json:"machine"`
 }
 
-// Phase is one consumer's (or the publisher's) run over all events.
+// RunResult is one run: each consumer read the corpus once, mcpulse on empty stores.
+type RunResult struct {
+	Run int `json:"run"`
+	// Mcpulse is end to end: every event decoded, validated, deduplicated, Redis state applied,
+	// stored in ClickHouse (raw rows and rollups) and its offset committed. Pre-published it
+	// runs from starting the consumer; live, from the first publish.
+	Mcpulse Phase `json:"mcpulse"`
+	// KafkaEngine is ClickHouse's Kafka table engine peer (zero when skipped).
+	KafkaEngine Phase `json:"kafka_engine"`
+	// BareReader is the bare kafka-go reader peer (zero when skipped).
+	BareReader Phase `json:"bare_reader"`
+	// VsKafkaEngine and VsBareReader are mcpulse's events/s divided by the peer's, this run.
+	VsKafkaEngine float64 `json:"mcpulse_vs_kafka_engine"`
+	VsBareReader  float64 `json:"mcpulse_vs_bare_reader"`
+	// Publish is the live publisher's phase (Live only; concurrent with mcpulse).
+	Publish Phase `json:"publish,omitzero"`
+	// StartupSeconds is, live, how long the consumer took to join its group before the
+	// first publish.
+	StartupSeconds float64 `json:"startup_seconds,omitempty"`
+	// Latency is, live, from Kafka acknowledging a sampled event to mcpulse committing past
+	// it, i.e. to the event being queryable.
+	Latency Latency `json:"latency,omitzero"`
+	// ConsumerPeakRSSBytes is the consumer child process's peak resident set (VmHWM); 0 when
+	// the consumer ran in the benchmark's process.
+	ConsumerPeakRSSBytes int64 `json:"consumer_peak_rss_bytes"`
+	// Redis is what mcpulse's phase left in Redis.
+	Redis RedisGrowth `json:"redis"`
+	// Rollups is the storage of each rollup table after mcpulse's phase.
+	Rollups []RollupStorage `json:"rollups"`
+	// PeerDefaults are the tool_calls columns the Kafka-engine peer left at their default
+	// (mcpulse derives them beyond what a SELECT can).
+	PeerDefaults []string `json:"peer_default_columns,omitempty"`
+	// LoadAvg is /proc/loadavg's 1-minute figure when the run ended ("" when unreadable).
+	LoadAvg string `json:"load_avg_1m"`
+}
+
+// Phase is one consumer's (or the publisher's) pass over the events.
 type Phase struct {
-	// Seconds is the phase's wall-clock duration (see Result's fields for where each starts
-	// and ends).
+	// Seconds is the phase's wall-clock duration (see the fields using it for where each
+	// starts and ends).
 	Seconds float64 `json:"seconds"`
 	// EventsPerSecond is the events the phase handled divided by Seconds.
 	EventsPerSecond float64 `json:"events_per_second"`
-	// CPU is what each process spent during the phase (zero for the publisher, which runs
-	// within mcpulse's phase).
+	// CPU is what each process spent during the phase.
 	CPU CPU `json:"cpu_seconds"`
 	// CPUMicrosPerEvent is CPU.Total() per event, in microseconds.
 	CPUMicrosPerEvent float64 `json:"cpu_us_per_event"`
 	// Missing is how many events the consumer never stored (the Kafka engine only; its rate
 	// counts the events it stored).
 	Missing int64 `json:"missing,omitempty"`
+	// n is how many events the rate counts.
+	n int
 }
 
 func (p *Phase) finish(n int, cpu CPU) {
+	p.n = n
 	p.EventsPerSecond = float64(n) / p.Seconds
 	p.CPU = cpu
 	p.CPUMicrosPerEvent = cpu.Total() / float64(n) * 1e6
+}
+
+// perEvent is the phase's CPU per process in µs per event.
+func (p Phase) perEvent() CPU {
+	n := float64(p.n)
+	if n == 0 {
+		return CPU{}
+	}
+	return CPU{Consumer: p.CPU.Consumer / n * 1e6, ClickHouse: p.CPU.ClickHouse / n * 1e6, Redis: p.CPU.Redis / n * 1e6, Bench: p.CPU.Bench / n * 1e6}
 }
 
 // Latency summarizes publish-to-queryable latencies in milliseconds.
@@ -79,16 +119,85 @@ type Latency struct {
 	MaxMs float64 `json:"max_ms"`
 }
 
-// Dedup is the Redis memory of the dedup claims after mcpulse's phase.
-type Dedup struct {
-	// Claims is how many uuids are claimed (HLEN over the dedup hashes).
-	Claims int64 `json:"claims"`
-	// KeyBytes is MEMORY USAGE (SAMPLES 0, exact) summed over the dedup hashes.
-	KeyBytes int64 `json:"key_bytes"`
-	// UsedMemoryDelta is INFO memory's used_memory after minus before the phase.
-	UsedMemoryDelta int64 `json:"used_memory_delta_bytes"`
-	// BytesPerMillion is KeyBytes scaled to a million claims in the window.
-	BytesPerMillion float64 `json:"bytes_per_million_events"`
+// Stat is a figure over the runs.
+type Stat struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+func statOf(vals []float64) Stat {
+	if len(vals) == 0 {
+		return Stat{}
+	}
+	s := slices.Clone(vals)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return Stat{Median: m, Min: s[0], Max: s[len(s)-1]}
+}
+
+// PhaseSummary is one consumer's figures over the runs.
+type PhaseSummary struct {
+	EventsPerSecond Stat `json:"events_per_second"`
+	// CPUMicrosPerEvent is the median, per process, of the CPU µs per event.
+	CPUMicrosPerEvent CPU `json:"cpu_us_per_event"`
+}
+
+// Summary is the runs' figures as median (min, max).
+type Summary struct {
+	Mcpulse       PhaseSummary `json:"mcpulse"`
+	KafkaEngine   PhaseSummary `json:"kafka_engine"`
+	BareReader    PhaseSummary `json:"bare_reader"`
+	VsKafkaEngine Stat         `json:"mcpulse_vs_kafka_engine"`
+	VsBareReader  Stat         `json:"mcpulse_vs_bare_reader"`
+	// LatencyP50Ms and LatencyP99Ms are over the live runs.
+	LatencyP50Ms Stat `json:"latency_p50_ms,omitzero"`
+	LatencyP99Ms Stat `json:"latency_p99_ms,omitzero"`
+	// ConsumerPeakRSSBytes is the largest over the runs.
+	ConsumerPeakRSSBytes int64 `json:"consumer_peak_rss_bytes"`
+	// RedisBytesPerMillion is the median growth of Redis's used_memory per million tool calls.
+	RedisBytesPerMillion Stat `json:"redis_bytes_per_million_events"`
+}
+
+func (r *Result) summarize() {
+	over := func(f func(RunResult) float64) Stat {
+		var v []float64
+		for _, run := range r.Runs {
+			v = append(v, f(run))
+		}
+		return statOf(v)
+	}
+	phase := func(f func(RunResult) Phase) PhaseSummary {
+		cpu := func(g func(CPU) float64) float64 {
+			return over(func(run RunResult) float64 { return g(f(run).perEvent()) }).Median
+		}
+		return PhaseSummary{
+			EventsPerSecond: over(func(run RunResult) float64 { return f(run).EventsPerSecond }),
+			CPUMicrosPerEvent: CPU{
+				Consumer:   cpu(func(c CPU) float64 { return c.Consumer }),
+				ClickHouse: cpu(func(c CPU) float64 { return c.ClickHouse }),
+				Redis:      cpu(func(c CPU) float64 { return c.Redis }),
+				Bench:      cpu(func(c CPU) float64 { return c.Bench }),
+			},
+		}
+	}
+	s := &r.Summary
+	s.Mcpulse = phase(func(run RunResult) Phase { return run.Mcpulse })
+	s.KafkaEngine = phase(func(run RunResult) Phase { return run.KafkaEngine })
+	s.BareReader = phase(func(run RunResult) Phase { return run.BareReader })
+	s.VsKafkaEngine = over(func(run RunResult) float64 { return run.VsKafkaEngine })
+	s.VsBareReader = over(func(run RunResult) float64 { return run.VsBareReader })
+	if r.Live {
+		s.LatencyP50Ms = over(func(run RunResult) float64 { return run.Latency.P50Ms })
+		s.LatencyP99Ms = over(func(run RunResult) float64 { return run.Latency.P99Ms })
+	}
+	for _, run := range r.Runs {
+		s.ConsumerPeakRSSBytes = max(s.ConsumerPeakRSSBytes, run.ConsumerPeakRSSBytes)
+	}
+	s.RedisBytesPerMillion = over(func(run RunResult) float64 { return run.Redis.BytesPerMillion })
 }
 
 // Machine is what the figures were measured on.
@@ -97,112 +206,115 @@ type Machine struct {
 	CPUs int `json:"cpus"`
 	// GoVersion is the Go release the benchmark was built with.
 	GoVersion string `json:"go_version"`
-	// LoadAvg is /proc/loadavg's 1-minute figure when the run ended ("" when unreadable).
+	// LoadAvg is /proc/loadavg's 1-minute figure when the benchmark ended.
 	LoadAvg string `json:"load_avg_1m"`
 }
 
 func machine() Machine {
-	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		m.LoadAvg = strings.Fields(string(b))[0]
-	}
-	return m
+	return Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvg: loadAvg()}
 }
 
-// Print writes the figures as a table.
-func (r *Result) Print(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	rate := func(p Phase) string {
-		if p.Seconds == 0 {
-			return "-\t-"
+func loadAvg() string {
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			return f[0]
 		}
-		return fmt.Sprintf("%.0f\t%.2f", p.EventsPerSecond, p.Seconds)
 	}
-	cpu := func(p Phase) string {
-		if p.Seconds == 0 {
+	return ""
+}
+
+// Print writes the figures as tables: the summary over the runs, then each run.
+func (r *Result) Print(w io.Writer) {
+	mode := "pre-published topic (every consumer reads a topic filled before it starts)"
+	if r.Live {
+		mode = "live (published while mcpulse consumes"
+		if r.Rate > 0 {
+			mode += fmt.Sprintf(", at most %d events/s", r.Rate)
+		}
+		mode += ")"
+	}
+	fmt.Fprintf(w, "pipeline benchmark: %d %s-shaped tool calls (%d messages, %.0f MB) over %d hours, %s\n",
+		r.Events, r.Shape, r.Messages, float64(r.Bytes)/1e6, r.Hours, mode)
+	fmt.Fprintf(w, "%d run(s), %d CPUs, load %s at the end (per run: %s)\n\n", len(r.Runs), r.Machine.CPUs, r.Machine.LoadAvg, r.loads())
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	stat := func(s Stat, format string) string {
+		if s == (Stat{}) {
+			return "-"
+		}
+		if len(r.Runs) == 1 {
+			return fmt.Sprintf(format, s.Median)
+		}
+		return fmt.Sprintf(format+" ("+format+"–"+format+")", s.Median, s.Min, s.Max)
+	}
+	us := func(p PhaseSummary, ran bool) string {
+		if !ran {
 			return "\t\t\t"
 		}
-		events := float64(r.Events - int(p.Missing))
-		us := func(s float64) string { return fmt.Sprintf("%.1f", s/events*1e6) }
-		return us(p.CPU.Consumer) + "\t" + us(p.CPU.ClickHouse) + "\t" + us(p.CPU.Redis) + "\t" + us(p.CPU.Bench)
+		c := p.CPUMicrosPerEvent
+		return fmt.Sprintf("%.1f\t%.1f\t%.1f\t%.1f", c.Consumer, c.ClickHouse, c.Redis, c.Bench)
 	}
-	fmt.Fprintf(tw, "pipeline benchmark: %d tool-call events (%.0f MB), %d CPUs, load %s\n", r.Events, float64(r.Bytes)/1e6, r.Machine.CPUs, r.Machine.LoadAvg)
-	fmt.Fprintln(tw, "consumer\tevents/s\tseconds\tvs mcpulse\tCPU µs/event: consumer\tClickHouse\tRedis\tbench (kfake, publisher/reader)")
-	fmt.Fprintf(tw, "mcpulse end to end (dedup, Redis, ClickHouse)\t%s\t1.00\t%s\n", rate(r.Mcpulse), cpu(r.Mcpulse))
-	fmt.Fprintf(tw, "ClickHouse Kafka engine → MergeTree\t%s\t%s\t%s\n", rate(r.KafkaEngine), inverse(r.VsKafkaEngine), cpu(r.KafkaEngine))
-	fmt.Fprintf(tw, "bare kafka-go reader (read, discard)\t%s\t%s\t%s\n", rate(r.BareReader), inverse(r.VsBareReader), cpu(r.BareReader))
-	fmt.Fprintf(tw, "publisher (concurrent with mcpulse)\t%s\t\t\n", rate(r.Publish))
+	peers := len(r.Runs) > 0 && r.Runs[0].KafkaEngine.Seconds > 0
+	s := r.Summary
+	fmt.Fprintln(tw, "consumer\tevents/s, median (min–max)\tmcpulse ÷ it\tCPU µs/event: consumer\tClickHouse\tRedis\tkfake+harness")
+	fmt.Fprintf(tw, "mcpulse end to end (dedup, Redis, raw rows, rollups)\t%s\t\t%s\n", stat(s.Mcpulse.EventsPerSecond, "%.0f"), us(s.Mcpulse, true))
+	if peers {
+		fmt.Fprintf(tw, "ClickHouse Kafka engine (JSONEachRow) → tool_calls copy\t%s\t%s\t%s\n", stat(s.KafkaEngine.EventsPerSecond, "%.0f"), stat(s.VsKafkaEngine, "%.2f×"), us(s.KafkaEngine, true))
+		fmt.Fprintf(tw, "bare kafka-go reader (read, discard)\t%s\t%s\t%s\n", stat(s.BareReader.EventsPerSecond, "%.0f"), stat(s.VsBareReader, "%.2f×"), us(s.BareReader, true))
+	}
 	tw.Flush()
-	if r.KafkaEngine.Missing > 0 {
-		fmt.Fprintf(w, "\nthe Kafka engine stored %d of %d events (no row for %.0f s; its rate counts the stored ones)", int64(r.Events)-r.KafkaEngine.Missing, r.Events, engineStall.Seconds())
+	fmt.Fprintln(w)
+	if r.Publish.Seconds > 0 {
+		fmt.Fprintf(w, "corpus generated and published before the consumers in %.1f s (%.0f messages/s)\n", r.Publish.Seconds, r.Publish.EventsPerSecond)
 	}
-	fmt.Fprintf(w, "\nmcpulse ÷ Kafka engine: %s   mcpulse ÷ bare reader: %s\n", times(r.VsKafkaEngine), times(r.VsBareReader))
-	fmt.Fprintf(w, "latency publish-ack → committed (queryable), %d samples: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
-		r.Latency.Samples, r.Latency.P50Ms, r.Latency.P99Ms, r.Latency.MaxMs)
-	if r.ConsumerPeakRSSBytes > 0 {
-		fmt.Fprintf(w, "consumer peak RSS: %.1f MiB\n", float64(r.ConsumerPeakRSSBytes)/(1<<20))
+	if r.Live {
+		fmt.Fprintf(w, "latency publish-ack → committed (queryable): p50 %s ms, p99 %s ms\n", stat(s.LatencyP50Ms, "%.0f"), stat(s.LatencyP99Ms, "%.0f"))
+	}
+	if s.ConsumerPeakRSSBytes > 0 {
+		fmt.Fprintf(w, "consumer peak RSS: %.1f MiB (largest over the runs)\n", float64(s.ConsumerPeakRSSBytes)/(1<<20))
 	} else {
 		fmt.Fprintln(w, "consumer peak RSS: not measured (consumer ran in the benchmark's process)")
 	}
-	fmt.Fprintf(w, "dedup memory in Redis: %d claims in %.1f MiB (used_memory +%.1f MiB): %.1f MiB per million events in the window\n",
-		r.Dedup.Claims, float64(r.Dedup.KeyBytes)/(1<<20), float64(r.Dedup.UsedMemoryDelta)/(1<<20), r.Dedup.BytesPerMillion/(1<<20))
-}
-
-func inverse(x float64) string {
-	if x == 0 {
-		return "-"
+	fmt.Fprintf(w, "Redis used_memory growth: %s MiB per million tool calls\n", stat(scaleStat(s.RedisBytesPerMillion, 1.0/(1<<20)), "%.1f"))
+	for _, note := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", note)
 	}
-	return fmt.Sprintf("%.2f", 1/x)
-}
 
-func times(x float64) string {
-	if x == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f×", x)
-}
-
-// usedMemory reads INFO memory's used_memory.
-func usedMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0, fmt.Errorf("redis INFO memory: %w", err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			return strconv.ParseInt(v, 10, 64)
+	for _, run := range r.Runs {
+		fmt.Fprintf(w, "\nrun %d (load %s): mcpulse %.0f events/s in %.1f s", run.Run, run.LoadAvg, run.Mcpulse.EventsPerSecond, run.Mcpulse.Seconds)
+		if run.KafkaEngine.Seconds > 0 {
+			fmt.Fprintf(w, "; Kafka engine %.0f events/s (%.2f×)", run.KafkaEngine.EventsPerSecond, run.VsKafkaEngine)
+			if run.KafkaEngine.Missing > 0 {
+				fmt.Fprintf(w, " storing %d of %d events (no row for %.0f s; its rate counts the stored ones)", int64(r.Events)-run.KafkaEngine.Missing, r.Events, engineStall.Seconds())
+			}
+			fmt.Fprintf(w, "; bare reader %.0f events/s (%.2f×)", run.BareReader.EventsPerSecond, run.VsBareReader)
+		}
+		fmt.Fprintln(w)
+		if r.Live {
+			fmt.Fprintf(w, "  publisher %.0f events/s; consumer joined in %.1f s; latency %d samples: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+				run.Publish.EventsPerSecond, run.StartupSeconds, run.Latency.Samples, run.Latency.P50Ms, run.Latency.P99Ms, run.Latency.MaxMs)
+		}
+		fmt.Fprintf(w, "  Redis: used_memory %+.1f MiB, %d keys (%d dedup claims in %.1f MiB)\n",
+			float64(run.Redis.UsedMemoryDelta)/(1<<20), run.Redis.Keys, run.Redis.DedupClaims, float64(run.Redis.DedupKeyBytes)/(1<<20))
+		if len(run.Rollups) > 0 {
+			fmt.Fprint(w, "  rollup storage (active parts as left → after OPTIMIZE FINAL):")
+			for _, t := range run.Rollups {
+				fmt.Fprintf(w, " %s %d rows/%.1f MiB → %d rows/%.1f MiB;", t.Table, t.Rows, float64(t.Bytes)/(1<<20), t.RowsOptimized, float64(t.BytesOptimized)/(1<<20))
+			}
+			fmt.Fprintln(w)
+		}
+		if len(run.PeerDefaults) > 0 {
+			fmt.Fprintf(w, "  the Kafka-engine peer left at their default: %s (mcpulse derives them)\n", strings.Join(run.PeerDefaults, ", "))
 		}
 	}
-	return 0, fmt.Errorf("redis INFO memory has no used_memory")
 }
 
-// dedupMemory measures the dedup hashes (consumers.DedupKey names) with SCAN, HLEN and
-// MEMORY USAGE.
-func dedupMemory(ctx context.Context, rdb redis.UniversalClient, before int64, d *Dedup) error {
-	after, err := usedMemory(ctx, rdb)
-	if err != nil {
-		return err
+func (r *Result) loads() string {
+	var l []string
+	for _, run := range r.Runs {
+		l = append(l, run.LoadAvg)
 	}
-	d.UsedMemoryDelta = after - before
-	iter := rdb.Scan(ctx, 0, "mcpulse:dedup:*", 100).Iterator()
-	for iter.Next(ctx) {
-		key := iter.Val()
-		n, err := rdb.HLen(ctx, key).Result()
-		if err != nil {
-			return fmt.Errorf("redis HLEN: %w", err)
-		}
-		b, err := rdb.MemoryUsage(ctx, key, 0).Result()
-		if err != nil {
-			return fmt.Errorf("redis MEMORY USAGE: %w", err)
-		}
-		d.Claims += n
-		d.KeyBytes += b
-	}
-	if err := iter.Err(); err != nil {
-		return fmt.Errorf("redis SCAN: %w", err)
-	}
-	if d.Claims > 0 {
-		d.BytesPerMillion = float64(d.KeyBytes) / float64(d.Claims) * 1e6
-	}
-	return nil
+	return strings.Join(l, ", ")
 }
+
+func scaleStat(s Stat, k float64) Stat { return Stat{s.Median * k, s.Min * k, s.Max * k} }
