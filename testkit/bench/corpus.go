@@ -80,11 +80,11 @@ func (s *corpusSink) Write(line []byte) (int, error) {
 		}
 		return n, nil // malformed, or a kind this build does not route
 	}
-	isCall := ev.Name == "$mcp_tool_call"
+	isCall := ev.Kind == ingest.KindToolCall
 	if !isCall && !benchKinds[ev.Name] {
 		return n, nil
 	}
-	topic := ev.Kind.Topic()
+	topic := ev.Kind.Topic
 	if topic == "" {
 		s.stats.Unrouted[ev.Name]++
 		return n, nil
