@@ -5,18 +5,20 @@ import (
 )
 
 // DefaultContextDescription is the description D of the injected `context` property when a
-// server configures none. Issue 4, Definitions, "Context injection": "a plain ASCII text of
-// our own, exactly 615 characters long (the length of the SDK's current default),
-// containing nothing JSON must escape". Because only its length enters the serialized size,
-// a server whose SDK sends its stock default is measured exactly; a server that customises
-// the text should configure the same text here.
-const DefaultContextDescription = "Explain in one or two plain sentences why you call this tool right now " +
-	"and how the call fits into the task the user gave you. Name the goal you are working toward, " +
-	"what you expect this call to return, and how you will use the result in your next step. " +
-	"Write for a human reviewer who sees only this text and the tool name. Do not repeat the other " +
-	"arguments, and do not paste data, secrets, credentials, personal details or long quotes from " +
-	"the conversation. If this call retries or corrects an earlier call, say what went wrong first " +
-	"and what you changed. Keep it short, factual, in the language of the conversation."
+// server configures none: a text of our own with the shape of the PostHog MCP analytics SDK's
+// default (@posthog/mcp 0.16.3, src/extensions/constants.ts,
+// DEFAULT_CONTEXT_PARAMETER_DESCRIPTION): 615 characters, plain ASCII, of which 8 are double
+// quotes that JSON escapes, so it serializes to 623 characters plus its quotes, exactly as the
+// SDK's does. Only the serialized length enters the size, so a server running the SDK's stock
+// text is measured exactly (TestDefaultContextDescriptionMatchesSDK checks it against the
+// SDK's own recordings); a server that customises the text should configure the same text here.
+const DefaultContextDescription = "Explain in one or two plain sentences why you call this tool now and how the call fits the task " +
+	"the user gave you: the goal, what you expect this call to return, and how you will use the result. " +
+	"Write for the human reviewer who sees only this text and the tool name. Do not repeat the other " +
+	"arguments, and do not paste data, secrets, credentials or personal details from the conversation; " +
+	"write \"a user\", \"a customer\" or \"an account\" instead of naming anyone. If this call retries an earlier " +
+	"call, say what went wrong first. Keep it short and factual, for example: \"Listing recent orders to " +
+	"check a refund request.\""
 
 // contextProperty is the name of the injected property.
 const contextProperty = "context"

@@ -2,28 +2,134 @@ package schemacheck
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 )
 
-// TestDefaultContextDescription: issue 4 fixes its length (615, the SDK default's) and that
-// JSON has nothing to escape in it, so it adds exactly 615 characters plus quotes.
+// TestDefaultContextDescription: the SDK default's shape (615 characters, plain ASCII, 8 of
+// them double quotes JSON escapes), so it serializes to 623 characters plus quotes.
 func TestDefaultContextDescription(t *testing.T) {
 	if n := len(DefaultContextDescription); n != 615 {
 		t.Fatalf("len = %d, want 615", n)
 	}
+	quotes := 0
 	for i := 0; i < len(DefaultContextDescription); i++ {
-		if c := DefaultContextDescription[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			t.Fatalf("byte %d is %q: not plain ASCII JSON needs no escape for", i, c)
+		switch c := DefaultContextDescription[i]; {
+		case c == '"':
+			quotes++
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			t.Fatalf("byte %d is %q: want plain ASCII", i, c)
 		}
 	}
+	if quotes != 8 {
+		t.Fatalf("%d double quotes, want 8 (the SDK default's)", quotes)
+	}
 	b, err := json.Marshal(DefaultContextDescription)
-	if err != nil || len(b) != 615+2 {
-		t.Fatalf("json.Marshal adds more than the two quotes: %d bytes, %v", len(b), err)
+	if err != nil || len(b) != 623+2 {
+		t.Fatalf("json.Marshal gives %d bytes, want 625 (%v)", len(b), err)
 	}
 	if got := string(appendJSString(nil, DefaultContextDescription)); got != string(b) {
 		t.Fatalf("JSON.stringify form differs from json.Marshal")
+	}
+}
+
+// TestDefaultContextDescriptionMatchesSDK takes the schemas @posthog/mcp 0.16.3 really served
+// (recorded by the gateway's and misuse's fixtures), removes the context property the SDK
+// injected, injects ours, and requires the same serialized size, tool by tool: the built-in
+// stand-in measures exactly what a server on the SDK's default serves.
+func TestDefaultContextDescriptionMatchesSDK(t *testing.T) {
+	var listings []json.RawMessage
+	for _, pattern := range []string{"../ingest/gateway/testdata/sdk/tools_list_*.json", "../misuse/testdata/sdk/*.json"} {
+		files, _ := filepath.Glob(pattern)
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var one struct {
+				Event      string                     `json:"event"`
+				Properties map[string]json.RawMessage `json:"properties"`
+				Events     []struct {
+					Event      string                     `json:"event"`
+					Properties map[string]json.RawMessage `json:"properties"`
+				} `json:"events"`
+			}
+			if err := json.Unmarshal(data, &one); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if one.Event == "$mcp_tools_list" {
+				listings = append(listings, one.Properties["$mcp_response"])
+			}
+			for _, e := range one.Events {
+				if e.Event == "$mcp_tools_list" {
+					listings = append(listings, e.Properties["$mcp_response"])
+				}
+			}
+		}
+	}
+	checked := 0
+	for _, l := range listings {
+		var resp struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+			} `json:"tools"`
+		}
+		if err := json.Unmarshal(l, &resp); err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range resp.Tools {
+			served, err := parseJS(tool.InputSchema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			props := served.get("properties")
+			ctx := props.get("context")
+			if ctx == nil {
+				continue // not injected (a root union)
+			}
+			real := ctx.get("description")
+			if real == nil || utf16Len(appendJSString(nil, real.str)) != utf16Len(appendJSString(nil, DefaultContextDescription)) {
+				t.Fatalf("%s: the SDK's description does not serialize to the stand-in's length", tool.Name)
+			}
+			// The schema before the SDK's injection: no context property, not required.
+			before := &jsValue{kind: jsObject}
+			for _, m := range served.obj {
+				switch m.key {
+				case "properties":
+					p := &jsValue{kind: jsObject}
+					for _, pm := range m.val.obj {
+						if pm.key != "context" {
+							p.obj = append(p.obj, pm)
+						}
+					}
+					m.val = p
+				case "required":
+					r := &jsValue{kind: jsArray}
+					for _, el := range m.val.arr {
+						if el.kind != jsString || el.str != "context" {
+							r.arr = append(r.arr, el)
+						}
+					}
+					m.val = r
+				}
+				before.obj = append(before.obj, m)
+			}
+			ours, injected := injectContext(before, "")
+			if !injected {
+				t.Fatalf("%s: not injected", tool.Name)
+			}
+			if got, want := utf16Len(appendJS(nil, ours)), utf16Len(appendJS(nil, served)); got != want {
+				t.Errorf("%s: injected size %d, the SDK served %d", tool.Name, got, want)
+			}
+			checked++
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked %d tools: the recordings are missing", checked)
 	}
 }
 
@@ -115,7 +221,7 @@ func TestInjectContext(t *testing.T) {
 
 func TestInjectContextDefaultAndErrors(t *testing.T) {
 	out, ok, err := InjectContext(json.RawMessage(`{}`), "")
-	if err != nil || !ok || !strings.Contains(string(out), DefaultContextDescription) {
+	if err != nil || !ok || !strings.Contains(string(out), string(appendJSString(nil, DefaultContextDescription))) {
 		t.Fatalf("empty description should mean the default: %s %v %v", out, ok, err)
 	}
 	if _, _, err := InjectContext(json.RawMessage(`{"a":`), "x"); err == nil {

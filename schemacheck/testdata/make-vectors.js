@@ -14,14 +14,14 @@
 //   corpus: for every tool of testdata/mcp-tool-schemas, the stringified length of its
 //           inputSchema as served and after the context injection of issue 4's Definitions
 //           (implemented below independently of the Go code, with a 615-character
-//           description), and the nested description coverage figures (basic and full),
+//           description of which 8 characters JSON escapes, as the SDK's), and the nested description coverage figures (basic and full),
 //           also implemented independently below.
 'use strict';
 const fs = require('fs');
 const path = require('path');
 
 const here = __dirname;
-const corpusDir = path.join(here, '..', '..', '..', 'testdata', 'mcp-tool-schemas');
+const corpusDir = path.join(here, '..', '..', 'testdata', 'mcp-tool-schemas');
 
 // ---------- cases ----------
 
@@ -156,7 +156,10 @@ for (const c of cases) {
 
 // ---------- corpus ----------
 
-const DESC = 'x'.repeat(615); // DefaultContextDescription's length; nothing to escape
+// DefaultContextDescription's shape: the length of the PostHog MCP SDK's default description
+// (615 characters) with as many characters JSON escapes (8 double quotes), so an injected
+// schema serializes to the size the SDK serves.
+const DESC = '"q"'.repeat(4) + 'x'.repeat(615 - 12);
 
 // inject follows issue 4, Definitions, "Context injection".
 function inject(schema) {
