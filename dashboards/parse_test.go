@@ -50,11 +50,13 @@ func (h *sentQueries) last() string {
 	return h.sent[len(h.sent)-1]
 }
 
-// nonPanelArgs are typed arguments for the queries of sql/queries that no panel names (the
-// older named queries): each takes a UInt64 limit.
+// nonPanelArgs are typed arguments for the queries of sql/queries that no panel names: the
+// older named queries take a UInt64 limit; the served-schema reads a server name (and version).
 var nonPanelArgs = map[string][]any{
 	"top_ignored_keys":                {uint64(3)},
 	"worst_tools_by_ignored_key_rate": {uint64(3)},
+	"served_tool_schemas_for_server":  {"github-mcp-server", "1.0.0"},
+	"served_tool_schema_versions":     {"github-mcp-server"},
 }
 
 // Every file in sql/queries, with its "?" placeholders bound to typed values by clickhouse-go's

@@ -101,7 +101,9 @@ func corpusServers() (map[string][]servedTool, error) {
 // RecordSchemaChecks serves every corpus server over Streamable HTTP on loopback and runs the
 // scheduler's schema ratchet job (jobs.SchemaRatchet.RunOnce, which stores each run in
 // schema_check_runs and schema_check_tools) once per schemaCheckRuns entry, its clock set to
-// that run's start before end. It returns how many runs it stored.
+// that run's start before end. Each corpus server whose tools/list was seen in traffic (the
+// consumer stored its snapshots) is then checked from traffic too, at end, as a ratchets.yaml
+// traffic: server would be. It returns how many runs it stored.
 func RecordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int, error) {
 	servers, err := corpusServers()
 	if err != nil {
@@ -151,6 +153,29 @@ func RecordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int
 			}
 			stored++
 		}
+	}
+	for _, name := range names {
+		// Only servers seen in traffic: a never-seen server would be a failed run.
+		src := schemacheck.TrafficSource{ServerName: name}
+		if _, err := schemacheck.LoadFromTraffic(ctx, ch, src); errors.Is(err, schemacheck.ErrNoTraffic) {
+			continue
+		} else if err != nil {
+			return stored, fmt.Errorf("demo schema check of %s from traffic: %w", name, err)
+		}
+		job := &jobs.SchemaRatchet{
+			Server:     schemacheck.ServerConfig{Name: name + "-traffic", Traffic: &schemacheck.TrafficConfig{ServerName: name}},
+			ClickHouse: ch,
+			Now:        func() time.Time { return end },
+			Timeout:    time.Minute,
+		}
+		run, err := job.RunOnce(ctx)
+		if err != nil {
+			return stored, fmt.Errorf("demo schema check of %s from traffic: %w", name, err)
+		}
+		if run.Err != nil {
+			return stored, fmt.Errorf("demo schema check of %s from traffic: %w", name, run.Err)
+		}
+		stored++
 	}
 	return stored, nil
 }

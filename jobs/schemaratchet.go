@@ -18,8 +18,9 @@ import (
 	"github.com/mcpulse/mcpulse/schemacheck"
 )
 
-// SchemaRatchet is the scheduled schema check of one MCP server (issue 4): list its tools,
-// check the ratchets, store the run in schema_check_runs and its tools in schema_check_tools.
+// SchemaRatchet is the scheduled schema check of one MCP server: list its tools (or, for a
+// traffic server, read the snapshots of the version seen most recently), check the ratchets,
+// store the run in schema_check_runs and its tools in schema_check_tools.
 type SchemaRatchet struct {
 	Server     schemacheck.ServerConfig
 	ClickHouse driver.Conn
@@ -43,26 +44,40 @@ type Run struct {
 	Duration  time.Duration
 	Err       error
 	Report    *schemacheck.Report
+	// Source is "server" (the tools were listed) or "traffic" (snapshots seen in traffic);
+	// ServerVersion is the version a traffic run checked.
+	Source        string
+	ServerVersion string
 }
 
 // errRunElsewhere means another scheduler replica ran (or is running) this period's check.
 var errRunElsewhere = errors.New("another scheduler replica has this run")
 
-// RunOnce checks the server now and stores the run. A server that cannot be reached is
-// stored as a failed run (reached = 0, the error kept), never as a run with zero tools.
+// RunOnce checks the server now and stores the run. A server that cannot be reached (or, for
+// a traffic server, whose tools/list was never seen) is stored as a failed run (reached = 0,
+// the error kept), never as a run with zero tools.
 func (j *SchemaRatchet) RunOnce(ctx context.Context) (Run, error) {
 	j.setDefaults()
 	started := j.Now().UTC()
 	run := Run{ID: uuid.Must(uuid.NewV7()).String(), Server: j.Server.Name, StartedAt: started}
 	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
 	defer cancel()
-	src, err := j.Server.Source(j.Getenv)
-	if err == nil {
-		var tools []schemacheck.Tool
-		tools, err = schemacheck.LoadFromServer(ctx, src)
-		if err == nil {
-			run.Report = schemacheck.Check(tools, j.Server.Settings())
+	var tools []schemacheck.Tool
+	var err error
+	if t := j.Server.Traffic; t != nil {
+		run.Source = "traffic"
+		var snap schemacheck.Snapshot
+		snap, err = schemacheck.LoadFromTraffic(ctx, j.ClickHouse, t.Source())
+		tools, run.ServerVersion = snap.Tools, snap.ServerVersion
+	} else {
+		run.Source = "server"
+		var src schemacheck.Source
+		if src, err = j.Server.Source(j.Getenv); err == nil {
+			tools, err = schemacheck.LoadFromServer(ctx, src)
 		}
+	}
+	if err == nil {
+		run.Report = schemacheck.Check(tools, j.Server.Settings())
 	}
 	run.Err = err
 	run.Duration = j.Now().Sub(started)
@@ -180,14 +195,15 @@ func (j *SchemaRatchet) store(ctx context.Context, run Run) error {
 	}
 	batch, err := j.ClickHouse.PrepareBatch(ctx, `INSERT INTO mcpulse.schema_check_runs (run_id, server, started_at, duration_ms,
 reached, error, ok, tools, char_limit, oversized, max_oversized, nested_properties, described_nested_properties,
-nested_description_coverage, min_nested_coverage, full_nested_description_coverage, name_failures, violations, notes)`)
+nested_description_coverage, min_nested_coverage, full_nested_description_coverage, name_failures, violations, notes,
+source, server_version)`)
 	if err != nil {
 		return err
 	}
 	if err := batch.Append(run.ID, run.Server, run.StartedAt, uint32(run.Duration.Milliseconds()), reached, errText, ok,
 		uint32(r.Tools), uint32(r.CharLimit), uint32(r.Oversized), uint32(r.MaxOversized), uint32(r.NestedProperties),
 		uint32(r.DescribedNestedProperties), r.NestedDescriptionCoverage, r.MinNestedCoverage, r.FullNestedDescriptionCoverage,
-		uint32(r.NameFailures), nonNil(r.Violations), nonNil(r.Notes)); err != nil {
+		uint32(r.NameFailures), nonNil(r.Violations), nonNil(r.Notes), cmp.Or(run.Source, "server"), run.ServerVersion); err != nil {
 		_ = batch.Abort()
 		return fmt.Errorf("BUG: append run: %w", err)
 	}
@@ -198,13 +214,13 @@ nested_description_coverage, min_nested_coverage, full_nested_description_covera
 		return nil
 	}
 	tools, err := j.ClickHouse.PrepareBatch(ctx, `INSERT INTO mcpulse.schema_check_tools (run_id, server, started_at, tool_name,
-schema_chars, oversized, nested, described, full_nested, full_described, name_ok, name_warnings, problems)`)
+schema_chars, oversized, nested, described, full_nested, full_described, name_ok, name_warnings, problems, truncated)`)
 	if err != nil {
 		return err
 	}
 	for _, t := range r.PerTool {
 		if err := tools.Append(run.ID, run.Server, run.StartedAt, t.Name, uint32(t.SchemaChars), b2u(t.Oversized), uint32(t.Nested),
-			uint32(t.Described), uint32(t.FullNested), uint32(t.FullDescribed), b2u(t.NameOK), nonNil(t.NameWarnings), nonNil(t.Problems)); err != nil {
+			uint32(t.Described), uint32(t.FullNested), uint32(t.FullDescribed), b2u(t.NameOK), nonNil(t.NameWarnings), nonNil(t.Problems), b2u(t.Truncated)); err != nil {
 			_ = tools.Abort()
 			return fmt.Errorf("BUG: append tool: %w", err)
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/mcpulse/mcpulse/schemacheck"
 	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
@@ -92,5 +94,65 @@ func TestEachScheduledRunHappensOnceAcrossReplicas(t *testing.T) {
 	fire() // the same period again: nothing
 	if n := countRuns(t, e, "server = 'replicated'"); n != 1 {
 		t.Fatalf("%d runs after a second tick in the same period, want 1", n)
+	}
+}
+
+// A traffic server is checked from the snapshots of its latest version seen in traffic, the
+// run says so (source, version) and each tool whether its snapshot was cut; a server never
+// seen is a failed check.
+func TestTrafficServerRun(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	batch, err := e.ClickHouse.PrepareBatch(ctx, `INSERT INTO mcpulse.served_tool_schemas_in (server_name, server_version, tool_name,
+schema_sha256, input_schema, description, truncated, seen_at, event_uuid)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	for _, r := range []struct {
+		version, tool, schema string
+		truncated             uint8
+		after                 time.Duration
+	}{
+		{"1.0.0", "old_tool", `{"type":"object","properties":{}}`, 0, 0},
+		{"1.1.0", "list_issues", `{"type":"object","properties":{"q":{"type":"object","properties":{"x":"[Object]"}}}}`, 1, time.Hour},
+		{"1.1.0", "get_me", `{"type":"object","properties":{}}`, 0, time.Hour},
+	} {
+		if err := batch.Append("gh", r.version, r.tool, r.version+r.tool, r.schema, "", r.truncated, at.Add(r.after), uuid.New()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	job := &SchemaRatchet{Server: schemacheck.ServerConfig{Name: "gh-traffic", Traffic: &schemacheck.TrafficConfig{ServerName: "gh"},
+		NameRule: new("mcp"), MaxOversized: new(0)}, ClickHouse: e.ClickHouse}
+	run, err := job.RunOnce(ctx)
+	if err != nil || run.Err != nil {
+		t.Fatalf("run: %v / %v", err, run.Err)
+	}
+	if run.Source != "traffic" || run.ServerVersion != "1.1.0" || run.Report.Tools != 2 || run.Report.NameFailures != 0 || run.Report.TruncatedTools != 1 {
+		t.Fatalf("run = %+v, report %+v", run, run.Report)
+	}
+	var source, version string
+	var tools uint32
+	if err := e.ClickHouse.QueryRow(ctx, "SELECT source, server_version, tools FROM mcpulse.schema_check_runs FINAL WHERE server = 'gh-traffic'").Scan(&source, &version, &tools); err != nil {
+		t.Fatal(err)
+	}
+	if source != "traffic" || version != "1.1.0" || tools != 2 {
+		t.Fatalf("stored run: %s %s %d", source, version, tools)
+	}
+	var truncated uint8
+	if err := e.ClickHouse.QueryRow(ctx, "SELECT truncated FROM mcpulse.schema_check_tools FINAL WHERE server = 'gh-traffic' AND tool_name = 'list_issues'").Scan(&truncated); err != nil || truncated != 1 {
+		t.Fatalf("stored tool: truncated %d, %v", truncated, err)
+	}
+
+	never := &SchemaRatchet{Server: schemacheck.ServerConfig{Name: "never-seen", Traffic: &schemacheck.TrafficConfig{ServerName: "never"}}, ClickHouse: e.ClickHouse}
+	run, err = never.RunOnce(ctx)
+	if err != nil || run.Err == nil || run.Report != nil {
+		t.Fatalf("a server never seen: %+v, %v", run, err)
+	}
+	if n := countRuns(t, e, "server = 'never-seen' AND reached = 0 AND source = 'traffic' AND error LIKE '%no tools/list seen in traffic%'"); n != 1 {
+		t.Fatalf("%d failed traffic runs stored, want 1", n)
 	}
 }

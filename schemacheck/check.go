@@ -34,6 +34,12 @@ const (
 type Tool struct {
 	Name        string
 	InputSchema json.RawMessage
+	// Truncated says the schema is a snapshot the PostHog MCP analytics SDK cut or redacted
+	// before sending it (LoadFromTraffic): its size is a lower bound (an oversized one is
+	// certainly oversized), properties the SDK replaced are left out of the coverage counts,
+	// and the SDK's markers are not reported as structural problems. A snapshot cut at its
+	// root tells nothing: its size and coverage are unknown and it is not counted.
+	Truncated bool
 }
 
 // Settings are the per-server settings of the check (ratchets.yaml). A zero value takes the
@@ -46,8 +52,12 @@ type Settings struct {
 	// oversized. Default (<= 0) DefaultCharLimit, 16384.
 	CharLimit int
 	// NameMaxLen is the longest tool name, in characters, that passes the naming rule.
-	// Default (<= 0) DefaultNameMaxLen, 52.
+	// Default (<= 0) the rule's: DefaultNameMaxLen (52) for PostHog's, 128 for the MCP
+	// specification's.
 	NameMaxLen int
+	// NameRule is the naming rule deciding ToolResult.NameOK. Default ("") DefaultNameRule,
+	// PostHog's kebab-case rule.
+	NameRule NameRule
 	// InjectContext says whether the server's analytics SDK injects the `context` property
 	// (see InjectContext) before registering tools; sizes are measured after it. Default
 	// (nil) true.
@@ -69,29 +79,46 @@ type Settings struct {
 	MaxToolChars int
 }
 
+// resolvedSettings are Settings with every default applied.
+type resolvedSettings struct {
+	server    string
+	charLimit int
+	nameMax   int
+	nameRule  NameRule
+	inject    bool
+	desc      string
+	maxOver   int
+	minCov    float64
+}
+
 // resolved returns s with every default applied.
-func (s Settings) resolved() (charLimit, nameMax int, inject bool, desc string, maxOver int, minCov float64) {
-	charLimit, nameMax, inject, desc = s.CharLimit, s.NameMaxLen, true, s.ContextDescription
-	maxOver, minCov = DefaultMaxOversized, DefaultMinNestedCoverage
-	if charLimit <= 0 {
-		charLimit = DefaultCharLimit
+func (s Settings) resolved() resolvedSettings {
+	r := resolvedSettings{
+		server: s.ServerName, charLimit: s.CharLimit, nameMax: s.NameMaxLen, nameRule: s.NameRule,
+		inject: true, desc: s.ContextDescription, maxOver: DefaultMaxOversized, minCov: DefaultMinNestedCoverage,
 	}
-	if nameMax <= 0 {
-		nameMax = DefaultNameMaxLen
+	if r.charLimit <= 0 {
+		r.charLimit = DefaultCharLimit
+	}
+	if r.nameRule != NameRuleMCP {
+		r.nameRule = NameRulePostHog
+	}
+	if r.nameMax <= 0 {
+		r.nameMax = r.nameRule.defaultMaxLen()
 	}
 	if s.InjectContext != nil {
-		inject = *s.InjectContext
+		r.inject = *s.InjectContext
 	}
-	if desc == "" {
-		desc = DefaultContextDescription
+	if r.desc == "" {
+		r.desc = DefaultContextDescription
 	}
 	if s.MaxOversized != nil {
-		maxOver = *s.MaxOversized
+		r.maxOver = *s.MaxOversized
 	}
 	if s.MinNestedCoverage != nil && !math.IsNaN(*s.MinNestedCoverage) {
-		minCov = *s.MinNestedCoverage
+		r.minCov = *s.MinNestedCoverage
 	}
-	return
+	return r
 }
 
 // ToolResult is the check of one tool.
@@ -117,12 +144,20 @@ type ToolResult struct {
 	// Unmeasured says the schema's size could not be measured (not valid JSON, or nested
 	// deeper than the parser goes); such a tool breaks the run rather than passing as size 0.
 	Unmeasured bool `json:"unmeasured,omitempty"`
+	// Truncated says the schema is a snapshot the analytics SDK cut or redacted (see
+	// Tool.Truncated): SchemaChars is a lower bound. Cut says it was cut at its root: nothing
+	// about it is known, and it counts in no figure.
+	Truncated bool `json:"truncated,omitempty"`
+	Cut       bool `json:"cut,omitempty"`
 }
 
 // Report is the check of one server's tools.
 type Report struct {
 	Tools                         int          `json:"tools"`
 	CharLimit                     int          `json:"char_limit"`
+	NameRule                      NameRule     `json:"name_rule"`
+	NameMaxLen                    int          `json:"name_max_len"`
+	TruncatedTools                int          `json:"truncated_tools,omitempty"`
 	Oversized                     int          `json:"oversized"`
 	MaxOversized                  int          `json:"max_oversized"`
 	NestedProperties              int          `json:"nested_properties"`
@@ -161,12 +196,14 @@ func coverageRatio(described, nested int) float64 {
 // is over MaxToolChars (if set). Notes say when a ratchet can be tightened, and summarizeReport
 // name failures and structural problems, which are reported but do not fail the run.
 func Check(tools []Tool, s Settings) *Report {
-	charLimit, nameMax, inject, desc, maxOver, minCov := s.resolved()
+	rs := s.resolved()
 	r := &Report{
 		Tools:             len(tools),
-		CharLimit:         charLimit,
-		MaxOversized:      maxOver,
-		MinNestedCoverage: minCov,
+		CharLimit:         rs.charLimit,
+		NameRule:          rs.nameRule,
+		NameMaxLen:        rs.nameMax,
+		MaxOversized:      rs.maxOver,
+		MinNestedCoverage: rs.minCov,
 		Violations:        []string{},
 		Notes:             []string{},
 		PerTool:           make([]ToolResult, 0, len(tools)),
@@ -174,7 +211,7 @@ func Check(tools []Tool, s Settings) *Report {
 	var buf []byte
 	seen := make(map[string]int, len(tools))
 	for i, t := range tools {
-		tr, b := checkToolSafe(t, s.ServerName, charLimit, nameMax, inject, desc, buf)
+		tr, b := checkToolSafe(t, rs, buf)
 		buf = b
 		if first, dup := seen[t.Name]; dup {
 			tr.Problems = append(tr.Problems, fmt.Sprintf("duplicate tool name %q (also tool #%d): clients keep only one of them; rename one", t.Name, first+1))
@@ -188,7 +225,7 @@ func Check(tools []Tool, s Settings) *Report {
 }
 
 // checkToolSafe runs checkTool and turns a panic (a bug) into a problem on that tool.
-func checkToolSafe(t Tool, server string, charLimit, nameMax int, inject bool, desc string, buf []byte) (tr ToolResult, out []byte) {
+func checkToolSafe(t Tool, rs resolvedSettings, buf []byte) (tr ToolResult, out []byte) {
 	defer func() {
 		if p := recover(); p != nil {
 			tr = ToolResult{Name: t.Name, NameWarnings: []string{}, Problems: []string{
@@ -197,18 +234,19 @@ func checkToolSafe(t Tool, server string, charLimit, nameMax int, inject bool, d
 			out = nil
 		}
 	}()
-	return checkTool(t, server, charLimit, nameMax, inject, desc, buf)
+	return checkTool(t, rs, buf)
 }
 
 // checkTool checks one tool. buf is scratch space for the serialization, returned for reuse.
-func checkTool(t Tool, server string, charLimit, nameMax int, inject bool, desc string, buf []byte) (ToolResult, []byte) {
-	nc := checkName(t.Name, server, nameMax)
+func checkTool(t Tool, rs resolvedSettings, buf []byte) (ToolResult, []byte) {
+	nc := checkNameRule(t.Name, rs.server, rs.nameRule, rs.nameMax)
 	tr := ToolResult{
 		Name:         t.Name,
 		NameOK:       nc.ok,
 		NameFailure:  nc.failure,
 		NameWarnings: nc.warnings,
 		Problems:     []string{},
+		Truncated:    t.Truncated,
 	}
 	if len(t.InputSchema) == 0 {
 		tr.Problems = append(tr.Problems, "the tool has no inputSchema: MCP requires one; declare {\"type\":\"object\"} for a tool without arguments")
@@ -224,21 +262,25 @@ func checkTool(t Tool, server string, charLimit, nameMax int, inject bool, desc 
 		}
 		return tr, buf
 	}
+	if t.Truncated && isSDKMarker(root) {
+		tr.Cut = true
+		return tr, buf
+	}
 	refs := &refResolver{root: root}
-	basic, full, tooDeep := nestedCoverage(root, refs)
+	basic, full, tooDeep := nestedCoverage(root, refs, t.Truncated)
 	tr.Nested, tr.Described = basic.nested, basic.described
 	tr.FullNested, tr.FullDescribed = full.nested, full.described
-	tr.Problems = append(tr.Problems, structuralProblems(root, refs)...)
+	tr.Problems = append(tr.Problems, structuralProblems(root, refs, t.Truncated)...)
 	if tooDeep {
 		tr.Problems = append(tr.Problems, fmt.Sprintf("the schema nests more than %d levels deep (counting $ref steps), so its coverage figures are partial: flatten it", maxWalkFrames))
 	}
 	served := root
-	if inject {
-		served, tr.Injected = injectContext(root, desc)
+	if rs.inject {
+		served, tr.Injected = injectContext(root, rs.desc)
 	}
 	buf = appendJS(buf[:0], served)
 	tr.SchemaChars = utf16Len(buf)
-	tr.Oversized = tr.SchemaChars >= charLimit
+	tr.Oversized = tr.SchemaChars >= rs.charLimit
 	return tr, buf
 }
 
@@ -248,7 +290,14 @@ func summarizeReport(r *Report, s Settings) {
 	var tooBig []ToolResult
 	withProblems := 0
 	var badNames []string
+	var cut []string
 	for _, tr := range r.PerTool {
+		if tr.Truncated {
+			r.TruncatedTools++
+		}
+		if tr.Cut {
+			cut = append(cut, tr.Name)
+		}
 		r.NestedProperties += tr.Nested
 		r.DescribedNestedProperties += tr.Described
 		r.FullNestedProperties += tr.FullNested
@@ -321,19 +370,23 @@ func summarizeReport(r *Report, s Settings) {
 
 	if r.NameFailures > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf(
-			"%d tool %s the naming rule (at most %d characters matching ^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$): %s; rename them (see name_failure in per_tool)",
-			r.NameFailures, msgPlural(r.NameFailures, "name breaks", "names break"), resolvedNameMax(s), firstNames(badNames, 5)))
+			"%d tool %s the naming rule (%s): %s; rename them (see name_failure in per_tool), or choose the naming rule your clients need (name_rule)",
+			r.NameFailures, msgPlural(r.NameFailures, "name breaks", "names break"), r.NameRule.describe(r.NameMaxLen), firstNames(badNames, 5)))
+	}
+	if r.TruncatedTools > 0 {
+		note := fmt.Sprintf("the snapshots of %d %s were cut or redacted by the analytics SDK before it sent them: sizes are lower bounds (an oversized one is certainly oversized) and the properties it replaced are not counted in the coverage",
+			r.TruncatedTools, msgPlural(r.TruncatedTools, "tool", "tools"))
+		if len(cut) > 0 {
+			note += fmt.Sprintf("; %d %s cut whole (%s), so nothing about %s is known: check the server itself for %s",
+				len(cut), msgPlural(len(cut), "was", "were"), strings.Join(quoteNames(cut, 5), ", "), msgPlural(len(cut), "it", "them"), msgPlural(len(cut), "it", "them"))
+		}
+		r.Notes = append(r.Notes, note)
 	}
 	if withProblems > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf(
 			"%d %s structural problems (see problems in per_tool): fix them in the server's schemas",
 			withProblems, msgPlural(withProblems, "tool has", "tools have")))
 	}
-}
-
-func resolvedNameMax(s Settings) int {
-	_, n, _, _, _, _ := s.resolved()
-	return n
 }
 
 func msgPlural(n int, one, many string) string {

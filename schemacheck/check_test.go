@@ -200,3 +200,43 @@ func TestUnmeasurableSchemaBreaksTheRun(t *testing.T) {
 		t.Errorf("problem %q: want it to say the schema nests too deep, not that it is invalid", p)
 	}
 }
+
+// TestCheckTruncatedSnapshots: snapshots the SDK cut count with lower-bound sizes, leave the
+// replaced properties out of the coverage, report no marker as a structural problem, and a
+// snapshot cut at its root counts in no figure (and breaks nothing).
+func TestCheckTruncatedSnapshots(t *testing.T) {
+	cutSchema := `{"type":"object","properties":{"q":{"type":"object","description":"d","properties":{"a":{"description":"x"},"b":"[Object]","token":"[redacted]","...":"[MaxProperties ~]"},"required":["a","zz","[MaxProperties ~]"]},"l":{"type":"array","items":"[Object]"}},"$ref":"#/$defs/cut"}`
+	tools := []Tool{
+		{Name: "cut", InputSchema: json.RawMessage(cutSchema), Truncated: true},
+		{Name: "whole-root-cut", InputSchema: json.RawMessage(`"[Object]"`), Truncated: true},
+	}
+	r := Check(tools, Settings{InjectContext: new(false), MaxOversized: new(0)})
+	cut, root := r.PerTool[0], r.PerTool[1]
+	if !cut.Truncated || cut.Cut || len(cut.Problems) != 0 {
+		t.Fatalf("cut snapshot: %+v", cut)
+	}
+	// Only q.a is counted (described); b, token and "..." were replaced by the SDK.
+	if cut.Nested != 1 || cut.Described != 1 || cut.SchemaChars != len(cutSchema) {
+		t.Fatalf("cut snapshot figures: nested %d described %d size %d", cut.Nested, cut.Described, cut.SchemaChars)
+	}
+	if !root.Cut || root.Unmeasured || root.SchemaChars != 0 || root.Oversized {
+		t.Fatalf("root cut: %+v", root)
+	}
+	if !r.OK() || r.TruncatedTools != 2 {
+		t.Fatalf("report: ok %v, truncated %d, violations %q", r.OK(), r.TruncatedTools, r.Violations)
+	}
+	found := false
+	for _, n := range r.Notes {
+		if strings.Contains(n, "the snapshots of 2 tools were cut or redacted") && strings.Contains(n, `1 was cut whole ("whole-root-cut")`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no note on the cut snapshots: %q", r.Notes)
+	}
+	// The same schema from a server (not a snapshot) is a broken schema.
+	plain := Check([]Tool{{Name: "cut", InputSchema: json.RawMessage(cutSchema)}}, Settings{InjectContext: new(false)})
+	if len(plain.PerTool[0].Problems) == 0 || plain.PerTool[0].Nested != 4 {
+		t.Fatalf("served schema with markers: problems %q, nested %d", plain.PerTool[0].Problems, plain.PerTool[0].Nested)
+	}
+}

@@ -21,16 +21,17 @@ type Config struct {
 	Servers []ServerConfig `yaml:"servers"`
 }
 
-// ServerConfig is one server of ratchets.yaml. Zero limits mean the checker's defaults (or,
-// for max_tools and max_tool_chars, no limit); nil pointers mean the default where zero is a
-// meaningful value (max_oversized: 0, min_nested_coverage: 0, inject_context: false).
+// ServerConfig is one server of ratchets.yaml. Nil limits mean the checker's defaults (or, for
+// max_tools and max_tool_chars, no limit).
 type ServerConfig struct {
 	// Name identifies the server in reports, stored runs and locks; it is also the server name
 	// clients prefix tool names with (mcp__<name>__tool).
 	Name string `yaml:"name"`
-	// URL is the Streamable HTTP endpoint; Command the argv of a stdio server. Exactly one.
-	URL     string   `yaml:"url"`
-	Command []string `yaml:"command"`
+	// URL is the Streamable HTTP endpoint; Command the argv of a stdio server; Traffic the
+	// snapshots seen in traffic (LoadFromTraffic). Exactly one.
+	URL     string         `yaml:"url"`
+	Command []string       `yaml:"command"`
+	Traffic *TrafficConfig `yaml:"traffic"`
 	// AuthHeaderEnv names the environment variable whose value is sent as
 	// "Authorization: Bearer <value>" (read when the server is checked, not when the file is
 	// loaded). URL servers only.
@@ -43,14 +44,39 @@ type ServerConfig struct {
 	// Timeout bounds one listing of the server's tools; zero means DefaultTimeout.
 	Timeout time.Duration `yaml:"timeout"`
 
-	CharLimit          int      `yaml:"char_limit"`
+	CharLimit          *int     `yaml:"char_limit"`
 	MaxOversized       *int     `yaml:"max_oversized"`
 	MinNestedCoverage  *float64 `yaml:"min_nested_coverage"`
-	NameMaxLen         int      `yaml:"name_max_len"`
-	MaxTools           int      `yaml:"max_tools"`
-	MaxToolChars       int      `yaml:"max_tool_chars"`
+	NameRule           *string  `yaml:"name_rule"`
+	NameMaxLen         *int     `yaml:"name_max_len"`
+	MaxTools           *int     `yaml:"max_tools"`
+	MaxToolChars       *int     `yaml:"max_tool_chars"`
 	InjectContext      *bool    `yaml:"inject_context"`
-	ContextDescription string   `yaml:"context_description"`
+	ContextDescription *string  `yaml:"context_description"`
+}
+
+// TrafficConfig is a ratchets.yaml `traffic:` source: the schemas a server served in the
+// $mcp_tools_list events mcpulse received, checked with no access to the server.
+type TrafficConfig struct {
+	// ServerName is the server's name as the SDK reports it ($mcp_server_name).
+	ServerName string `yaml:"server_name"`
+	// ServerVersion pins one version ($mcp_server_version); absent means the version seen
+	// most recently, so each run checks what the server serves now.
+	ServerVersion *string `yaml:"server_version"`
+}
+
+// Source is the TrafficSource of this config.
+func (t TrafficConfig) Source() TrafficSource {
+	return TrafficSource{ServerName: t.ServerName, ServerVersion: clonePtr(t.ServerVersion)}
+}
+
+// Limits returns the server's ratchet settings as given, for LimitProblems and ApplyLimits.
+func (s ServerConfig) Limits() Limits {
+	return Limits{
+		CharLimit: s.CharLimit, MaxOversized: s.MaxOversized, MinNestedCoverage: s.MinNestedCoverage,
+		NameRule: s.NameRule, NameMaxLen: s.NameMaxLen, MaxTools: s.MaxTools, MaxToolChars: s.MaxToolChars,
+		InjectContext: s.InjectContext, ContextDescription: s.ContextDescription,
+	}
 }
 
 // serverNameRE is what a server name may be: it ends up in Redis keys, ClickHouse rows and
@@ -168,11 +194,24 @@ func (s ServerConfig) validate() []string {
 	case !serverNameRE.MatchString(s.Name):
 		p = append(p, fmt.Sprintf("name %q: want letters, digits, '.', '_' and '-' (at most 64, starting with a letter or digit)", s.Name))
 	}
+	sources := 0
+	for _, given := range []bool{s.URL != "", len(s.Command) > 0, s.Traffic != nil} {
+		if given {
+			sources++
+		}
+	}
 	switch {
-	case s.URL == "" && len(s.Command) == 0:
-		p = append(p, "neither url nor command: give exactly one")
-	case s.URL != "" && len(s.Command) > 0:
-		p = append(p, "both url and command: give exactly one")
+	case sources == 0:
+		p = append(p, "no source: give exactly one of url, command and traffic")
+	case sources > 1:
+		p = append(p, "more than one source: give exactly one of url, command and traffic")
+	case s.Traffic != nil:
+		if s.Traffic.ServerName == "" {
+			p = append(p, "traffic: server_name is missing (the server's name as the MCP SDK reports it, $mcp_server_name)")
+		}
+		if s.AuthHeaderEnv != "" || len(s.Headers) > 0 || s.Timeout != 0 {
+			p = append(p, "auth_header_env, headers and timeout apply to url servers only (traffic is read from ClickHouse)")
+		}
 	case s.URL != "":
 		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p = append(p, fmt.Sprintf("url %q is not an http(s) URL", s.URL))
@@ -210,40 +249,22 @@ func (s ServerConfig) validate() []string {
 			p = append(p, fmt.Sprintf("schedule %q: %v (want 5 cron fields or a descriptor such as \"@every 6h\")", s.Schedule, err))
 		}
 	}
-	nonNegative := func(field string, v int, zero string) {
-		if v < 0 {
-			p = append(p, fmt.Sprintf("%s is %d: want a positive number (or 0 for %s)", field, v, zero))
-		}
-	}
 	if s.Timeout < 0 {
 		p = append(p, fmt.Sprintf("timeout is %s: want a positive duration such as 30s", s.Timeout))
 	}
-	nonNegative("char_limit", s.CharLimit, "the default, 16384")
-	nonNegative("name_max_len", s.NameMaxLen, "the default, 52")
-	nonNegative("max_tools", s.MaxTools, "no limit")
-	nonNegative("max_tool_chars", s.MaxToolChars, "no limit")
-	if s.MaxOversized != nil && *s.MaxOversized < 0 {
-		p = append(p, fmt.Sprintf("max_oversized is %d: want 0 or more", *s.MaxOversized))
-	}
-	if c := s.MinNestedCoverage; c != nil && !(*c >= 0 && *c <= 1) {
-		p = append(p, fmt.Sprintf("min_nested_coverage is %v: want a share between 0 and 1 (0.55 is 55%%)", *c))
-	}
+	p = append(p, s.Limits().Problems(YAMLKey, s.Traffic != nil)...)
 	return p
 }
 
-// Settings are the checker's settings for this server.
+// Settings are the checker's settings for this server. A traffic source's snapshots are the
+// schemas as served, the SDK's context already in them: nothing is injected.
 func (s ServerConfig) Settings() Settings {
-	return Settings{
-		ServerName:         s.Name,
-		CharLimit:          s.CharLimit,
-		NameMaxLen:         s.NameMaxLen,
-		InjectContext:      clonePtr(s.InjectContext),
-		ContextDescription: s.ContextDescription,
-		MaxOversized:       clonePtr(s.MaxOversized),
-		MinNestedCoverage:  clonePtr(s.MinNestedCoverage),
-		MaxTools:           s.MaxTools,
-		MaxToolChars:       s.MaxToolChars,
+	settings := Settings{ServerName: s.Name}
+	ApplyLimits(s.Limits(), &settings)
+	if s.Traffic != nil {
+		settings.InjectContext = new(false)
 	}
+	return settings
 }
 
 func clonePtr[T any](p *T) *T {
@@ -259,6 +280,9 @@ func clonePtr[T any](p *T) *T {
 // token is a failed check, not an unauthenticated one. A value that already starts with
 // "Bearer " is sent as it is.
 func (s ServerConfig) Source(getenv func(string) string) (Source, error) {
+	if s.Traffic != nil {
+		return Source{}, fmt.Errorf("schemacheck: server %q is checked from traffic, not listed (see LoadFromTraffic)", s.Name)
+	}
 	if getenv == nil {
 		getenv = os.Getenv
 	}

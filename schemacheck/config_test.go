@@ -23,16 +23,16 @@ func TestLoadConfigExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Servers) != 2 {
-		t.Fatalf("%d servers, want 2", len(cfg.Servers))
+	if len(cfg.Servers) != 3 {
+		t.Fatalf("%d servers, want 3", len(cfg.Servers))
 	}
 	ph := cfg.Servers[0]
 	maxOversized, minCoverage, inject := 44, 0.55, true
 	want := ServerConfig{
 		Name: "posthog", URL: "https://mcp.posthog.com/mcp", AuthHeaderEnv: "POSTHOG_MCP_TOKEN",
 		Headers: map[string]string{"X-Team": "1"}, Schedule: "@every 6h", Timeout: 30 * time.Second,
-		CharLimit: 16384, MaxOversized: &maxOversized, MinNestedCoverage: &minCoverage, NameMaxLen: 52,
-		InjectContext: &inject,
+		CharLimit: new(16384), MaxOversized: &maxOversized, MinNestedCoverage: &minCoverage, NameMaxLen: new(52),
+		NameRule: new("posthog"), MaxTools: new(0), MaxToolChars: new(0), InjectContext: &inject, ContextDescription: new(""),
 	}
 	if !reflect.DeepEqual(ph, want) {
 		t.Errorf("posthog = %+v\nwant %+v", ph, want)
@@ -87,6 +87,64 @@ func TestLoadConfigExample(t *testing.T) {
 	}
 }
 
+func TestLoadConfigTraffic(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join("..", "ratchets.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := cfg.Servers[2]
+	if tr.Traffic == nil || tr.Traffic.ServerName != "posthog" || tr.Traffic.ServerVersion != nil || tr.URL != "" {
+		t.Fatalf("traffic server = %+v", tr)
+	}
+	if src := tr.Traffic.Source(); src.ServerName != "posthog" || src.ServerVersion != nil {
+		t.Fatalf("Source() = %+v", src)
+	}
+	s := tr.Settings()
+	if s.InjectContext == nil || *s.InjectContext || s.NameRule != NameRulePostHog || s.ServerName != "posthog-from-traffic" {
+		t.Fatalf("traffic Settings() = %+v: snapshots are served schemas, nothing is injected", s)
+	}
+	if _, err := tr.Source(nil); err == nil {
+		t.Fatal("Source() of a traffic server: no error")
+	}
+	pinned, err := LoadConfig(writeConfig(t, "servers:\n  - name: t\n    traffic: {server_name: s, server_version: \"\"}\n    name_rule: mcp\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := pinned.Servers[0].Traffic.ServerVersion; v == nil || *v != "" {
+		t.Fatalf("server_version \"\" (a server that reports none) = %v", v)
+	}
+	if pinned.Servers[0].Settings().NameRule != NameRuleMCP {
+		t.Fatal("name_rule mcp not applied")
+	}
+	_, err = LoadConfig(writeConfig(t, `servers:
+  - name: t
+    traffic: {}
+    inject_context: true
+    context_description: mine
+    auth_header_env: TOKEN
+    name_rule: kebab
+    char_limit: 0
+    name_max_len: 0
+  - name: u
+    url: http://x/mcp
+    traffic: {server_name: s}
+`))
+	for _, want := range []string{
+		`:2: server "t": traffic: server_name is missing`,
+		`:2: server "t": auth_header_env, headers and timeout apply to url servers only`,
+		`:2: server "t": char_limit is 0: want a positive size`,
+		`:2: server "t": name_rule is "kebab": want posthog`,
+		`:2: server "t": name_max_len is 0: want a positive length`,
+		`:2: server "t": inject_context does not apply to traffic`,
+		`:2: server "t": context_description does not apply to traffic`,
+		`:10: server "u": more than one source`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("problems %v lack %q", err, want)
+		}
+	}
+}
+
 func TestLoadConfigDefaults(t *testing.T) {
 	cfg, err := LoadConfig(writeConfig(t, "servers:\n  - name: a\n    url: http://localhost:8080/mcp\n"))
 	if err != nil {
@@ -133,19 +191,19 @@ func TestLoadConfigProblems(t *testing.T) {
 		t.Fatal("no error")
 	}
 	want := []string{
-		`:2: server "both": both url and command: give exactly one`,
+		`:2: server "both": more than one source: give exactly one of url, command and traffic`,
 		`:5: server "bad name!": name "bad name!": want letters, digits`,
 		`:5: server "bad name!": url "ftp://x" is not an http(s) URL`,
 		`:5: server "bad name!": schedule "every day": `,
 		`:5: server "bad name!": timeout is -1s`,
-		`:5: server "bad name!": char_limit is -1: want a positive number (or 0 for the default, 16384)`,
+		`:5: server "bad name!": char_limit is -1: want a positive size in characters (omit it for the default, 16384)`,
 		`:5: server "bad name!": max_oversized is -2: want 0 or more`,
 		`:5: server "bad name!": min_nested_coverage is 55: want a share between 0 and 1`,
 		`:12: server #3: name is missing`,
 		`:12: server #3: auth_header_env "1TOKEN" is not an environment variable name`,
 		`:12: server #3: headers: Authorization is also set by auth_header_env: keep one`,
 		`:12: server #3: headers: "Bad Header" is not an HTTP header name`,
-		`:15: server "neither": neither url nor command`,
+		`:15: server "neither": no source: give exactly one of url, command and traffic`,
 		`:16: field colour not found in type schemacheck.ServerConfig`,
 		`:17: server "stdio": auth_header_env and headers apply to url servers only`,
 		`:22: server "dup": the name is already used by the server at line 20`,

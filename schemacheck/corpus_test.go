@@ -102,7 +102,7 @@ func corpusFileTools(name string, data []byte) ([]Tool, error) {
 	fromList := func(list []toolObject) []Tool {
 		out := make([]Tool, len(list))
 		for i, t := range list {
-			out[i] = Tool(t)
+			out[i] = Tool{Name: t.Name, InputSchema: t.InputSchema}
 		}
 		return out
 	}
@@ -125,7 +125,7 @@ func corpusFileTools(name string, data []byte) ([]Tool, error) {
 		if err := json.Unmarshal(data, &t); err != nil {
 			return nil, err
 		}
-		return []Tool{Tool(t)}, nil
+		return []Tool{{Name: t.Name, InputSchema: t.InputSchema}}, nil
 	}
 	if strings.HasSuffix(name, ".snap") {
 		return nil, fmt.Errorf("a .snap without inputSchema")

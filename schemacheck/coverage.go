@@ -69,6 +69,7 @@ const maxWalkFrames = 4 * maxNesting
 // covWalker computes the basic or the full coverage of one schema.
 type covWalker struct {
 	full     bool
+	sdkCut   bool // a snapshot the SDK cut: its marker entries are left out of the counts
 	refs     *refResolver
 	visited  map[refVisit]bool // $ref targets already walked (full walk)
 	c        covCounts
@@ -93,10 +94,14 @@ func isDescribed(v *jsValue) bool {
 
 // nestedCoverage returns the basic and the full coverage of a parsed schema, and whether a
 // walk was cut short by maxWalkFrames.
-func nestedCoverage(root *jsValue, refs *refResolver) (basic, full covCounts, tooDeep bool) {
-	b := covWalker{frameCap: maxWalkFrames}
+//
+// In a snapshot the SDK cut (sdkCut), a property whose schema the SDK replaced with a marker
+// ("[Object]", "[redacted]", ...) is left out of both counts: whether it had a description is
+// unknown, and what was below it is not there to count.
+func nestedCoverage(root *jsValue, refs *refResolver, sdkCut bool) (basic, full covCounts, tooDeep bool) {
+	b := covWalker{frameCap: maxWalkFrames, sdkCut: sdkCut}
 	b.walk(root, 0, 0)
-	f := covWalker{full: true, refs: refs, frameCap: maxWalkFrames}
+	f := covWalker{full: true, refs: refs, frameCap: maxWalkFrames, sdkCut: sdkCut}
 	f.walk(root, 0, 0)
 	return b.c, f.c, b.tooDeep || f.tooDeep
 }
@@ -137,6 +142,9 @@ func (w *covWalker) walk(v *jsValue, depth, frames int) {
 	}
 	if props.isObject() {
 		for _, m := range props.obj {
+			if w.sdkCut && isSDKMarker(m.val) {
+				continue
+			}
 			if depth >= 1 {
 				w.c.nested++
 				if isDescribed(m.val) {

@@ -34,8 +34,8 @@ func FuzzCheck(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, name string) {
 		tool := Tool{Name: name, InputSchema: data}
-		on, _ := checkTool(tool, name, DefaultCharLimit, DefaultNameMaxLen, true, DefaultContextDescription, nil)
-		off, _ := checkTool(tool, name, DefaultCharLimit, DefaultNameMaxLen, false, "", nil)
+		on, _ := checkTool(tool, Settings{ServerName: name}.resolved(), nil)
+		off, _ := checkTool(tool, Settings{ServerName: name, InjectContext: new(false)}.resolved(), nil)
 		r := Check([]Tool{tool, tool}, Settings{ServerName: name, MaxTools: 1, MaxToolChars: 10})
 		if _, err := json.Marshal(r); err != nil {
 			t.Fatalf("report does not marshal: %v", err)

@@ -189,3 +189,70 @@ func TestNamesInReport(t *testing.T) {
 		t.Fatalf("no note on name failures: %q", r.Notes)
 	}
 }
+
+// TestNameRuleMCP: the MCP specification's rule (2025-11-25, server/tools, "Tool Names"):
+// 1 to 128 characters of A-Z a-z 0-9 _ - . ; snake_case, camelCase and dotted names pass.
+func TestNameRuleMCP(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		maxLen int
+		ok     bool
+		why    string
+	}{
+		{"get_me", 128, true, ""},
+		{"getUser", 128, true, ""},
+		{"admin.tools.list", 128, true, ""},
+		{"DATA_EXPORT_v2", 128, true, ""},
+		{"-leading-dash-", 128, true, ""},
+		{strings.Repeat("a", 128), 128, true, ""},
+		{strings.Repeat("a", 129), 128, false, "129 characters, over the limit of 128"},
+		{strings.Repeat("a", 61), 60, false, "over the limit of 60"},
+		{"user/update", 128, false, `'/'`},
+		{"a b", 128, false, `' '`},
+		{"caf\u00e9", 128, false, `'é'`},
+		{"", 128, false, "is empty"},
+	} {
+		nc := checkNameRule(tc.name, "srv", NameRuleMCP, tc.maxLen)
+		if nc.ok != tc.ok || !strings.Contains(nc.failure, tc.why) || (tc.ok && nc.failure != "") {
+			t.Errorf("checkNameRule(%q, mcp, %d) = ok %v %q; want ok %v containing %q", tc.name, tc.maxLen, nc.ok, nc.failure, tc.ok, tc.why)
+		}
+		if !tc.ok && !strings.Contains(nc.failure, "MCP specification") {
+			t.Errorf("failure %q does not name the rule", nc.failure)
+		}
+		for _, w := range nc.warnings {
+			if strings.HasPrefix(w, "MCP spec") {
+				t.Errorf("%q: the rule itself is repeated as a warning: %s", tc.name, w)
+			}
+		}
+	}
+}
+
+func TestParseNameRule(t *testing.T) {
+	for in, want := range map[string]NameRule{"": NameRulePostHog, "posthog": NameRulePostHog, "mcp": NameRuleMCP} {
+		if got, err := ParseNameRule(in); err != nil || got != want {
+			t.Errorf("ParseNameRule(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"MCP", "kebab", "spec"} {
+		if _, err := ParseNameRule(bad); err == nil || !strings.Contains(err.Error(), "posthog or mcp") {
+			t.Errorf("ParseNameRule(%q): %v", bad, err)
+		}
+	}
+}
+
+// TestCheckNameRuleSetting: a snake_case server fails PostHog's rule on every tool and none
+// under the MCP specification's; the report says which rule and length applied.
+func TestCheckNameRuleSetting(t *testing.T) {
+	tools := []Tool{{Name: "get_me", InputSchema: json.RawMessage(`{"type":"object"}`)}, {Name: "list_issues", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	ph := Check(tools, Settings{})
+	if ph.NameFailures != 2 || ph.NameRule != NameRulePostHog || ph.NameMaxLen != 52 {
+		t.Fatalf("posthog rule: %d failures, rule %q, max %d", ph.NameFailures, ph.NameRule, ph.NameMaxLen)
+	}
+	mcp := Check(tools, Settings{NameRule: NameRuleMCP})
+	if mcp.NameFailures != 0 || mcp.NameRule != NameRuleMCP || mcp.NameMaxLen != 128 {
+		t.Fatalf("mcp rule: %d failures, rule %q, max %d", mcp.NameFailures, mcp.NameRule, mcp.NameMaxLen)
+	}
+	if short := Check(tools, Settings{NameRule: NameRuleMCP, NameMaxLen: 8}); short.NameFailures != 1 || !strings.Contains(short.PerTool[1].NameFailure, "over the limit of 8") {
+		t.Fatalf("mcp rule, name_max_len 8: %+v", short.PerTool[1])
+	}
+}

@@ -143,6 +143,7 @@ type problemWalker struct {
 	refNodes []refNode                 // schemas holding a $ref, for the cycle check
 	refPaths map[*jsValue]*pathSeg     // their locations
 	patterns map[string]*regexp.Regexp // compiled patternProperties keys (nil: not RE2)
+	sdkCut   bool                      // the schema is a snapshot the SDK cut (see structuralProblems)
 }
 
 type refNode struct {
@@ -160,8 +161,13 @@ func (w *problemWalker) addf(format string, args ...any) {
 
 // structuralProblems returns the structural problems of a parsed input schema, in document
 // order, each a sentence that says where and what to do.
-func structuralProblems(root *jsValue, refs *refResolver) []string {
-	w := problemWalker{refs: refs}
+//
+// sdkCut says the schema is a snapshot the analytics SDK cut or redacted (Tool.Truncated): its
+// markers ("[Object]", "[redacted]", ...) stand where subschemas were, a cut declaration list
+// can leave `required` names and $refs dangling, and none of that is the server's fault, so
+// those are not reported.
+func structuralProblems(root *jsValue, refs *refResolver, sdkCut bool) []string {
+	w := problemWalker{refs: refs, sdkCut: sdkCut}
 	if !root.isObject() {
 		w.addf("the input schema is %s, not a JSON object: MCP tools take their arguments as an object, so declare {\"type\":\"object\",\"properties\":{...}}", root.kindName())
 		return w.problems
@@ -194,6 +200,25 @@ func isSchemaValue(v *jsValue) bool {
 	return v != nil && (v.kind == jsObject || v.kind == jsTrue || v.kind == jsFalse)
 }
 
+// isSchema is isSchemaValue, also accepting the SDK's markers in a cut snapshot.
+func (w *problemWalker) isSchema(v *jsValue) bool {
+	return isSchemaValue(v) || w.sdkCut && isSDKMarker(v)
+}
+
+// isSDKMarker reports whether v is one of the strings the PostHog MCP analytics SDK writes
+// where it cut or redacted a value (@posthog/mcp 0.16.3, src/extensions/truncation.ts and
+// mcp-payloads.ts): "[Object]", "[Array]", "[MaxProperties ~]", "[Circular ~]", "[redacted]".
+func isSDKMarker(v *jsValue) bool {
+	if v == nil || v.kind != jsString {
+		return false
+	}
+	switch v.str {
+	case "[Object]", "[Array]", "[MaxProperties ~]", "[Circular ~]", "[redacted]":
+		return true
+	}
+	return false
+}
+
 // declScope links a schema to the schema it applies in place of (for anyOf/oneOf/allOf,
 // not, if/then/else branches), so that a branch's `required` may name the parent's
 // properties, a common way to say "a or b is required".
@@ -217,12 +242,14 @@ func (w *problemWalker) schema(v *jsValue, path *pathSeg, scope *declScope, fram
 		switch m.key {
 		case "properties", "patternProperties":
 			if m.val.kind != jsObject {
-				w.addf("%s at %s is %s, not an object mapping names to schemas: make it an object", m.key, path.child(m.key), m.val.kindName())
+				if !(w.sdkCut && isSDKMarker(m.val)) {
+					w.addf("%s at %s is %s, not an object mapping names to schemas: make it an object", m.key, path.child(m.key), m.val.kindName())
+				}
 				continue
 			}
 			mp := path.child(m.key)
 			for _, e := range m.val.obj {
-				if !isSchemaValue(e.val) {
+				if !w.isSchema(e.val) {
 					what := "property"
 					if m.key == "patternProperties" {
 						what = "pattern"
@@ -234,12 +261,14 @@ func (w *problemWalker) schema(v *jsValue, path *pathSeg, scope *declScope, fram
 			}
 		case "$defs", "definitions", "dependentSchemas":
 			if m.val.kind != jsObject {
-				w.addf("%s at %s is %s, not an object mapping names to schemas: make it an object", m.key, path.child(m.key), m.val.kindName())
+				if !(w.sdkCut && isSDKMarker(m.val)) {
+					w.addf("%s at %s is %s, not an object mapping names to schemas: make it an object", m.key, path.child(m.key), m.val.kindName())
+				}
 				continue
 			}
 			mp := path.child(m.key)
 			for _, e := range m.val.obj {
-				if !isSchemaValue(e.val) {
+				if !w.isSchema(e.val) {
 					w.addf("%s entry %q at %s is %s, not a schema: give it a schema object", m.key, e.key, mp.child(e.key), e.val.kindName())
 					continue
 				}
@@ -266,19 +295,24 @@ func (w *problemWalker) schema(v *jsValue, path *pathSeg, scope *declScope, fram
 				continue
 			}
 			if _, why := w.refs.resolve(m.val.str); why != "" {
+				if w.sdkCut {
+					continue // its target may be what the SDK cut
+				}
 				w.addf("unresolvable $ref %q at %s: it %s; point it at a definition in the same schema (e.g. \"#/$defs/Name\") or inline the schema", m.val.str, path.child("$ref"), why)
 				continue
 			}
 			w.refNodes = append(w.refNodes, refNode{v: v, path: path})
 		case "required":
-			w.required(m.val, path.child("required"), here)
+			if !w.sdkCut { // a cut snapshot may have lost the declarations
+				w.required(m.val, path.child("required"), here)
+			}
 		}
 	}
 }
 
 // single checks a keyword whose value must be one schema.
 func (w *problemWalker) single(key string, val *jsValue, path *pathSeg, scope *declScope, frames int) {
-	if !isSchemaValue(val) {
+	if !w.isSchema(val) {
 		w.addf("%s at %s is %s, not a schema: make it a schema object (or true/false)", key, path.child(key), val.kindName())
 		return
 	}
@@ -288,13 +322,15 @@ func (w *problemWalker) single(key string, val *jsValue, path *pathSeg, scope *d
 // list checks a keyword whose value must be an array of schemas.
 func (w *problemWalker) list(key string, val *jsValue, path *pathSeg, scope *declScope, frames int) {
 	if val.kind != jsArray {
-		w.addf("%s at %s is %s, not an array of schemas: make it an array", key, path.child(key), val.kindName())
+		if !(w.sdkCut && isSDKMarker(val)) {
+			w.addf("%s at %s is %s, not an array of schemas: make it an array", key, path.child(key), val.kindName())
+		}
 		return
 	}
 	kp := path.child(key)
 	for i, el := range val.arr {
 		ip := kp.child(strconv.Itoa(i))
-		if !isSchemaValue(el) {
+		if !w.isSchema(el) {
 			w.addf("%s entry at %s is %s, not a schema: make it a schema object", key, ip, el.kindName())
 			continue
 		}
