@@ -30,6 +30,10 @@ var (
 	ddlRE = regexp.MustCompile(`(?is)^\s*(?:CREATE\s+(?:DATABASE|TABLE|MATERIALIZED\s+VIEW|VIEW)|ALTER\s+TABLE|DROP\s+(?:DATABASE|TABLE|VIEW|DICTIONARY)|TRUNCATE\s+TABLE|OPTIMIZE\s+TABLE)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?` + nameRE)
 	// engineRE matches a MergeTree-family engine clause (new syntax) and its arguments.
 	engineRE = regexp.MustCompile(`(?i)\bENGINE\s*=\s*(Replacing|Aggregating|Summing|Collapsing|VersionedCollapsing|Graphite)?MergeTree\b(?:\s*\(([^()]*)\))?`)
+	// nullEngineRE matches the Null engine, which stores nothing: each host's Null table
+	// feeds that host's materialized views, whose TO tables are replicated, so it is created
+	// on every host as it is.
+	nullEngineRE = regexp.MustCompile(`(?i)\bENGINE\s*=\s*Null\b`)
 	// insertRE matches statements that need no rewriting: data written on one replica is
 	// copied to the others by replication.
 	insertRE      = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s`)
@@ -63,7 +67,7 @@ func quoteCluster(name string) string {
 //   - CREATE DATABASE/TABLE/VIEW/MATERIALIZED VIEW, ALTER TABLE, DROP, TRUNCATE and OPTIMIZE
 //     get ON CLUSTER cluster after the object's name (a TO view keeps its TO target);
 //   - a table's XMergeTree(args) engine becomes ReplicatedXMergeTree(ReplicaPath,
-//     ReplicaName, args);
+//     ReplicaName, args); a Null table (it stores nothing) keeps its engine;
 //   - INSERT statements are kept as they are (replication copies their rows).
 //
 // Any other statement is an error, so a migration of a new kind cannot silently skip hosts.
@@ -100,6 +104,9 @@ func ClusterStatement(stmt, cluster string) (string, error) {
 		return out, nil
 	}
 	engines := engineRE.FindAllStringSubmatchIndex(out, -1)
+	if len(engines) == 0 && len(nullEngineRE.FindAllStringIndex(out, -1)) == 1 {
+		return out, nil
+	}
 	if len(engines) != 1 {
 		return "", fmt.Errorf("table %s: want one MergeTree-family ENGINE clause, found %d", name, len(engines))
 	}

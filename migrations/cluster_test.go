@@ -165,7 +165,11 @@ func TestClusterStatementRefusesWhatItCannotRewrite(t *testing.T) {
 			t.Errorf("%s: ClusterStatement = %q, want an error", tc.name, got)
 		}
 	}
-	got, err := migrations.ClusterStatement("INSERT INTO d.t SELECT 1", "prod")
+	got, err := migrations.ClusterStatement("CREATE TABLE IF NOT EXISTS d.in (a UInt8) ENGINE = Null", "prod")
+	if want := "CREATE TABLE IF NOT EXISTS d.in ON CLUSTER prod (a UInt8) ENGINE = Null"; err != nil || got != want {
+		t.Errorf("Null table: %q, %v; want %q (nothing to replicate)", got, err, want)
+	}
+	got, err = migrations.ClusterStatement("INSERT INTO d.t SELECT 1", "prod")
 	if err != nil || got != "INSERT INTO d.t SELECT 1" {
 		t.Errorf("INSERT: %q, %v; want it unchanged", got, err)
 	}
