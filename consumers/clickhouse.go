@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/migrations"
 )
 
 // Column lists of the batch inserts. ClickHouse 18.16 refuses a batch without one ("expected 0
@@ -31,19 +32,13 @@ reason, event_uuid, event, distinct_id, payload, dlq_partition, dlq_offset)`
 // clickhouse-go batch cannot be re-sent after a failed Send (DESIGN.md §5).
 type row []any
 
-// MaxPartitionsPerInsert is how many monthly partitions one INSERT may touch: current
-// ClickHouse refuses an INSERT block that falls in more than max_partitions_per_insert_block
-// partitions (100 by default; code 252, TOO_MANY_PARTS), and every raw table and rollup is
-// partitioned by UTC month (toYYYYMM). ClickHouse 18.16 has no such limit.
-const MaxPartitionsPerInsert = 100
-
-// insertRows sends rows in as few batches as keep each within MaxPartitionsPerInsert months
+// insertRows sends rows in as few batches as keep each within migrations.MaxPartitionsPerInsert months
 // (one batch unless the rows span more: a backfill, or clocks set years apart). Every row was
 // built by this package with the column types of its table, so a failed Append is a BUG, not
 // bad input. A retry after a later batch failed re-sends the earlier ones, which the
 // replacing raw tables and the uniqExact rollups absorb (DESIGN.md §5).
 func insertRows(ctx context.Context, conn driver.Conn, query string, rows []row) error {
-	for _, chunk := range byMonths(rows, MaxPartitionsPerInsert, rowTimes) {
+	for _, chunk := range byMonths(rows, migrations.MaxPartitionsPerInsert, rowTimes) {
 		if err := insertBatch(ctx, conn, query, chunk); err != nil {
 			return err
 		}
@@ -164,7 +159,7 @@ func insertQuery(table string, row any) string {
 // insertStructs is insertRows for rows of a struct type whose `ch` tags name the query's
 // columns.
 func insertStructs[T any](ctx context.Context, conn driver.Conn, query string, rows []T) error {
-	for _, chunk := range byMonths(rows, MaxPartitionsPerInsert, structTimes[T]()) {
+	for _, chunk := range byMonths(rows, migrations.MaxPartitionsPerInsert, structTimes[T]()) {
 		if err := insertStructBatch(ctx, conn, query, chunk); err != nil {
 			return err
 		}

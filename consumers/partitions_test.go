@@ -3,6 +3,8 @@ package consumers
 import (
 	"testing"
 	"time"
+
+	"github.com/mcpulse/mcpulse/migrations"
 )
 
 // byMonths keeps every INSERT within current ClickHouse's partition limit, counting each
@@ -19,7 +21,7 @@ func TestByMonthsBoundsPartitionsPerInsert(t *testing.T) {
 		}
 		rows = append(rows, row{i, ts, sent, "x"})
 	}
-	chunks := byMonths(rows, MaxPartitionsPerInsert, rowTimes)
+	chunks := byMonths(rows, migrations.MaxPartitionsPerInsert, rowTimes)
 	if len(chunks) < 3 {
 		t.Errorf("250+ months in %d chunks, want at least 3", len(chunks))
 	}
@@ -36,17 +38,17 @@ func TestByMonthsBoundsPartitionsPerInsert(t *testing.T) {
 				months[s.Format("2006-01")] = true
 			}
 		}
-		if len(months) > MaxPartitionsPerInsert {
+		if len(months) > migrations.MaxPartitionsPerInsert {
 			t.Errorf("chunk %d touches %d months", ci, len(months))
 		}
 	}
 	if next != len(rows) {
 		t.Errorf("chunks hold %d rows, want %d", next, len(rows))
 	}
-	if got := byMonths(rows[:40], MaxPartitionsPerInsert, rowTimes); len(got) != 1 {
+	if got := byMonths(rows[:40], migrations.MaxPartitionsPerInsert, rowTimes); len(got) != 1 {
 		t.Errorf("40 rows over 43 months in %d chunks, want 1", len(got))
 	}
-	if got := byMonths([]row(nil), MaxPartitionsPerInsert, rowTimes); len(got) != 0 {
+	if got := byMonths([]row(nil), migrations.MaxPartitionsPerInsert, rowTimes); len(got) != 0 {
 		t.Errorf("no rows gave %d chunks", len(got))
 	}
 }

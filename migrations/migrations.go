@@ -28,6 +28,13 @@ import (
 // Database is the ClickHouse database every mcpulse table lives in.
 const Database = "mcpulse"
 
+// MaxPartitionsPerInsert is how many partitions one INSERT (or INSERT ... SELECT) may write:
+// current ClickHouse refuses an insert block that falls in more than
+// max_partitions_per_insert_block partitions (100 by default; code 252, TOO_MANY_PARTS), and
+// the raw tables and rollups are partitioned by UTC month (toYYYYMM), so writers cut their
+// inserts to at most this many months. ClickHouse 18.16 has no such limit.
+const MaxPartitionsPerInsert = 100
+
 //go:embed sql/*.sql
 var files embed.FS
 

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/jobs"
 	"github.com/mcpulse/mcpulse/migrations"
 	"github.com/mcpulse/mcpulse/testkit/chdb"
 	"github.com/mcpulse/mcpulse/testkit/testenv"
@@ -70,5 +71,91 @@ func TestConsumerBatchOverManyMonthsOnCurrentEngine(t *testing.T) {
 		if n != months {
 			t.Errorf("%s = %d, want %d", q, n, months)
 		}
+	}
+	// The scheduler's seal copies every closed hour of the rollup into the sealed table
+	// (INSERT ... SELECT), so the same limit applies to it.
+	if _, err := jobs.SealIgnoredKeyRates(ctx, cur, time.Now()); err != nil {
+		t.Errorf("seal over %d months: %v", months, err)
+	}
+	var sealed uint64
+	if err := cur.QueryRow(ctx, "SELECT count() FROM mcpulse.ignored_key_rates_hourly_sealed FINAL WHERE calls_with_ignored_keys = 1").Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	if sealed != months {
+		t.Errorf("sealed hours with an ignored key: %d, want %d", sealed, months)
+	}
+}
+
+// baseSchema is the last migration every deployed database had before current ClickHouse was
+// tested: the migrations after it are applied below to a database that already holds data
+// spanning more months than one INSERT may write, as production's may.
+const baseSchema = 8
+
+// Every migration after the base schema applies on the current engine to a database holding
+// 130 months of raw rows, rollups and dead letters: a migration that copies or backfills a
+// monthly-partitioned table in one INSERT ... SELECT would be refused there.
+func TestMigrationsApplyOverManyMonthsOnCurrentEngine(t *testing.T) {
+	inst := chdb.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cur, err := stores.OpenClickHouse(ctx, inst.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range migrations.Bootstrap {
+		if err := cur.Exec(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range all {
+		if m.Version > baseSchema {
+			break
+		}
+		for _, st := range m.Statements {
+			if err := cur.Exec(ctx, st); err != nil {
+				t.Fatalf("migration %04d_%s: %v", m.Version, m.Name, err)
+			}
+		}
+		if err := cur.Exec(ctx, `INSERT INTO mcpulse.schema_migrations (version, name, checksum, applied_at)
+SELECT ?, ?, ?, now()`, uint32(m.Version), m.Name, m.Checksum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 130 months of rows, in inserts of at most 100 months each.
+	for _, half := range []string{"number < 65", "number >= 65"} {
+		for _, q := range []string{
+			`INSERT INTO mcpulse.tool_calls (uuid, timestamp, distinct_id, tool_name, client_name, is_error,
+    ignored_keys, counted_ignored_keys, recruitment_reason, inserted_at)
+SELECT generateUUIDv4(), toDateTime('2015-01-01 12:00:00', 'UTC') + toIntervalMonth(number), 'backfill', 'search',
+    'client', 0, ['limit'], ['limit'], 'invited', now()
+FROM numbers(130) WHERE ` + half,
+			`INSERT INTO mcpulse.recruitment_events (uuid, timestamp, kind, distinct_id, identity_hash, campaign_id,
+    invitation_id, feature_flag, invitation_sent_at, inserted_at)
+SELECT generateUUIDv4(), toDateTime('2015-01-01 12:00:00', 'UTC') + toIntervalMonth(number), 'invitation_sent',
+    'backfill', 'hash', 'campaign', toString(number), 'flag',
+    toDateTime('2015-01-01 12:00:00', 'UTC') + toIntervalMonth(number), now()
+FROM numbers(130) WHERE ` + half,
+			`INSERT INTO mcpulse.dead_letters (dead_letter_id, received_at, source_topic, reason)
+SELECT toString(number), toDateTime('2015-01-01 12:00:00', 'UTC') + toIntervalMonth(number), 'mcp_tool_calls', 'bad_json'
+FROM numbers(130) WHERE ` + half,
+		} {
+			if err := cur.Exec(ctx, q); err != nil {
+				t.Fatalf("seeding 130 months: %v\n%s", err, q)
+			}
+		}
+	}
+	applied, err := migrations.Up(ctx, cur, nil)
+	if err != nil {
+		t.Fatalf("migrations after %04d over 130 months of data: %v", baseSchema, err)
+	}
+	t.Logf("applied %d migrations after %04d over 130 months of data", len(applied), baseSchema)
+	var n uint64
+	if err := cur.QueryRow(ctx, "SELECT count() FROM mcpulse.tool_calls FINAL").Scan(&n); err != nil || n != 130 {
+		t.Errorf("tool_calls after the migrations: %d rows (%v), want 130", n, err)
 	}
 }
