@@ -62,3 +62,25 @@ func AppendJSString(b []byte, s string) []byte {
 	}
 	return append(b, '"')
 }
+
+// CheckIdentity reports what Parse refuses in the two parts of an identity when they come as Go
+// strings rather than inside an event (a command-line flag, a line of a file): a distinct_id or
+// instance_url holding invalid UTF-8, which includes a UTF-16 surrogate encoded on its own
+// (Go cannot keep either as JavaScript does, so IdentityHash would hash U+FFFD instead and
+// name another identity), and a distinct_id longer than MaxDistinctIDLength characters. An
+// empty string is not checked. The error is a *ValidationError with Parse's field paths.
+func CheckIdentity(instanceURL, distinctID string) error {
+	v := &ValidationError{}
+	if !utf8.ValidString(distinctID) {
+		v.add("distinct_id", notJSExact)
+	} else if n := utf8.RuneCountInString(distinctID); n > MaxDistinctIDLength {
+		v.add("distinct_id", "%d characters, at most %d allowed", n, MaxDistinctIDLength)
+	}
+	if !utf8.ValidString(instanceURL) {
+		v.add("properties.instance_url", notJSExact)
+	}
+	if len(v.Problems) > 0 {
+		return v
+	}
+	return nil
+}

@@ -136,3 +136,42 @@ func TestRecruitmentEventsWithStringsGoCannotHashLikeJavaScriptAreRefused(t *tes
 		t.Error("tool call with a lone surrogate in distinct_id accepted")
 	}
 }
+
+// CheckIdentity refuses, in a distinct_id or instance_url given as a Go string (a command-line
+// flag, a line of a file), exactly what Parse refuses in the same bytes inside an event.
+func TestCheckIdentityRefusesWhatParseRefuses(t *testing.T) {
+	// The strings go into the JSON raw, bytes as given (none needs escaping).
+	event := func(distinctID, instanceURL string) []byte {
+		return []byte(`{"uuid":"0192f2a0-0000-7000-8000-000000000001","event":"mcp interview invitation sent","distinct_id":"` +
+			distinctID + `","timestamp":"2026-11-29T10:00:00Z","properties":{"campaign_id":"c","invitation_id":"i","feature_flag":"f","instance_url":"` +
+			instanceURL + `"}}`)
+	}
+	const url = "https://us.posthog.com"
+	for _, tc := range []struct {
+		name, distinctID, instanceURL, wantPath string
+	}{
+		{"invalid byte", "a\xffb", url, "distinct_id"},
+		{"a high surrogate encoded on its own", "a\xed\xa0\x80b", url, "distinct_id"},
+		{"a low surrogate encoded on its own", "\xed\xbf\xbf", url, "distinct_id"},
+		{"a truncated sequence", "x\xf0\x9f\x98", url, "distinct_id"},
+		{"too long", strings.Repeat("é", ingest.MaxDistinctIDLength+1), url, "distinct_id"},
+		{"instance_url", "ok", "https://x\xed\xa0\x80", "properties.instance_url"},
+		{"emoji and accents", "😀 é", url, ""},
+		{"the longest allowed", strings.Repeat("é", ingest.MaxDistinctIDLength), url, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, parseErr := ingest.Parse(event(tc.distinctID, tc.instanceURL))
+			err := ingest.CheckIdentity(tc.instanceURL, tc.distinctID)
+			if (parseErr == nil) != (err == nil) {
+				t.Fatalf("CheckIdentity: %v; Parse: %v", err, parseErr)
+			}
+			if tc.wantPath == "" {
+				return
+			}
+			var v *ingest.ValidationError
+			if !errors.As(err, &v) || len(v.Problems) != 1 || v.Problems[0].Path != tc.wantPath || !strings.Contains(parseErr.Error(), v.Problems[0].String()) {
+				t.Errorf("CheckIdentity: %v; want the problem Parse reports at %s: %v", err, tc.wantPath, parseErr)
+			}
+		})
+	}
+}

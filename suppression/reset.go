@@ -416,7 +416,9 @@ func (t ResetTarget) String() string {
 
 // ParseResetTargets reads a reset file: one identity a line, a distinct id or
 // "hash:<64 hex>"; surrounding blanks are trimmed, and blank lines and lines starting with
-// '#' are skipped. A bad "hash:" line is an error naming its line.
+// '#' are skipped. A bad "hash:" line, and a distinct id the pipeline refuses
+// (ingest.CheckIdentity: invalid UTF-8, an unpaired surrogate, too long), is an error naming
+// its line; the error lists every bad line.
 func ParseResetTargets(r io.Reader) ([]ResetTarget, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -434,6 +436,10 @@ func ParseResetTargets(r io.Reader) ([]ResetTarget, error) {
 				continue
 			}
 			out = append(out, ResetTarget{Line: n, IdentityHash: h})
+			continue
+		}
+		if err := ingest.CheckIdentity("", line); err != nil {
+			errs = append(errs, fmt.Errorf("line %d: %s: %w: %v", n, opsQuoteCut(line, 80), ErrBadIdentity, err))
 			continue
 		}
 		out = append(out, ResetTarget{Line: n, DistinctID: line})

@@ -597,3 +597,47 @@ func TestResetCheckKafka(t *testing.T) {
 		t.Errorf("unreachable brokers: %v", err)
 	}
 }
+
+// A distinct id the pipeline refuses (invalid UTF-8, a UTF-16 surrogate encoded on its own)
+// hashes as U+FFFD, which names another person: show and reset refuse it, and touch nothing,
+// even when that other person has state.
+func TestShowAndResetRefuseIdentitiesThePipelineRefuses(t *testing.T) {
+	s := newOpsStack(t)
+	ctx := context.Background()
+	for _, c := range []struct{ given, lookalike string }{
+		{"a\xffb", "a\ufffdb"},
+		{"a\xed\xa0\x80b", "a\ufffd\ufffd\ufffdb"}, // a lone high surrogate, as WTF-8 writes it
+	} {
+		if opsHash(c.given) != opsHash(c.lookalike) {
+			t.Fatalf("%q and %q hash apart: the case shows nothing", c.given, c.lookalike)
+		}
+		opsPutRecord(t, s.rdb, c.lookalike, suppression.Record{CampaignID: "c", Response: suppression.StateDeclined, RespondedAt: "2026-11-20T10:00:00.000Z"}, 0)
+
+		if rep, err := suppression.Show(ctx, suppression.ShowOptions{Redis: s.rdb, ClickHouse: s.ch, DistinctID: c.given}); !errors.Is(err, suppression.ErrBadIdentity) ||
+			!strings.Contains(err.Error(), "invalid UTF-8 or an unpaired UTF-16 surrogate") {
+			t.Errorf("show %q: %+v, %v; want ErrBadIdentity naming invalid UTF-8", c.given, rep, err)
+		}
+		if err := suppression.CheckIdentityArgs(c.given, "", ""); !errors.Is(err, suppression.ErrBadIdentity) {
+			t.Errorf("CheckIdentityArgs(%q): %v", c.given, err)
+		}
+		if _, err := suppression.Reset(ctx, s.resetOptions(c.given)); !errors.Is(err, suppression.ErrBadIdentity) {
+			t.Errorf("reset %q: %v, want ErrBadIdentity", c.given, err)
+		}
+		opts := s.resetOptions("ok")
+		opts.InstanceURL = "https://x\xed\xbf\xbf"
+		if _, err := suppression.Reset(ctx, opts); !errors.Is(err, suppression.ErrBadIdentity) || !strings.Contains(err.Error(), "instance_url") {
+			t.Errorf("reset with a bad instance URL: %v, want ErrBadIdentity naming instance_url", err)
+		}
+		if !opsExists(t, s.rdb, suppression.ResponseKey(opsHash(c.lookalike))) || opsExists(t, s.rdb, suppression.ResetKey(opsHash(c.lookalike))) {
+			t.Errorf("reset %q touched %q's state", c.given, c.lookalike)
+		}
+	}
+	if msgs := opsAuditMessages(t, s.brokers); len(msgs) != 0 {
+		t.Errorf("%d audit messages", len(msgs))
+	}
+	// A reset file names every bad line before anything is done.
+	_, err := suppression.ParseResetTargets(strings.NewReader("fine\nbad \xff\nalso fine\n" + strings.Repeat("x", 201) + "\n"))
+	if !errors.Is(err, suppression.ErrBadIdentity) || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "line 4") {
+		t.Errorf("reset file with bad lines: %v", err)
+	}
+}

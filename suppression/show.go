@@ -309,6 +309,20 @@ func (id opsIdentity) String() string {
 	return fmt.Sprintf("%s (distinct_id %s)", id.hash, opsQuoteCut(id.distinctID, 80))
 }
 
+// ErrBadIdentity is matched (errors.Is) by the error for a distinct id or instance URL that the
+// pipeline refuses (ingest.CheckIdentity): invalid UTF-8, an unpaired UTF-16 surrogate, a
+// distinct id over ingest.MaxDistinctIDLength characters. Hashing it would name an identity no
+// event can have (invalid bytes hash as U+FFFD), so show and reset refuse it instead.
+var ErrBadIdentity = errors.New("not a valid identity")
+
+// CheckIdentityArgs checks an identity as show and reset take it, before any store is
+// contacted: a distinct id (with its instance URL) or an identity hash, not both. Its errors
+// are theirs (ErrBadIdentity for what the pipeline refuses).
+func CheckIdentityArgs(distinctID, instanceURL, hash string) error {
+	_, err := opsResolveIdentity(distinctID, instanceURL, hash)
+	return err
+}
+
 // opsResolveIdentity turns a distinct id (and instance URL) or an identity hash into an
 // identity. Exactly one of distinctID and hash must be given.
 func opsResolveIdentity(distinctID, instanceURL, hash string) (opsIdentity, error) {
@@ -324,6 +338,9 @@ func opsResolveIdentity(distinctID, instanceURL, hash string) (opsIdentity, erro
 	case distinctID != "":
 		if instanceURL == "" {
 			instanceURL = ingest.DefaultInstanceURL
+		}
+		if err := ingest.CheckIdentity(instanceURL, distinctID); err != nil {
+			return opsIdentity{}, fmt.Errorf("%w: %v (the pipeline refuses events carrying it, so it names no identity)", ErrBadIdentity, err)
 		}
 		return opsIdentity{hash: ingest.IdentityHash(instanceURL, distinctID), distinctID: distinctID, instanceURL: instanceURL}, nil
 	}

@@ -85,6 +85,9 @@ reasons) are printed quoted, with control characters escaped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if err := suppression.CheckIdentityArgs(id.distinctID, id.instanceURL, id.hash); err != nil {
+				return err
+			}
 			rdb, err := openRedisReader(ctx, conn.redisURL)
 			if err != nil {
 				return err
@@ -181,8 +184,13 @@ on stderr: publish it to mcpulse_audit (key: the identity hash) by hand. Exit st
 				if len(targets) > suppression.ResetBatchLimit && !yes {
 					return fmt.Errorf("%s names %d identities, more than %d: this is not a bulk tool; pass --yes if you mean it", file, len(targets), suppression.ResetBatchLimit)
 				}
+				if err := ingest.CheckIdentity(id.instanceURL, ""); err != nil {
+					return fmt.Errorf("--instance-url: %w", err)
+				}
 			} else if id.distinctID == "" && id.hash == "" {
 				return errors.New("no identity: give --distinct-id, --identity-hash or --from-file")
+			} else if err := suppression.CheckIdentityArgs(id.distinctID, id.instanceURL, id.hash); err != nil {
+				return err
 			}
 
 			rdb, err := openRedis(ctx, conn.redisURL)

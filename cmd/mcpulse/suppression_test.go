@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/mcpulse/mcpulse/suppression"
+)
+
+// show and reset refuse a distinct id or instance URL the pipeline refuses before contacting
+// any store (the Redis address here has nothing listening, so reaching it would fail with
+// another error), and the command fails, so mcpulse exits non-zero.
+func TestSuppressionCommandsRefuseInvalidUTF8BeforeTouchingStores(t *testing.T) {
+	nowhere := "redis://127.0.0.1:1"
+	for _, args := range [][]string{
+		{"suppression", "show", "--distinct-id", "a\xffb", "--redis", nowhere},
+		{"suppression", "show", "--distinct-id", "a\xed\xa0\x80b", "--redis", nowhere},
+		{"suppression", "show", "--distinct-id", "ok", "--instance-url", "https://x\xff", "--redis", nowhere},
+		{"suppression", "reset", "--distinct-id", "a\xffb", "--reason", "r", "--actor", "a", "--redis", nowhere, "--dry-run"},
+		{"suppression", "reset", "--distinct-id", "a\xed\xbf\xbf", "--reason", "r", "--actor", "a", "--redis", nowhere, "--dry-run"},
+	} {
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs(args)
+		err := root.ExecuteContext(context.Background())
+		if !errors.Is(err, suppression.ErrBadIdentity) || !strings.Contains(err.Error(), "invalid UTF-8") {
+			t.Errorf("%q: %v, want the invalid UTF-8 refusal", args, err)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%q printed %q", args, out.String())
+		}
+	}
+}
