@@ -444,3 +444,23 @@ func (p Panel) RankColumn() string {
 	}
 	return ""
 }
+
+// CheckParams reports whether p's Params can bind query: every name is a Param* constant and
+// there are as many as the query's "?" placeholders (counted as clickhouse-go's binder counts
+// them). Alert rules that name a query of their own use it.
+func CheckParams(p Panel, query string) error {
+	var errs []error
+	for _, name := range p.Params {
+		if !slices.Contains(paramNames, name) {
+			errs = append(errs, fmt.Errorf("unknown param %q: want one of %s", name, strings.Join(paramNames, ", ")))
+		}
+	}
+	n, err := countPlaceholders(query)
+	switch {
+	case err != nil:
+		errs = append(errs, err)
+	case n != len(p.Params):
+		errs = append(errs, fmt.Errorf("%d \"?\" placeholders but params lists %d", n, len(p.Params)))
+	}
+	return errors.Join(errs...)
+}

@@ -18,6 +18,7 @@ func TestEmbeddedDefinitionsLoad(t *testing.T) {
 		"recruitment-campaigns":    {"funnel", "reach", "gate-reason-shares", "clients", "capabilities"},
 		"schema-ratchet":           {"oversized-vs-ratchet", "coverage-vs-minimum", "offending-tools"},
 		"suppression-data-quality": {"identities-by-state", "recent-resets", "dead-letters-by-reason"},
+		"alerts":                   {"firing-now", "history", "fired-per-day", "notifications"},
 	}
 	if len(ds) != len(want) {
 		t.Fatalf("%d dashboards, want %d", len(ds), len(want))

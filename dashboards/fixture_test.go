@@ -87,9 +87,39 @@ func withDemoData(t *testing.T) {
 		if d.ch, d.err = stores.OpenClickHouse(ctx, d.stack.ClickHouseDSN); d.err != nil {
 			return
 		}
-		d.rdb, d.err = stores.OpenRedis(ctx, d.stack.RedisURL)
+		if d.rdb, d.err = stores.OpenRedis(ctx, d.stack.RedisURL); d.err != nil {
+			return
+		}
+		d.err = insertAlertHistory(ctx, d.ch, d.end)
 	})
 	if demoData.err != nil {
 		t.Fatalf("demo data: %v", demoData.err)
 	}
+}
+
+// insertAlertHistory records alert transitions and deliveries before end, as the scheduler's
+// evaluator (dashboards/alerts, which this package's tests cannot import) records them: the
+// dead-letter rate fired and resolved, a ratchet broke and is still broken.
+func insertAlertHistory(ctx context.Context, ch driver.Conn, end time.Time) error {
+	at := func(d time.Duration) int64 { return end.Add(-d).Unix() }
+	if err := ch.Exec(ctx, `INSERT INTO mcpulse.alert_transitions (transition_id, rule, instance, seq, state, previous_id, labels,
+value, value_text, volume, summary, at, firing_since, recorded_by)
+SELECT id, rule, instance, seq, state, prev, labels, value, value_text, volume, summary, toDateTime(at, 'UTC'), toDateTime(since, 'UTC'), 'test'
+FROM (SELECT arrayJoin([
+    ('t1', 'dead-letter-rate', '{}', 1, 'firing', '', '', 0.048, '4.8%', 210., 'Dead-letter rate 4.8% over 210 events in the last 1h, above 1%', ?, ?),
+    ('t2', 'dead-letter-rate', '{}', 2, 'resolved', 't1', '', 0.004, '0.4%', 500., 'Dead-letter rate 0.4% over 500 events in the last 1h; it fires above 1%', ?, ?),
+    ('t3', 'ratchet-broken', '{"server":"posthog"}', 1, 'firing', '', 'server: posthog', 1., 'yes', 1., 'Ratchet broken yes over 1 runs in the last 24h, above 0.5', ?, ?)]) AS r,
+  r.1 AS id, r.2 AS rule, r.3 AS instance, toUInt32(r.4) AS seq, r.5 AS state, r.6 AS prev, r.7 AS labels,
+  r.8 AS value, r.9 AS value_text, r.10 AS volume, r.11 AS summary, r.12 AS at, r.13 AS since)`,
+		at(3*time.Hour), at(3*time.Hour), at(2*time.Hour), at(3*time.Hour), at(time.Hour), at(time.Hour)); err != nil {
+		return fmt.Errorf("alert history: %w", err)
+	}
+	if err := ch.Exec(ctx, `INSERT INTO mcpulse.alert_notifications (transition_id, receiver, status, rule, instance, state, kind, attempts, error, at, sent_by)
+SELECT id, receiver, 'sent', rule, '{}', state, kind, 1, '', toDateTime(?, 'UTC'), 'test'
+FROM (SELECT arrayJoin([('t1', 'ops-webhook', 'dead-letter-rate', 'firing', 'webhook'), ('t1', 'ops-slack', 'dead-letter-rate', 'firing', 'slack'),
+    ('t2', 'ops-webhook', 'dead-letter-rate', 'resolved', 'webhook')]) AS r, r.1 AS id, r.2 AS receiver, r.3 AS rule, r.4 AS state, r.5 AS kind)`,
+		at(2*time.Hour)); err != nil {
+		return fmt.Errorf("alert notifications: %w", err)
+	}
+	return nil
 }

@@ -51,13 +51,24 @@ func (h *sentQueries) last() string {
 }
 
 // nonPanelArgs are typed arguments for the queries of sql/queries that no panel names: the
-// older named queries take a UInt64 limit; the served-schema reads a server name (and version).
+// older named queries take a UInt64 limit; the served-schema reads a server name (and
+// version); the alert rules' queries a window, the alert evaluator's a transition id.
 var nonPanelArgs = map[string][]any{
 	"top_ignored_keys":                {uint64(3)},
 	"worst_tools_by_ignored_key_rate": {uint64(3)},
 	"served_tool_schemas_for_server":  {"github-mcp-server", "1.0.0"},
 	"served_tool_schema_versions":     {"github-mcp-server"},
+	"alert_dead_letter_rate":          {alertFrom, alertTo, alertFrom, alertTo, alertFrom, alertTo},
+	"alert_ratchet_broken":            {alertFrom, alertTo},
+	"alert_invitations_to_suppressed": {alertFrom, alertTo},
+	"alert_delivered":                 {"t1"},
 }
+
+// The window the alert queries are bound with above.
+var (
+	alertFrom = time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Second)
+	alertTo   = time.Now().UTC().Truncate(time.Second)
+)
 
 // Every file in sql/queries, with its "?" placeholders bound to typed values by clickhouse-go's
 // own binder, runs on ClickHouse 18.16 and parses under a current ClickHouse SQL grammar

@@ -1,6 +1,6 @@
 // Package jobs runs mcpulse's scheduled jobs with robfig/cron: suppression reconcile (Redis
-// rebuilt from ClickHouse), the contact-policy audit, the rollup seal and the schema ratchet
-// of each configured MCP server.
+// rebuilt from ClickHouse), the contact-policy audit, the rollup seal, the schema ratchet of
+// each configured MCP server, and the alert rules' evaluation.
 package jobs
 
 import (
@@ -48,6 +48,18 @@ type SchedulerConfig struct {
 	SchemaSummary func(Run)
 	// Metrics, when set, records every scheduled run (NewJobMetrics). Default: nil, none.
 	Metrics *JobMetrics
+	// AlertSchedule is the cron spec of the alert evaluation. "" disables it. Default:
+	// "@every 1m".
+	AlertSchedule string
+	// Alerts evaluates the alert rules and notifies their receivers; nil disables the job.
+	Alerts AlertEvaluator
+}
+
+// AlertEvaluator evaluates alert rules as of now and notifies their receivers once per
+// transition across scheduler replicas (dashboards/alerts.Evaluator; an interface here so
+// jobs does not depend on the dashboards). The error is the run's failure, already logged.
+type AlertEvaluator interface {
+	EvaluateAndLog(ctx context.Context, now time.Time) error
 }
 
 // The schedules `mcpulse scheduler` uses unless told otherwise.
@@ -55,6 +67,7 @@ const (
 	DefaultReconcileSchedule    = "@every 15m"
 	DefaultContactAuditSchedule = "@hourly"
 	DefaultSealSchedule         = "@every 5m"
+	DefaultAlertSchedule        = "@every 1m"
 	// DefaultSchemaCheckSchedule applies to a ratchets.yaml server without a schedule.
 	DefaultSchemaCheckSchedule = "@every 6h"
 )
@@ -83,7 +96,7 @@ func (c *SchedulerConfig) Validate() error {
 	if c.ClickHouse == nil {
 		errs = append(errs, errors.New("scheduler: no ClickHouse connection"))
 	}
-	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "seal": c.SealSchedule} {
+	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "seal": c.SealSchedule, "alerts": c.AlertSchedule} {
 		if spec == "" {
 			continue
 		}
@@ -115,6 +128,11 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	}
 	if cfg.SealSchedule != "" {
 		if _, err := c.AddFunc(cfg.SealSchedule, cfg.Metrics.wrap(JobSeal, func() error { return SealOnce(cfg) })); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.AlertSchedule != "" && cfg.Alerts != nil {
+		if _, err := c.AddFunc(cfg.AlertSchedule, cfg.Metrics.wrap(JobAlerts, func() error { return AlertsOnce(cfg) })); err != nil {
 			return nil, err
 		}
 	}
@@ -174,6 +192,17 @@ func ContactAuditOnce(cfg SchedulerConfig) error {
 	}
 	cfg.Logger.Info("contact-policy audit", "invitations", a.Invitations, "violations", len(a.Violations))
 	return nil
+}
+
+// AlertsOnce evaluates the alert rules once at cfg.Now() (cfg.Alerts; nil does nothing).
+func AlertsOnce(cfg SchedulerConfig) error {
+	cfg.setDefaults()
+	if cfg.Alerts == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	defer cancel()
+	return cfg.Alerts.EvaluateAndLog(ctx, cfg.Now())
 }
 
 // cronLogger adapts slog to cron.Logger.

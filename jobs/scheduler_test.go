@@ -74,12 +74,12 @@ func TestJobsSurvivePanicsAndNeverOverlap(t *testing.T) {
 }
 
 func TestSchedulerConfigListsEveryProblem(t *testing.T) {
-	cfg := SchedulerConfig{ReconcileSchedule: "every now and then", ContactAuditSchedule: "@hourly"}
+	cfg := SchedulerConfig{ReconcileSchedule: "every now and then", ContactAuditSchedule: "@hourly", AlertSchedule: "@every minute"}
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"no Redis client", "no ClickHouse connection", `reconcile schedule "every now and then"`} {
+	for _, want := range []string{"no Redis client", "no ClickHouse connection", `reconcile schedule "every now and then"`, `alerts schedule "@every minute"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

@@ -2,11 +2,18 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/dashboards/alerts"
 	"github.com/mcpulse/mcpulse/forward"
 	"github.com/mcpulse/mcpulse/internal/obs"
 	"github.com/mcpulse/mcpulse/internal/stores"
@@ -20,11 +27,13 @@ func newSchedulerCmd() *cobra.Command {
 		metricsListen            string
 		ratchets                 string
 		posthogHost, posthogKey  string
+		alertReceivers           string
+		alertRules               string
 		cfg                      jobs.SchedulerConfig
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
-		Short: "Run the scheduled jobs: suppression reconcile, contact-policy audit, rollup seal and schema checks",
+		Short: "Run the scheduled jobs: suppression reconcile, contact-policy audit, rollup seal, schema checks and alerts",
 		Long: `Runs mcpulse's scheduled jobs (robfig/cron) until interrupted:
 
   reconcile      rebuilds every live suppression record in Redis from the ClickHouse response
@@ -37,10 +46,15 @@ func newSchedulerCmd() *cobra.Command {
   schema check   (with --ratchets) lists each MCP server's tools and checks the schema
                  ratchets; every run lands in schema_check_runs and schema_check_tools, once
                  across scheduler replicas (a Redis lock per server and period)
+  alerts         evaluates the alert rules (dashboards/alerts/*.yaml, plus --alert-rules DIR)
+                 and notifies their receivers (--alert-receivers FILE: Alertmanager-format
+                 webhooks, Slack incoming webhooks) once when an alert fires and once when it
+                 resolves, however many replicas run; the history is on the alerts dashboard
 
 A panicking run is logged and the scheduler lives on; a run still going when the next is due
 is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disables a job.`,
-		Example: "  mcpulse scheduler\n  mcpulse scheduler --reconcile '@every 5m' --contact-audit ''",
+		Example: "  mcpulse scheduler\n  mcpulse scheduler --reconcile '@every 5m' --contact-audit ''\n" +
+			"  MCPULSE_ALERT_SLACK_URL=https://hooks.slack.com/services/... mcpulse scheduler --alert-receivers alert-receivers.yaml",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var err error
@@ -71,6 +85,11 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 				defer fw.Close() // flushes queued summaries on shutdown
 				cfg.SchemaSummary = jobs.SchemaSummary(fw)
 			}
+			if cfg.AlertSchedule != "" {
+				if cfg.Alerts, err = newAlertEvaluator(alertRules, alertReceivers, rdb, ch, cfg.Logger); err != nil {
+					return err
+				}
+			}
 			reg := newProcessRegistry()
 			if cfg.Metrics, err = jobs.NewJobMetrics(reg); err != nil {
 				return err
@@ -85,7 +104,7 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 			}
 			defer stopMetrics()
 			c.Start()
-			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule, "seal", cfg.SealSchedule)
+			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule, "seal", cfg.SealSchedule, "alerts", cfg.AlertSchedule)
 			<-ctx.Done()
 			<-c.Stop().Done() // let a running job finish
 			cfg.Logger.Info("scheduler stopped")
@@ -99,6 +118,9 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 	f.StringVar(&cfg.ReconcileSchedule, "reconcile", jobs.DefaultReconcileSchedule, "schedule of the suppression reconcile")
 	f.StringVar(&cfg.ContactAuditSchedule, "contact-audit", jobs.DefaultContactAuditSchedule, "schedule of the contact-policy audit")
 	f.StringVar(&cfg.SealSchedule, "seal", jobs.DefaultSealSchedule, "schedule of the rollup seal (closed hours of the ignored-key rates as exact counts)")
+	f.StringVar(&cfg.AlertSchedule, "alerts", jobs.DefaultAlertSchedule, "schedule of the alert rules' evaluation")
+	f.StringVar(&alertReceivers, "alert-receivers", "", "the alert receivers file (see alert-receivers.example.yaml); without it alerts are recorded (alerts dashboard) but sent nowhere")
+	f.StringVar(&alertRules, "alert-rules", "", "a directory of further alert rules (*.yaml, the format of dashboards/alerts), evaluated beside the built-in ones")
 	f.DurationVar(&cfg.ContactAuditWindow, "contact-audit-window", 30*24*time.Hour, "how far back each contact-policy audit looks")
 	f.StringVar(&ratchets, "ratchets", "", "ratchets.yaml: the MCP servers whose tool schemas are checked on their schedules (see ratchets.example.yaml)")
 	f.StringVar(&posthogHost, "posthog-host", "", "send each schema check's summary to this PostHog instance (e.g. https://us.i.posthog.com)")
@@ -106,4 +128,41 @@ is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disab
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	addMetricsListenFlag(f, &metricsListen)
 	return cmd
+}
+
+// newAlertEvaluator loads the built-in alert rules (and those of rulesDir), the receivers file
+// (when given) and returns the scheduler's evaluator. A rule naming a receiver the file lacks is
+// logged, not refused: its transitions are still recorded.
+func newAlertEvaluator(rulesDir, receiversFile string, rdb redis.UniversalClient, ch driver.Conn, logger *slog.Logger) (*alerts.Evaluator, error) {
+	ds, err := dashboards.Load()
+	if err != nil {
+		return nil, err
+	}
+	rules, err := alerts.DefaultRules(ds)
+	if err != nil {
+		return nil, err
+	}
+	if rulesDir != "" {
+		more, err := alerts.LoadRulesDir(rulesDir, ds)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range more {
+			if slices.ContainsFunc(rules, func(d alerts.Rule) bool { return d.Name == r.Name }) {
+				return nil, fmt.Errorf("--alert-rules: rule %s has the name of a built-in rule; rename the file", r.Name)
+			}
+		}
+		rules = append(rules, more...)
+	}
+	var receivers alerts.ReceiversConfig
+	if receiversFile != "" {
+		if receivers, err = alerts.LoadReceivers(receiversFile, nil); err != nil {
+			return nil, err
+		}
+	}
+	ev := &alerts.Evaluator{Rules: rules, Dashboards: ds, Receivers: receivers, ClickHouse: ch, Redis: rdb, Logger: logger}
+	if err := ev.Validate(); err != nil {
+		logger.Warn("alerts: some notifications go nowhere", "err", err)
+	}
+	return ev, nil
 }

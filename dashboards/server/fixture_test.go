@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -17,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/dashboards/alerts"
 	"github.com/mcpulse/mcpulse/demo"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/stores"
@@ -128,7 +132,51 @@ func startFixture() (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := evaluateAlerts(ctx, ch, dash); err != nil {
+		return nil, fmt.Errorf("alerts: %w", err)
+	}
 	return &fixture{stack: stack, ch: ch, dash: dash}, nil
+}
+
+// evaluateAlerts gives the alerts dashboard a history, made by the real evaluator with two
+// panel rules notifying a real webhook: the hostile tool's ignored-key rate fires now and
+// resolves four hours later (its calls are out of the window), and the latest schema check's
+// tools with many undescribed nested parameters keep firing.
+func evaluateAlerts(ctx context.Context, ch driver.Conn, ds []dashboards.Dashboard) error {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+	defer hook.Close()
+	dir, err := os.MkdirTemp("", "dashserver-alerts-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for name, text := range map[string]string{
+		"ignored-keys-high.yaml": "title: Ignored-key rate above 50%\npanel: tool-diagnostics/tools-by-ignored-key-rate\nwindow: 3h\n" +
+			"value: ignored_key_rate\nvolume: successful_calls\nmin_volume: 100\nlabels: [tool_name]\nthreshold: {above: 0.5}\nreceivers: [hook]\n",
+		"undescribed-parameters.yaml": "title: Many undescribed nested parameters\npanel: schema-ratchet/offending-tools\nwindow: 24h\n" +
+			"value: undescribed_nested\nlabels: [server, tool_name]\nthreshold: {above: 10}\nreceivers: [hook]\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	rules, err := alerts.LoadRulesDir(dir, ds)
+	if err != nil {
+		return err
+	}
+	ev := &alerts.Evaluator{Rules: rules, Dashboards: ds, ClickHouse: ch, Replica: "fixture",
+		Receivers: alerts.ReceiversConfig{Receivers: []alerts.Receiver{{Name: "hook", Kind: alerts.KindWebhook, URL: hook.URL}}}}
+	now := time.Now()
+	for _, at := range []time.Time{now, now.Add(4 * time.Hour)} {
+		rep, err := ev.Evaluate(ctx, at)
+		if err == nil {
+			err = errors.Join(rep.Errors...)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // publishHostile publishes hostileCalls successful tool calls at ts whose ignored keys, client

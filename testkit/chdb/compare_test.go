@@ -156,7 +156,14 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seal on %s: %v", e.name, err)
 		}
-		for name, v := range map[string]any{"schema check runs": runs, "contact-policy audit": audit, "seal": seal} {
+		alerted, err := evaluateAlerts(ctx, e.ch, e.rdb, "harness", now)
+		if err != nil {
+			t.Fatalf("alerts on %s: %v", e.name, err)
+		}
+		if len(alerted.Transitions) == 0 || alerted.Sent == 0 || len(alerted.Errors) > 0 {
+			t.Errorf("alerts on %s fired nothing or failed: %+v", e.name, alerted)
+		}
+		for name, v := range map[string]any{"schema check runs": runs, "contact-policy audit": audit, "seal": seal, "alerts": alerted} {
 			pair := reports[name]
 			pair[i] = v
 			reports[name] = pair

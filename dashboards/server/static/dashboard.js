@@ -64,6 +64,9 @@
     }
     out.borderColor = ds.color;
     out.backgroundColor = ds.color;
+    if (d.type === 'bar') {
+      out.maxBarThickness = 56; // one bar on a wide axis stays a bar
+    }
     if (d.type === 'line') {
       out.borderWidth = 2;
       out.pointRadius = 2;
