@@ -58,7 +58,7 @@ type Evaluator struct {
 	// ones are given up (logged). Default: DefaultRetryWindow.
 	RetryWindow time.Duration
 	// Lease is how long a delivery claim holds. Default: DefaultLease.
-	Lease time.Duration
+	Lease  time.Duration
 	Logger *slog.Logger
 	// send posts one payload (post; tests may replace it).
 	send func(ctx context.Context, r Receiver, body []byte) (int, error)
@@ -184,7 +184,9 @@ func (e *Evaluator) Evaluate(ctx context.Context, now time.Time) (Report, error)
 			}
 		}
 	}
-	slices.SortFunc(changes, func(a, b Transition) int { return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Instance, b.Instance)) })
+	slices.SortFunc(changes, func(a, b Transition) int {
+		return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Instance, b.Instance))
+	})
 	if err := e.record(ctx, changes); err != nil {
 		return rep, fmt.Errorf("alerts: recording %d transitions: %w", len(changes), err)
 	}
