@@ -143,7 +143,7 @@ func (w *walker) arguments(s *Schema) IgnoredKeys {
 		return notMeasurable(ReasonArgumentsInvalid)
 	}
 	w.ctx[0] = s.root
-	if err := w.value(w.ctx[:1], 0); err != nil {
+	if err := w.value('{', w.ctx[:1], 0); err != nil {
 		var stop stopError
 		if errors.As(err, &stop) {
 			return notMeasurable(Reason(stop))
@@ -288,9 +288,9 @@ func (w *walker) report(k []byte) {
 	w.keys.add(b.String())
 }
 
-// value walks the next value, which the rules ctx apply to.
-func (w *walker) value(ctx []*rule, depth int) error {
-	switch w.dec.PeekKind() {
+// value walks the next value, of kind (the decoder's PeekKind), which the rules ctx apply to.
+func (w *walker) value(kind jsontext.Kind, ctx []*rule, depth int) error {
+	switch kind {
 	case '{':
 		if depth >= MaxDepth {
 			return stopError(ReasonArgumentsTooDeep)
@@ -402,9 +402,8 @@ func (w *walker) object(ctx []*rule, depth int) error {
 			declared = declared || matched
 		}
 		w.scratch[2*depth+1] = children[:0]
-		switch {
-		case string(k) == breadthKey:
-			// The SDK's "..." key (value "[MaxProperties ~]") stands for the keys it cut.
+		// The SDK's "..." key (value "[MaxProperties ~]") stands for the keys it cut.
+		if string(k) == breadthKey {
 			if w.dec.PeekKind() == '"' {
 				v, err := w.dec.ReadValue()
 				if err != nil {
@@ -422,7 +421,7 @@ func (w *walker) object(ctx []*rule, depth int) error {
 		switch {
 		case declared:
 			w.push(k)
-			err := w.value(children, depth+1)
+			err := w.value(w.dec.PeekKind(), children, depth+1)
 			w.pop()
 			if err != nil {
 				return err
@@ -458,8 +457,8 @@ func (w *walker) array(ctx []*rule, depth int) error {
 	switch {
 	case g.opaque != "":
 		// Items of unknown schema: scalars are harmless, containers are not.
-		for w.dec.PeekKind() != ']' {
-			if k := w.dec.PeekKind(); k == '{' || k == '[' {
+		for k := w.dec.PeekKind(); k != ']'; k = w.dec.PeekKind() {
+			if k == '{' || k == '[' {
 				return stopError(g.opaque)
 			}
 			if err := w.scalarItem(); err != nil {
@@ -500,7 +499,7 @@ func (w *walker) array(ctx []*rule, depth int) error {
 			continue
 		}
 		w.pushIndex(i)
-		err := w.value(children, depth+1)
+		err := w.value(next, children, depth+1)
 		w.pop()
 		if err != nil {
 			return err

@@ -74,12 +74,119 @@ func (c ErrorClass) IsValidation() bool {
 //     of SDK 2.x's JSON Schema tools): "data/limit must be integer", "data must have required
 //     property 'query'", "data must NOT have additional properties".
 var (
-	unknownToolRE = regexp.MustCompile(`(?i)(?:^|: )(?:Tool \S{1,256} (?:not found|disabled)$|Unknown tool: |unknown tool "|Tool not found: )`)
-	validationRE  = regexp.MustCompile(`(?i)Input validation error|Invalid arguments for tool |validating "arguments"|validation errors? for \S*Arguments`)
-	requiredRE    = regexp.MustCompile(`(?:^|[\n:,] ?|: )Required(?: at |$|\n|,)|(?i)received undefined|"received":\s*"undefined"|required: missing propert|is a required property|Field required|\[type=missing|must have required property`)
-	typeRE        = regexp.MustCompile(`(?i)(?:^|[\s:,])expected [a-z]+, received [a-z]+|"code":\s*"invalid_type"|has type "[a-z]+", want |is not of type '|Input should be a valid (?:integer|number|string|boolean|dictionary|list|array|object)|\[type=(?:int|float|string|bool|dict|list|model)_(?:type|parsing)|must be (?:integer|number|string|boolean|object|array|null)\b`)
-	unknownKeyRE  = regexp.MustCompile(`(?i)Unrecognized keys?\b|"code":\s*"unrecognized_keys"|unexpected additional propert|Additional properties are not allowed|Extra inputs are not permitted|\[type=extra_forbidden|must NOT have additional properties`)
+	// zodTypeRE is Zod's wrong-type issue: "Expected number, received string" (Zod 3) or
+	// "Invalid input: expected number, received string" (Zod 4); an enum's "Expected 'a' |
+	// 'b', received 'c'" does not match (its expected side is quoted).
+	zodTypeRE = regexp.MustCompile(`(?:^|[\s:,])[Ee]xpected [a-z]+, received [a-z]+`)
+	// jsonInvalidTypeRE is the same issue in Zod's JSON issue list (older TypeScript 1.x).
+	jsonInvalidTypeRE = regexp.MustCompile(`"code":\s*"invalid_type"`)
+	// jsonUndefinedRE is a missing key in Zod's JSON issue list.
+	jsonUndefinedRE = regexp.MustCompile(`"received":\s*"undefined"`)
 )
+
+// Substrings that mark each class (the wording of the SDKs listed above); regular expressions
+// only run where a substring says they may match, so a message costs a few scans.
+var (
+	validationMarks = []string{"Input validation error", "Invalid arguments for tool ", `validating "arguments"`}
+	requiredMarks   = []string{"received undefined", "missing properties", "is a required property", "Field required",
+		"[type=missing", "must have required property"}
+	typeMarks       = []string{`has type "`, "is not of type '"}
+	unknownKeyMarks = []string{"Unrecognized key", "unrecognized_keys", "unexpected additional propert",
+		"Additional properties are not allowed", "Extra inputs are not permitted", "[type=extra_forbidden",
+		"must NOT have additional properties"}
+	// Words after "Input should be a valid " (pydantic), "[type=" (pydantic) and " must be " (Ajv)
+	// that name a type.
+	pydanticTypes = []string{"integer", "number", "string", "boolean", "dictionary", "list", "array", "object"}
+	pydanticKinds = []string{"int_", "float_", "string_", "bool_", "dict_", "list_", "model_"}
+	ajvTypes      = []string{"integer", "number", "string", "boolean", "object", "array", "null"}
+)
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// followedBy reports whether some occurrence of prefix in s is followed by one of words (and,
+// when wordEnd, then by a character that ends a word).
+func followedBy(s, prefix string, words []string, wordEnd bool) bool {
+	for i := strings.Index(s, prefix); i >= 0; {
+		rest := s[i+len(prefix):]
+		for _, w := range words {
+			if strings.HasPrefix(rest, w) && (!wordEnd || len(rest) == len(w) || !isWordByte(rest[len(w)])) {
+				return true
+			}
+		}
+		j := strings.Index(rest, prefix)
+		if j < 0 {
+			break
+		}
+		i += len(prefix) + j
+	}
+	return false
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// zodRequired reports a Zod 3 "Required" issue: the whole message of an issue, so "Required"
+// stands after the start, a line break, ": " or ", " and before " at ", a line break, ',' or
+// the end.
+func zodRequired(m string) bool {
+	const w = "Required"
+	for i := strings.Index(m, w); i >= 0; {
+		before, after := m[:i], m[i+len(w):]
+		okBefore := before == "" || strings.HasSuffix(before, "\n") || strings.HasSuffix(before, ": ") ||
+			strings.HasSuffix(before, ", ") || strings.HasSuffix(before, ":") || strings.HasSuffix(before, ",")
+		okAfter := after == "" || strings.HasPrefix(after, " at ") || after[0] == '\n' || after[0] == ','
+		if okBefore && okAfter {
+			return true
+		}
+		j := strings.Index(after, w)
+		if j < 0 {
+			break
+		}
+		i += len(w) + j
+	}
+	return false
+}
+
+// unknownTool reports whether a message's first line is an SDK's unknown-tool error:
+// "Tool <name> not found" or "Tool <name> disabled" (TypeScript, the name without spaces),
+// "Unknown tool: <name>" (@posthog/mcp, Python) or `unknown tool "<name>"` (Go), at the start
+// of the line or after ": ".
+func unknownTool(line string) bool {
+	for _, part := range [2]string{line, afterColon(line)} {
+		switch {
+		case part == "":
+		case strings.HasPrefix(part, "Unknown tool: "), strings.HasPrefix(part, "unknown tool: "),
+			strings.HasPrefix(part, `unknown tool "`), strings.HasPrefix(part, `Unknown tool "`),
+			strings.HasPrefix(part, "Tool not found: "):
+			return true
+		case strings.HasPrefix(part, "Tool "):
+			name, ok := strings.CutSuffix(part[len("Tool "):], " not found")
+			if !ok {
+				name, ok = strings.CutSuffix(part[len("Tool "):], " disabled")
+			}
+			if ok && name != "" && len(name) <= 256 && !strings.ContainsAny(name, " \t") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// afterColon is what follows the first ": " of s ("" when none).
+func afterColon(s string) string {
+	if _, rest, ok := strings.Cut(s, ": "); ok {
+		return rest
+	}
+	return ""
+}
 
 // ClassifyError classifies a failed tool call by its error message ($mcp_error_message, or a
 // $exception_list value of the $exception event the SDK sends next to it). When a message
@@ -98,18 +205,24 @@ func ClassifyError(message string) ErrorClass {
 		}
 	}
 	firstLine, _, _ := strings.Cut(m, "\n")
-	if unknownToolRE.MatchString(firstLine) && !validationRE.MatchString(firstLine) {
+	if !containsAny(firstLine, validationMarks) && unknownTool(firstLine) {
 		return ClassUnknownTool
 	}
-	if !validationRE.MatchString(m) {
+	if !containsAny(m, validationMarks) && !(strings.Contains(m, "validation error") && strings.Contains(m, "Arguments")) {
 		return ClassOther
 	}
 	switch {
-	case requiredRE.MatchString(m):
+	case containsAny(m, requiredMarks) || zodRequired(m) ||
+		strings.Contains(m, "undefined") && jsonUndefinedRE.MatchString(m):
 		return ClassValidationRequired
-	case typeRE.MatchString(m):
+	case containsAny(m, typeMarks) ||
+		strings.Contains(m, ", received ") && zodTypeRE.MatchString(m) ||
+		strings.Contains(m, "invalid_type") && jsonInvalidTypeRE.MatchString(m) ||
+		followedBy(m, "Input should be a valid ", pydanticTypes, true) ||
+		followedBy(m, "[type=", pydanticKinds, false) && (strings.Contains(m, "_type,") || strings.Contains(m, "_parsing,") || strings.Contains(m, "_type]") || strings.Contains(m, "_parsing]")) ||
+		followedBy(m, " must be ", ajvTypes, true):
 		return ClassValidationType
-	case unknownKeyRE.MatchString(m):
+	case containsAny(m, unknownKeyMarks):
 		return ClassValidationUnknownKey
 	}
 	return ClassValidationOther
