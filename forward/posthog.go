@@ -171,6 +171,10 @@ type SchemaCheck struct {
 	Duration  time.Duration
 	Err       error               // the server could not be checked
 	Report    *schemacheck.Report // nil when Err is set; only its figures are sent
+	// Source is "server" (listed) or "traffic" (snapshots seen in traffic); ServerVersion is
+	// the version a traffic run checked. Sent when set.
+	Source        string
+	ServerVersion string
 }
 
 // SchemaCheck sends a schema check's summary figures (no schemas, no per-tool results) with
@@ -185,6 +189,12 @@ func (p *PostHog) SchemaCheck(s SchemaCheck) {
 		Set("run_id", id).
 		Set("duration_ms", s.Duration.Milliseconds()).
 		Set("reached", s.Err == nil)
+	if s.Source != "" {
+		props.Set("source", s.Source)
+	}
+	if s.Source == "traffic" {
+		props.Set("server_version", s.ServerVersion)
+	}
 	if s.Err != nil {
 		props.Set("error", truncate(s.Err.Error(), 500))
 	}
@@ -209,6 +219,8 @@ func (p *PostHog) SchemaCheck(s SchemaCheck) {
 			Set("min_nested_coverage", r.MinNestedCoverage).
 			Set("full_nested_description_coverage", r.FullNestedDescriptionCoverage).
 			Set("name_failures", r.NameFailures).
+			Set("name_rule", string(r.NameRule)).
+			Set("truncated_tools", r.TruncatedTools).
 			Set("violation_count", len(r.Violations)).
 			Set("violations", capped)
 	}

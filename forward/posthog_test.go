@@ -110,8 +110,9 @@ func TestForwardingReceivedByGateway(t *testing.T) {
 		PreviousRecord: raw(map[string]any{"state": "declined", "secret_note": "do not forward"})}
 	p.SuppressionReset(reset)
 	p.SchemaCheck(forward.SchemaCheck{RunID: "0192f2a0-0000-7000-8000-00000000b001", Server: "posthog", StartedAt: at, Duration: 1500 * time.Millisecond,
+		Source: "traffic", ServerVersion: "1.4.0",
 		Report: &schemacheck.Report{Tools: 40, Oversized: 2, MaxOversized: 44, Violations: []string{"oversized: 2 > 1"},
-			PerTool: []schemacheck.ToolResult{{}}}})
+			NameRule: schemacheck.NameRuleMCP, TruncatedTools: 3, PerTool: []schemacheck.ToolResult{{}}}})
 	identify := ingest.Envelope{UUID: "0192f2a0-0000-7000-8000-00000000c001", Event: "$identify", DistinctID: "user-1",
 		Timestamp: "2026-11-29T11:00:00.5Z", Properties: map[string]json.RawMessage{"$set": raw(map[string]any{"plan": "pro"})}}
 	listed := ingest.Envelope{UUID: "not-a-uuid", Event: "$mcp_tools_list", DistinctID: "user-2",
@@ -171,7 +172,9 @@ func TestForwardingReceivedByGateway(t *testing.T) {
 	}
 
 	sc := byUUID["0192f2a0-0000-7000-8000-00000000b001"]
-	if sc.DistinctID != "mcpulse-schemacheck:posthog" || string(sc.Properties["tools"]) != "40" || string(sc.Properties["ok"]) != "false" {
+	if sc.DistinctID != "mcpulse-schemacheck:posthog" || string(sc.Properties["tools"]) != "40" || string(sc.Properties["ok"]) != "false" ||
+		string(sc.Properties["source"]) != `"traffic"` || string(sc.Properties["server_version"]) != `"1.4.0"` ||
+		string(sc.Properties["name_rule"]) != `"mcp"` || string(sc.Properties["truncated_tools"]) != "3" {
 		t.Errorf("schema check: %+v", sc)
 	}
 	if _, ok := sc.Properties["per_tool"]; ok {

@@ -34,7 +34,7 @@ func SchemaSummary(p *forward.PostHog) func(Run) {
 // SchemaCheckOf is the forwarder's view of a run.
 func SchemaCheckOf(run Run) forward.SchemaCheck {
 	return forward.SchemaCheck{RunID: run.ID, Server: run.Server, StartedAt: run.StartedAt, Duration: run.Duration,
-		Err: run.Err, Report: run.Report}
+		Err: run.Err, Report: run.Report, Source: run.Source, ServerVersion: run.ServerVersion}
 }
 
 // Send queues one run's summary.
