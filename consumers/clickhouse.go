@@ -15,11 +15,55 @@ import (
 
 // Column lists of the batch inserts. ClickHouse 18.16 refuses a batch without one ("expected 0
 // arguments"), and an explicit list keeps a later migration's new column from shifting values.
-// The raw tables' column lists are the `ch` tags of their ingest row types.
-var (
-	insertToolCalls   = insertQuery("mcpulse.tool_calls", ingest.ToolCallRow{})
-	insertRecruitment = insertQuery("mcpulse.recruitment_events", ingest.RecruitmentRow{})
-)
+
+// rawTable is one raw table the consumer inserts a batch's rows into (ingest.Rows).
+type rawTable struct {
+	name string
+	// optional: the table may not exist yet (a migration of another part of mcpulse creates
+	// it); its rows are then left out, with a warning, rather than stall the partition.
+	optional bool
+	len      func(*ingest.Rows) int
+	insert   func(ctx context.Context, conn driver.Conn, rows *ingest.Rows) error
+}
+
+// table describes a raw table whose rows of type T rows picks from a batch; its column list is
+// the `ch` tags of T.
+func table[T any](name string, rows func(*ingest.Rows) []T) rawTable {
+	var zero T
+	query := insertQuery(name, zero)
+	return rawTable{
+		name: name,
+		len:  func(r *ingest.Rows) int { return len(rows(r)) },
+		insert: func(ctx context.Context, conn driver.Conn, r *ingest.Rows) error {
+			return insertStructs(ctx, conn, query, rows(r))
+		},
+	}
+}
+
+// rawTables are the raw tables, one per row type of ingest.Rows.
+var rawTables = []rawTable{
+	table("mcpulse.tool_calls", func(r *ingest.Rows) []ingest.ToolCallRow { return r.ToolCalls }),
+	table("mcpulse.recruitment_events", func(r *ingest.Rows) []ingest.RecruitmentRow { return r.Recruitment }),
+	optionalTable(table("mcpulse.served_tool_schemas_in", func(r *ingest.Rows) []ingest.ServedSchemaRow { return r.ServedSchemas })),
+	table("mcpulse.mcp_initialize_events", func(r *ingest.Rows) []ingest.InitializeRow { return r.Initialize }),
+	table("mcpulse.mcp_exceptions", func(r *ingest.Rows) []ingest.ExceptionRow { return r.Exceptions }),
+	table("mcpulse.other_events", func(r *ingest.Rows) []ingest.OtherEventRow { return r.OtherEvents }),
+}
+
+func optionalTable(t rawTable) rawTable {
+	t.optional = true
+	return t
+}
+
+// tableExists reports whether a table (database.name) exists.
+func tableExists(ctx context.Context, conn driver.Conn, name string) (bool, error) {
+	db, tbl, _ := strings.Cut(name, ".")
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", db, tbl).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up table %s: %w", name, err)
+	}
+	return n > 0, nil
+}
 
 const (
 	insertAudit = `INSERT INTO mcpulse.suppression_audit (audit_id, at, action, identity_hash, distinct_id,

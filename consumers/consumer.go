@@ -42,6 +42,21 @@ type Consumer struct {
 	closed  bool
 
 	metrics *Metrics // nil without Config.Registerer
+
+	tablesSeen sync.Map // optional tables found to exist (name → true); a missing one is asked again
+}
+
+// optionalTableExists reports whether an optional raw table exists, asking ClickHouse until it
+// does.
+func (c *Consumer) optionalTableExists(ctx context.Context, name string) (bool, error) {
+	if _, ok := c.tablesSeen.Load(name); ok {
+		return true, nil
+	}
+	ok, err := tableExists(ctx, c.cfg.ClickHouse, name)
+	if ok {
+		c.tablesSeen.Store(name, true)
+	}
+	return ok, err
 }
 
 // Stats are a consumer's running totals since it started.
@@ -56,10 +71,12 @@ type Stats struct {
 	Batches      int64            // batches stored and committed
 	StoreRetries int64            // batch attempts that failed on a store and were retried
 	FetchRetries int64            // Kafka fetches that failed (group not joined or synced) and were retried
+	RowsLeftOut  int64            // rows not stored because their (optional) table did not exist
 }
 
 type counters struct {
 	messages, duplicates, deadLettered, deadLetters, audits atomic.Int64
+	rowsLeftOut                                             atomic.Int64
 	batches, retries, fetchRetries, generations             atomic.Int64
 	stored                                                  map[*ingest.Kind]*atomic.Int64 // every kind, made by New
 	suppression                                             map[string]*atomic.Int64
@@ -123,6 +140,7 @@ func (c *Consumer) Stats() Stats {
 		Batches:      c.stats.batches.Load(),
 		StoreRetries: c.stats.retries.Load(),
 		FetchRetries: c.stats.fetchRetries.Load(),
+		RowsLeftOut:  c.stats.rowsLeftOut.Load(),
 		Stored:       map[string]int64{},
 		Suppression:  map[string]int64{},
 	}
@@ -179,6 +197,7 @@ func (c *Consumer) storeWithRetry(ctx, genCtx context.Context, p *prepared) erro
 // batchResult is what one successful store did, accounted only once it succeeded.
 type batchResult struct {
 	stored       map[*ingest.Kind]int64
+	rowsLeftOut  int64 // rows of an optional table that does not exist
 	duplicates   int64
 	deadLettered int64
 	deadLetters  int64
@@ -193,6 +212,7 @@ func (c *Consumer) account(r batchResult) {
 		c.stats.stored[k].Add(n)
 	}
 	c.stats.duplicates.Add(r.duplicates)
+	c.stats.rowsLeftOut.Add(r.rowsLeftOut)
 	c.stats.deadLettered.Add(r.deadLettered)
 	c.stats.deadLetters.Add(r.deadLetters)
 	c.stats.audits.Add(r.audits)
@@ -262,11 +282,22 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 			return res, fmt.Errorf("dead-letter %d events: %w", len(bad), err)
 		}
 	}
-	if err := insertStructs(ctx, c.cfg.ClickHouse, insertToolCalls, rows.ToolCalls); err != nil {
-		return res, fmt.Errorf("insert tool_calls: %w", err)
-	}
-	if err := insertStructs(ctx, c.cfg.ClickHouse, insertRecruitment, rows.Recruitment); err != nil {
-		return res, fmt.Errorf("insert recruitment_events: %w", err)
+	for _, t := range rawTables {
+		if t.len(&rows) == 0 {
+			continue
+		}
+		if t.optional {
+			if ok, err := c.optionalTableExists(ctx, t.name); err != nil {
+				return res, err
+			} else if !ok {
+				c.cfg.Logger.Warn("table missing: rows left out (run mcpulse migrate up)", "table", t.name, "rows", t.len(&rows))
+				res.rowsLeftOut += int64(t.len(&rows))
+				continue
+			}
+		}
+		if err := t.insert(ctx, c.cfg.ClickHouse, &rows); err != nil {
+			return res, fmt.Errorf("insert %s: %w", t.name, err)
+		}
 	}
 	if err := insertRows(ctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
 		return res, fmt.Errorf("insert dead_letters: %w", err)

@@ -73,7 +73,8 @@ func TestMetricsFollowAConsumeRun(t *testing.T) {
 		toolCall(1, "alice", "create_issue"), // duplicate
 		toolCall(2, "bob", "list_issues"),
 		[]byte(`{"uuid": "not json`),
-		envelope(uuidN(3), "$pageview\u202e", "eve", base, map[string]any{}), // unknown event: its hostile name stays out of labels
+		envelope(uuidN(3), "$pageview\u202e", "", base, map[string]any{}),    // no distinct_id: dead-lettered
+		envelope(uuidN(4), "$pageview\u202e", "eve", base, map[string]any{}), // another name: counted as other, its hostile name out of labels
 	)
 	h.publish(ingest.TopicRecruitment,
 		invitation(10, "carol", "inv-1", base),
@@ -103,11 +104,12 @@ func TestMetricsFollowAConsumeRun(t *testing.T) {
 		{"mcpulse_consumer_duplicates_total", map[string]string{"kind": "tool_call"}, 1},
 		{"mcpulse_consumer_duplicates_total", map[string]string{"kind": "invitation_sent"}, 0},
 		{"mcpulse_consumer_dead_lettered_total", map[string]string{"class": consumers.ClassBadJSON}, 1},
-		{"mcpulse_consumer_dead_lettered_total", map[string]string{"class": consumers.ClassUnknownEvent}, 1},
+		{"mcpulse_consumer_dead_lettered_total", map[string]string{"class": "invalid_distinct_id"}, 1},
+		{"mcpulse_consumer_events_stored_total", map[string]string{"kind": "other"}, 1},
 		// The publisher's dead letter and the consumer's two, read back from the topic.
 		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": "invalid_timestamp"}, 1},
 		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": consumers.ClassBadJSON}, 1},
-		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": consumers.ClassUnknownEvent}, 1},
+		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": "invalid_distinct_id"}, 1},
 		{"mcpulse_consumer_suppression_outcomes_total", map[string]string{"outcome": string(suppression.Written)}, 1},
 		{"mcpulse_consumer_store_errors_total", map[string]string{"store": "redis"}, 0},
 		{"mcpulse_consumer_lag", map[string]string{"topic": ingest.TopicToolCalls}, 0},
@@ -140,7 +142,7 @@ func TestMetricsFollowAConsumeRun(t *testing.T) {
 		t.Errorf("rebalances_total = %v, want at least 1 (the join)", got)
 	}
 	if n := seriesOf(t, reg, "mcpulse_consumer_dead_lettered_total"); n != 2 {
-		t.Errorf("dead_lettered_total has %d series, want 2: bad_json and unknown_event only", n)
+		t.Errorf("dead_lettered_total has %d series, want 2: bad_json and invalid_distinct_id only", n)
 	}
 	// A second consumer cannot register the same metrics on the same registry.
 	if _, err := consumers.New(consumers.Config{Brokers: h.stack.KafkaBrokers, Redis: h.rdb, ClickHouse: h.ch, DeadLetters: h.pub, Registerer: reg}); err == nil {

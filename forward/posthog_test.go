@@ -115,7 +115,7 @@ func TestForwardingReceivedByGateway(t *testing.T) {
 			NameRule: schemacheck.NameRuleMCP, TruncatedTools: 3, PerTool: []schemacheck.ToolResult{{}}}})
 	identify := ingest.Envelope{UUID: "0192f2a0-0000-7000-8000-00000000c001", Event: "$identify", DistinctID: "user-1",
 		Timestamp: "2026-11-29T11:00:00.5Z", Properties: map[string]json.RawMessage{"$set": raw(map[string]any{"plan": "pro"})}}
-	listed := ingest.Envelope{UUID: "not-a-uuid", Event: "$mcp_tools_list", DistinctID: "user-2",
+	listed := ingest.Envelope{UUID: "not-a-uuid", Event: "$mcp_resource_read", DistinctID: "user-2",
 		Timestamp: "2026-11-29T11:00:01Z", Properties: map[string]json.RawMessage{"tools": raw(12)}}
 	p.Unhandled(identify, listed)
 
@@ -138,7 +138,7 @@ func TestForwardingReceivedByGateway(t *testing.T) {
 		reset.UUID:                             forward.SuppressionResetEvent,
 		"0192f2a0-0000-7000-8000-00000000b001": forward.SchemaCheckEvent,
 		identify.UUID:                          "$identify",
-		listedUUID:                             "$mcp_tools_list",
+		listedUUID:                             "$mcp_resource_read",
 	}
 	got := r.events()
 	if len(got) != len(want) {
@@ -187,7 +187,7 @@ func TestForwardingReceivedByGateway(t *testing.T) {
 	}
 	ls := byUUID[listedUUID]
 	if ls.DistinctID != "user-2" || ls.Timestamp != "2026-11-29T11:00:01Z" || string(ls.Properties["tools"]) != "12" {
-		t.Errorf("$mcp_tools_list not forwarded unchanged: %+v", ls)
+		t.Errorf("$mcp_resource_read not forwarded unchanged: %+v", ls)
 	}
 }
 

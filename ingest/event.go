@@ -75,11 +75,6 @@ func (v *ValidationError) add(path, format string, args ...any) {
 	v.Problems = append(v.Problems, FieldError{Path: path, Problem: fmt.Sprintf(format, args...)})
 }
 
-// ErrUnknownEvent is wrapped by the error Parse returns for a well-formed envelope whose
-// `event` is none of the kinds; the gateway acknowledges such events, the consumer
-// dead-letters them.
-var ErrUnknownEvent = errors.New("event is not one of the mcpulse kinds")
-
 // Event is a decoded, validated event. Timestamps are UTC.
 type Event struct {
 	UUID       uuid.UUID
@@ -98,6 +93,9 @@ type Event struct {
 
 	ToolCall    *ToolCall    // set for KindToolCall
 	Recruitment *Recruitment // set for the three recruitment kinds
+	ToolsList   *ToolsList   // set for KindToolsList
+	Initialize  *Initialize  // set for KindInitialize
+	Exception   *Exception   // set for KindException
 }
 
 // Diagnostics are the interview-recruitment gate diagnostics a tool call (and an invitation,
@@ -138,7 +136,24 @@ type ToolCall struct {
 	IgnoredKeys []string
 	// IgnoredKeysTotal is how many ignored keys there were before the cap (≥ len(IgnoredKeys)).
 	IgnoredKeysTotal int64
+	// IgnoredKeysReported says the event carried $mcp_ignored_keys (even an empty list): the
+	// MCP server reported them, nothing is derived.
+	IgnoredKeysReported bool
 	Diagnostics
+
+	// Properties of the MCP analytics SDK (@posthog/mcp): the session's server and client
+	// (ClientName and ClientVersion above), the agent's stated intent and the error message.
+	ServerName      string // $mcp_server_name
+	ServerVersion   string // $mcp_server_version
+	ProtocolVersion string // $mcp_protocol_version
+	Intent          string // $mcp_intent
+	IntentSource    string // $mcp_intent_source
+	ErrorMessage    string // $mcp_error_message
+	// Parameters and Response are $mcp_parameters and $mcp_response as received (nil when
+	// absent; they share the event's bytes and stay in Extra): what ignored keys are derived
+	// from when the event reports none.
+	Parameters json.RawMessage
+	Response   json.RawMessage
 
 	durationMs float64 // what DurationMs points to
 }
@@ -172,9 +187,8 @@ type Recruitment struct {
 // the bytes: nothing is decoded twice and nothing is re-encoded (Event.Properties and
 // Event.Extra are the received bytes). It returns a *ValidationError listing every problem
 // (with field paths) when the JSON is well formed but the event breaks the contract (including
-// a top-level field of the wrong type), an error wrapping ErrUnknownEvent (and no other
-// problem) for a valid envelope of another event name, and a plain "bad JSON: ..." error when
-// data is not exactly one JSON object.
+// a top-level field of the wrong type), and a plain "bad JSON: ..." error when data is not
+// exactly one JSON object. An event of a name no kind has is valid: its Kind is KindOther.
 //
 // Top-level field and property names match exactly ("UUID" is not "uuid"). Unknown top-level
 // fields are ignored; a repeated field or property keeps its last value.
@@ -201,9 +215,7 @@ func Parse(data []byte) (*Event, error) {
 		name, nameOK = stringValue(top.Event)
 		ev.Kind = KindOf(name)
 	}
-	if ev.Kind != nil {
-		d.match(ev.Kind)
-	}
+	d.match(ev.Kind)
 	distinctAt := d.buildArena(top.DistinctID)
 
 	uuidText := stringContent(top.UUID)
@@ -285,14 +297,9 @@ func Parse(data []byte) (*Event, error) {
 		ev.Properties = d.props
 	}
 
-	if ev.Kind != nil {
-		ev.Kind.decode(&propertyReader{d: d, kind: ev.Kind, v: v}, ev)
-	}
+	ev.Kind.decode(&propertyReader{d: d, kind: ev.Kind, v: v}, ev)
 	if len(v.Problems) > 0 {
 		return nil, &ValidationError{Problems: slices.Clone(v.Problems)}
-	}
-	if ev.Kind == nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownEvent, quoteForError(ev.Name))
 	}
 	ev.Extra = d.extra()
 	return ev, nil

@@ -66,7 +66,7 @@ type Stats struct {
 // PublishFile reads JSON Lines from r, one event envelope per line, and publishes them with p.
 // Each line is parsed with Parse; valid events are published in batches of up to
 // PublishFileBatch (exact duplicates included: consumers deduplicate by uuid). A line that is
-// not a valid event (bad JSON, a validation problem, an unknown event name, longer than
+// not a valid event (bad JSON, a validation problem, longer than
 // MaxLineBytes, not encodable again, or refused by Kafka for what it is, such as too large) is
 // not fatal: it goes to TopicDeadLetters with reason "line N: <error>", source SourcePublish
 // and the deterministic ID DeadLetterIDForLine(name, N, payload), so publishing the same input

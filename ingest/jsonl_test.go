@@ -21,9 +21,9 @@ func TestPublishFileMixed(t *testing.T) {
 		"\uFEFF" + string(tool),  // 1: valid, after a byte order mark
 		"",                       // 2: blank
 		`{"uuid": "x", bad json`, // 3: bad JSON
-		string(envelope(t, ingest.KindInvitationSent, map[string]any{"uuid": withUUID(4)}, nil)),         // 4: valid
-		string(envelope(t, ingest.KindToolCall, map[string]any{"uuid": nil, "timestamp": "later"}, nil)), // 5: two problems
-		string(envelope(t, nil, map[string]any{"uuid": withUUID(6)}, nil)),                               // 6: unknown event
+		string(envelope(t, ingest.KindInvitationSent, map[string]any{"uuid": withUUID(4)}, nil)),                 // 4: valid
+		string(envelope(t, ingest.KindToolCall, map[string]any{"uuid": nil, "timestamp": "later"}, nil)),         // 5: two problems
+		string(envelope(t, ingest.KindToolCall, map[string]any{"uuid": withUUID(6), "properties": "none"}, nil)), // 6: properties not an object
 		string(tool), // 7: exact duplicate of line 1
 		" \t\r",      // 8: blank (CRLF)
 		overlong,     // 9: longer than MaxLineBytes
@@ -56,7 +56,7 @@ func TestPublishFileMixed(t *testing.T) {
 	wantReason := map[int]string{
 		3: "bad JSON: ",
 		5: "uuid: required; timestamp: not RFC 3339",
-		6: "event is not one of the mcpulse kinds",
+		6: "properties: must be a JSON object",
 		9: fmt.Sprintf("line is %d bytes, longer than the %d-byte limit", len(overlong), ingest.MaxLineBytes),
 	}
 	for _, b := range st.BadLines {

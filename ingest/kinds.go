@@ -47,11 +47,11 @@ var (
 
 // register adds a kind to the table.
 func register(k Kind) *Kind {
-	if k.Event == "" || k.Name == "" || k.Topic == "" || k.key == nil || k.decode == nil || k.rows == nil {
+	if k.Name == "" || k.Topic == "" || k.key == nil || k.decode == nil || k.rows == nil {
 		panic("ingest: incomplete kind " + k.Name)
 	}
 	if _, dup := byName[k.Event]; dup {
-		panic("ingest: kind registered twice: " + k.Event)
+		panic("ingest: kind registered twice: " + k.Event + " (\"\" is the kind of every other name)")
 	}
 	k.index = make(map[string]int, len(k.reads))
 	for i, key := range k.reads {
@@ -69,15 +69,24 @@ func register(k Kind) *Kind {
 // Kinds returns every kind, in registration order. The slice is a copy.
 func Kinds() []*Kind { return append([]*Kind(nil), kinds...) }
 
-// KindOf maps an `event` name to its Kind, or nil for a name that is none of the kinds.
-func KindOf(eventName string) *Kind { return byName[eventName] }
+// KindOf maps an `event` name to its Kind: KindOther for a name none of the others has.
+func KindOf(eventName string) *Kind {
+	if k := byName[eventName]; k != nil {
+		return k
+	}
+	return byName[""]
+}
 
-// Event names (DESIGN.md §2), as PostHog's MCP analytics SDK and PostHog's MCP server send them.
+// Event names (DESIGN.md §2), as PostHog's MCP analytics SDK (@posthog/mcp,
+// src/extensions/constants.ts) and PostHog's MCP server send them.
 const (
 	EventToolCall           = "$mcp_tool_call"
 	EventInvitationSent     = "mcp interview invitation sent"
 	EventBookingLinkOpened  = "mcp interview booking link opened"
 	EventInvitationResponse = "mcp interview invitation responded"
+	EventToolsList          = "$mcp_tools_list"
+	EventInitialize         = "$mcp_initialize"
+	EventException          = "$exception"
 )
 
 // The kinds.
@@ -103,10 +112,34 @@ var (
 		Event: EventInvitationResponse, Name: "response", Topic: TopicRecruitment,
 		key: identityKey, reads: responseReads, decode: decodeResponse, rows: recruitmentRows,
 	})
+	// KindToolsList is a tools/list result as the MCP analytics SDK captured it: one row per
+	// listed tool in served_tool_schemas_in (the schemas served, per server name and version).
+	KindToolsList = register(Kind{
+		Event: EventToolsList, Name: "tools_list", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: toolsListReads, decode: decodeToolsList, rows: toolsListRows,
+	})
+	// KindInitialize is an MCP session's initialize handshake, stored in mcp_initialize_events.
+	KindInitialize = register(Kind{
+		Event: EventInitialize, Name: "initialize", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: initializeReads, decode: decodeInitialize, rows: initializeRows,
+	})
+	// KindException is an exception (PostHog error tracking's event; the MCP analytics SDK
+	// sends one beside each failed tool call), stored in mcp_exceptions.
+	KindException = register(Kind{
+		Event: EventException, Name: "exception", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: exceptionReads, decode: decodeException, rows: exceptionRows,
+	})
+	// KindOther is every other event name ($identify, $mcp_resource_read, $pageview, ...):
+	// counted per name in other_events, its properties not kept.
+	KindOther = register(Kind{
+		Name: "other", Topic: TopicToolCalls,
+		key: distinctIDKey, decode: func(*propertyReader, *Event) {}, rows: otherRows,
+	})
 )
 
 // distinctIDKey keys an event by its distinct_id, so one person's (or, for the MCP analytics
-// SDK without an identity, one session's) events stay on one partition in order.
+// SDK without an identity, one session's) events stay on one partition in order: a session's
+// tools/list comes before its tool calls, which derivation and unknown-tool detection use.
 func distinctIDKey(ev *Event, _ string) []byte { return []byte(ev.DistinctID) }
 
 // identityKey keys a recruitment event by IdentityHash(instance_url, distinct_id), with
@@ -120,8 +153,8 @@ func identityKey(ev *Event, defaultInstanceURL string) []byte {
 	return []byte(IdentityHash(instance, ev.DistinctID))
 }
 
-// MessageKey returns the Kafka message key of an event (DESIGN.md §2): distinct_id for a tool
-// call; for the recruitment kinds, IdentityHash(instance_url, distinct_id), with
+// MessageKey returns the Kafka message key of an event (DESIGN.md §2): distinct_id for the
+// kinds on TopicToolCalls; for the recruitment kinds, IdentityHash(instance_url, distinct_id), with
 // defaultInstanceURL standing in for a missing instance_url; nil for an event without a kind.
 func MessageKey(ev *Event, defaultInstanceURL string) []byte {
 	if ev.Kind == nil {

@@ -171,8 +171,9 @@ func (p propertyReader) diagnostics(d *Diagnostics, campaignColumn bool) {
 // toolCallReads are the properties decodeToolCall reads.
 var toolCallReads = append([]string{
 	"$mcp_tool_name", "$mcp_duration_ms", "$mcp_client_name", "$mcp_client_version", "$mcp_exec_verb",
-	"$mcp_exec_target_tool", "$mcp_mode", "$mcp_conversation_id", "$session_id", "source", "$mcp_error_type",
-	"$mcp_is_error", "$mcp_ignored_keys", "$mcp_ignored_keys_total",
+	"$mcp_exec_target_tool", "$mcp_mode", "$mcp_conversation_id", "$session_id", "source", "$mcp_source", "$mcp_error_type",
+	"$mcp_is_error", "$mcp_ignored_keys", "$mcp_ignored_keys_total", propServerName, propServerVersion, propProtocolVersion,
+	"$mcp_intent", "$mcp_intent_source", "$mcp_error_message", propParameters, propResponse,
 }, diagnosticsReads...)
 
 // decodeToolCall reads a $mcp_tool_call's properties (DESIGN.md §2).
@@ -187,11 +188,18 @@ func decodeToolCall(p *propertyReader, ev *Event) {
 	t.Mode = p.str("$mcp_mode")
 	t.ConversationID = p.str("$mcp_conversation_id")
 	t.SessionID = p.str("$session_id")
-	t.Source = p.str("source")
+	// `source`, or the MCP analytics SDK's name for it; when both are sent, $mcp_source is
+	// checked and kept in properties.
+	if t.Source = p.str("source"); t.Source == "" {
+		t.Source = p.str("$mcp_source")
+	} else if _, ok := stringValue(p.peek("$mcp_source")); !ok {
+		p.v.add(path("$mcp_source"), "must be a string")
+	}
 	t.ErrorType = p.str("$mcp_error_type")
 	p.diagnostics(&t.Diagnostics, true)
 	p.boolean("$mcp_is_error", &t.IsError)
 	problems := len(p.v.Problems)
+	t.IgnoredKeysReported = !isNull(p.peek("$mcp_ignored_keys"))
 	t.IgnoredKeys = p.ignoredKeys()
 	listRefused := len(p.v.Problems) > problems // then the total has no list to agree with
 	t.IgnoredKeysTotal = int64(len(t.IgnoredKeys))
@@ -208,6 +216,19 @@ func decodeToolCall(p *propertyReader, ev *Event) {
 	}
 	if t.DurationMs != nil && *t.DurationMs < 0 {
 		p.v.add(path("$mcp_duration_ms"), "must not be negative")
+	}
+	t.ServerName = p.str(propServerName)
+	t.ServerVersion = p.str(propServerVersion)
+	t.ProtocolVersion = p.str(propProtocolVersion)
+	t.Intent = p.str("$mcp_intent")
+	t.IntentSource = p.str("$mcp_intent_source")
+	t.ErrorMessage = p.str("$mcp_error_message")
+	t.Parameters, t.Response = p.peek(propParameters), p.peek(propResponse)
+	if isNull(t.Parameters) {
+		t.Parameters = nil
+	}
+	if isNull(t.Response) {
+		t.Response = nil
 	}
 	ev.ToolCall = t
 }

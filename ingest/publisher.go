@@ -330,7 +330,7 @@ func (p *Publisher) eventMessage(ev *Event) (kafka.Message, error) {
 		return kafka.Message{}, errors.New("nil event")
 	}
 	if ev.Kind == nil {
-		return kafka.Message{}, fmt.Errorf("event %s (%s): %w", ev.UUID, quoteForError(ev.Name), ErrUnknownEvent)
+		return kafka.Message{}, fmt.Errorf("event %s (%s): no kind: not an event Parse returned", ev.UUID, quoteForError(ev.Name))
 	}
 	value, err := ev.MarshalJSON()
 	if err != nil {
@@ -568,7 +568,7 @@ func (p *Publisher) write(ctx context.Context, msgs []kafka.Message) []error {
 // succeed (and a context error: it may succeed with more time).
 func retriable(err error) bool {
 	if err == nil || errors.Is(err, ErrPublisherClosed) || errors.Is(err, io.ErrClosedPipe) ||
-		errors.Is(err, ErrMessageTooLarge) || errors.Is(err, ErrUnknownEvent) {
+		errors.Is(err, ErrMessageTooLarge) {
 		return false
 	}
 	var kerr kafka.Error

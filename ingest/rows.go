@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // The raw rows each kind stores (DESIGN.md §4): one struct per raw table, whose `ch` tags
@@ -25,22 +27,32 @@ type RowContext struct {
 
 // Rows are the raw rows of a batch of events, one slice per raw table.
 type Rows struct {
-	ToolCalls   []ToolCallRow    // mcpulse.tool_calls
-	Recruitment []RecruitmentRow // mcpulse.recruitment_events
+	ToolCalls     []ToolCallRow     // mcpulse.tool_calls
+	Recruitment   []RecruitmentRow  // mcpulse.recruitment_events
+	ServedSchemas []ServedSchemaRow // mcpulse.served_tool_schemas_in
+	Initialize    []InitializeRow   // mcpulse.mcp_initialize_events
+	Exceptions    []ExceptionRow    // mcpulse.mcp_exceptions
+	OtherEvents   []OtherEventRow   // mcpulse.other_events
 }
 
 // Append appends the raw rows of ev (an event Parse returned) to rs.
 func (rs *Rows) Append(ev *Event, at RowContext) { ev.Kind.rows(rs, ev, at) }
 
 // Len is the number of rows in rs, over every table.
-func (rs *Rows) Len() int { return len(rs.ToolCalls) + len(rs.Recruitment) }
+func (rs *Rows) Len() int {
+	return len(rs.ToolCalls) + len(rs.Recruitment) + len(rs.ServedSchemas) + len(rs.Initialize) + len(rs.Exceptions) + len(rs.OtherEvents)
+}
 
 // Filtered returns a copy of rs holding only the rows of the events keep accepts (by uuid),
 // in order; rs is not modified.
 func (rs *Rows) Filtered(keep func(uuid.UUID) bool) Rows {
 	return Rows{
-		ToolCalls:   filterRows(rs.ToolCalls, func(r *ToolCallRow) bool { return keep(r.UUID) }),
-		Recruitment: filterRows(rs.Recruitment, func(r *RecruitmentRow) bool { return keep(r.UUID) }),
+		ToolCalls:     filterRows(rs.ToolCalls, func(r *ToolCallRow) bool { return keep(r.UUID) }),
+		Recruitment:   filterRows(rs.Recruitment, func(r *RecruitmentRow) bool { return keep(r.UUID) }),
+		ServedSchemas: filterRows(rs.ServedSchemas, func(r *ServedSchemaRow) bool { return keep(r.EventUUID) }),
+		Initialize:    filterRows(rs.Initialize, func(r *InitializeRow) bool { return keep(r.UUID) }),
+		Exceptions:    filterRows(rs.Exceptions, func(r *ExceptionRow) bool { return keep(r.UUID) }),
+		OtherEvents:   filterRows(rs.OtherEvents, func(r *OtherEventRow) bool { return keep(r.UUID) }),
 	}
 }
 
@@ -85,6 +97,21 @@ type ToolCallRow struct {
 	KafkaPartition     int32     `ch:"kafka_partition"`
 	KafkaOffset        int64     `ch:"kafka_offset"`
 	InsertedAt         time.Time `ch:"inserted_at"`
+	ServerName         string    `ch:"server_name"`
+	ServerVersion      string    `ch:"server_version"`
+	ProtocolVersion    string    `ch:"protocol_version"`
+	Intent             string    `ch:"intent"`
+	IntentSource       string    `ch:"intent_source"`
+	ErrorMessage       string    `ch:"error_message"`
+	// IgnoredKeysSource is misuse.Source: reported, response, schema or not_measurable. The
+	// row builder fills reported only; the consumer derives the others.
+	IgnoredKeysSource string `ch:"ignored_keys_source"`
+	// IgnoredKeysReason is misuse.Reason: why not measurable, "" when measurable.
+	IgnoredKeysReason string `ch:"ignored_keys_reason"`
+	ErrorClass        string `ch:"error_class"` // misuse.ClassifyError of ErrorMessage, for a failed call
+	// UnknownTool is 1 when the server version's listed tools are known and do not hold the
+	// called tool (the consumer fills it).
+	UnknownTool uint8 `ch:"unknown_tool"`
 }
 
 func toolCallRows(rs *Rows, ev *Event, at RowContext) {
@@ -99,7 +126,16 @@ func toolCallRows(rs *Rows, ev *Event, at RowContext) {
 		RecruitmentReason:  t.Reason, URLSupported: optionalFlag(t.URLSupported), FormSupported: optionalFlag(t.FormSupported),
 		CampaignID: t.CampaignID, CompletedCalls: t.CompletedCalls, SessionAgeSeconds: t.SessionAgeSeconds,
 		Properties: string(ev.Extra), KafkaPartition: at.Partition, KafkaOffset: at.Offset, InsertedAt: at.InsertedAt,
+		ServerName: t.ServerName, ServerVersion: t.ServerVersion, ProtocolVersion: t.ProtocolVersion,
+		Intent: t.Intent, IntentSource: t.IntentSource, ErrorMessage: t.ErrorMessage,
 	})
+	row := &rs.ToolCalls[len(rs.ToolCalls)-1]
+	if t.IgnoredKeysReported {
+		row.IgnoredKeysSource = string(misuse.SourceReported)
+	}
+	if t.IsError {
+		row.ErrorClass = string(misuse.ClassifyError(t.ErrorMessage))
+	}
 }
 
 // RecruitmentRow is one row of mcpulse.recruitment_events.

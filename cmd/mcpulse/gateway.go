@@ -42,8 +42,10 @@ replicas) before answering:
                                          Authorization: Bearer <api key>
   GET  /healthz /readyz /metrics         liveness, Kafka reachability, Prometheus metrics
 
-The four mcpulse kinds are validated and routed; other valid events ($identify, ...) are
-acknowledged and counted, never an error. A batch with invalid events is answered 400 naming
+Every event is validated and published: tool calls, the MCP analytics SDK's tools lists,
+initializes and exceptions, and the interview recruitment events, each to its topic; valid events
+of other names ($identify, ...) are published too, to be counted per name, and reported as
+unrouted, never an error. A batch with invalid events is answered 400 naming
 each by index and field, and its valid events are still published. Kafka unavailable or too
 slow: 503 with Retry-After.
 

@@ -34,7 +34,7 @@ func newPublishCmd() *cobra.Command {
 		Long: `publish reads events from a JSON Lines file (one PostHog-style envelope per line, "-" for
 standard input), validates each line, and publishes the valid events to mcp_tool_calls and
 mcp_recruitment (acks from all in-sync replicas). A bad line (bad JSON, a contract violation,
-an unknown event name, a line over 1 MiB) is not fatal: it goes to mcpulse_dlq with its line
+a line over 1 MiB) is not fatal: it goes to mcpulse_dlq with its line
 number and reason, and is listed in the final summary.
 
 Progress (lines read, published, dead-lettered, events/s) is printed on stderr every second.

@@ -1,8 +1,11 @@
 package gen
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/mcpulse/mcpulse/ingest"
 )
 
 // malformedKinds name the ways a malformed line breaks the event contract (DESIGN.md §2); the
@@ -16,7 +19,7 @@ var malformedKinds = []string{
 	"response_maybe",        // response "maybe"
 	"distinct_id_201",       // distinct_id of 201 characters
 	"ignored_keys_21",       // $mcp_ignored_keys with 21 entries
-	"unknown_event",         // event $pageview (the consumer dead-letters unknown names)
+	"event_not_string",      // event 42 (another name, such as $pageview, is a valid event, counted per name)
 	"is_error_type",         // $mcp_is_error "yes"
 	"missing_invitation_id", // an invitation without invitation_id
 }
@@ -64,9 +67,9 @@ func (g *generator) malformedLine(i int) []byte {
 		props = append(props, kv{k: "$mcp_ignored_keys", v: jsonStringArray(keys)}, kv{k: "$mcp_ignored_keys_total", v: "21"})
 		props = dropDuplicateKeys(props)
 		line = appendEvent(nil, e.uuid, e.name, e.distinctID, e.tsText, props)
-	case "unknown_event":
-		line = appendEvent(nil, e.uuid, "$pageview", e.distinctID, e.tsText,
-			[]kv{sv("$current_url", "https://us.posthog.com/project/1/sql"), sv("$lib", "web")})
+	case "event_not_string":
+		full := appendEvent(nil, e.uuid, e.name, e.distinctID, e.tsText, props)
+		line = bytes.Replace(full, append(append([]byte(`"event":`), ingest.AppendJSString(nil, e.name)...), ','), []byte(`"event":42,`), 1)
 	case "is_error_type":
 		props = append(props, sv("$mcp_is_error", "yes"))
 		props = dropDuplicateKeys(props)

@@ -78,8 +78,8 @@ type Config struct {
 	// Now is the clock (tests). Default: time.Now.
 	Now func() time.Time
 	// OnUnrouted, when set, receives the valid events of other names ($identify, ...) that a
-	// request acknowledged without routing them (normalized: project key removed, uuid and
-	// timestamp filled in), after the request was answered, on the request's goroutine. It
+	// request acknowledged (normalized: project key removed, uuid and timestamp filled in;
+	// they are also published, to be counted per name), after the request was answered, on the request's goroutine. It
 	// is not called for a request answered 503 (the client retries it). Optional.
 	OnUnrouted func(events []ingest.Envelope)
 }

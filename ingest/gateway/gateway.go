@@ -1,8 +1,9 @@
 // Package gateway is mcpulse's HTTP ingest gateway: it speaks PostHog's capture API
 // (POST /batch/, /capture/, /e/, /i/v0/e/) so an MCP server already sending analytics through a
 // PostHog SDK adopts mcpulse by changing its host, and takes mcpulse envelopes on
-// POST /v1/events. Events of the four kinds (DESIGN.md §2) are validated and published to
-// Kafka with ingest.Publisher; other valid events are acknowledged and counted as unrouted.
+// POST /v1/events. Events are validated and published to Kafka with ingest.Publisher (the table
+// of kinds, DESIGN.md §2, says where); valid events of names no kind has are published too, so
+// the consumers count them per name, and are reported as unrouted (and forwarded, OnUnrouted).
 //
 // A request is answered only after Kafka acknowledged every event it enqueued: 200 when all
 // events were accepted, 400 naming each bad event by index and field path (its valid events are
@@ -179,7 +180,8 @@ type Response struct {
 	Status string `json:"status"`
 	// Accepted is how many events were acknowledged by Kafka (0 on 503).
 	Accepted int `json:"accepted"`
-	// Unrouted is how many valid events of other names were acknowledged without routing.
+	// Unrouted is how many valid events of other names ($identify, ...) were acknowledged:
+	// published to be counted per name (not in Accepted), and forwarded when configured.
 	Unrouted int `json:"unrouted"`
 	// Duplicates is how many events repeated an earlier uuid of the same request.
 	Duplicates int `json:"duplicates"`
@@ -365,13 +367,18 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 		resp.ErrorsOmitted = len(resp.Errors) - MaxReportedErrors
 		resp.Errors = resp.Errors[:MaxReportedErrors]
 	}
+	others := 0
 	for _, ev := range res.events {
+		if ev.Kind == ingest.KindOther {
+			others++ // counted as unrouted
+			continue
+		}
 		g.metrics.accepted.WithLabelValues(ev.Kind.String()).Inc()
 	}
 	g.metrics.unrouted.Add(float64(res.unrouted))
 	g.metrics.duplicates.Add(float64(res.duplicates))
 	g.metrics.rejected.Add(float64(len(res.errors)))
-	resp.Accepted = len(res.events)
+	resp.Accepted = len(res.events) - others
 	if len(res.errors) > 0 {
 		resp.Status = "invalid"
 		return http.StatusBadRequest, resp, res
@@ -382,7 +389,7 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 
 // processed is a request's events sorted out.
 type processed struct {
-	events     []*ingest.Event // valid events of the four kinds, first of each uuid, in order
+	events     []*ingest.Event // valid events, first of each uuid, in order (other names too)
 	unrouted   int
 	duplicates int
 	// unroutedEvents are the unrouted events, collected only when Config.OnUnrouted is set.
@@ -403,16 +410,23 @@ func (g *Gateway) process(p *payload, form bodyForm, clk requestClock) processed
 	seen := map[uuid.UUID]bool{}
 	for i, raw := range p.Events {
 		ev, env, problems, unrouted := g.event(raw, form, clk, i)
-		switch {
-		case len(problems) > 0:
+		if len(problems) > 0 {
 			res.errors = append(res.errors, EventError{Index: i, Problems: problems})
-		case unrouted:
+			continue
+		}
+		if unrouted {
+			// Another name: forwarded when configured, and published too, so that the
+			// consumers count it per name (ingest.KindOther); reported as unrouted, not accepted.
 			res.unrouted++
 			if g.cfg.OnUnrouted != nil {
 				res.unroutedEvents = append(res.unroutedEvents, env)
 			}
+		}
+		switch {
 		case seen[ev.UUID]:
-			res.duplicates++
+			if !unrouted {
+				res.duplicates++
+			}
 		default:
 			seen[ev.UUID] = true
 			res.events = append(res.events, ev)
@@ -471,9 +485,7 @@ func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, clk requestCloc
 	var verr *ingest.ValidationError
 	switch {
 	case err == nil:
-		return ev, nil, false, data
-	case errors.Is(err, ingest.ErrUnknownEvent):
-		return nil, nil, true, data
+		return ev, nil, ev.Kind == ingest.KindOther, data
 	case errors.As(err, &verr):
 		problems := make([]Problem, len(verr.Problems))
 		for i, p := range verr.Problems {

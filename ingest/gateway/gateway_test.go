@@ -106,13 +106,22 @@ func TestUnroutedEventsAreAcknowledged(t *testing.T) {
 		"timestamp": base.Format(time.RFC3339), "properties": map[string]any{"$set": map[string]any{"email": "a@b.c"}}}
 	toolsList := map[string]any{"event": "$mcp_tools_list", "distinct_id": "user-9", "uuid": uuidN(91)} // no timestamp, no properties
 	res, r := f.post("/batch/", batchBody(t, "", identify, toolsList, toolCall(1)))
-	if res.StatusCode != 200 || r.Accepted != 1 || r.Unrouted != 2 || len(r.Errors) != 0 {
-		t.Fatalf("%d %+v, want 200 with 1 accepted, 2 unrouted", res.StatusCode, r)
+	if res.StatusCode != 200 || r.Accepted != 2 || r.Unrouted != 1 || len(r.Errors) != 0 {
+		t.Fatalf("%d %+v, want 200 with 2 accepted (the tool call and the tools list), 1 unrouted", res.StatusCode, r)
+	}
+	// The unrouted $identify is published too, so that the consumers count it per name.
+	published := map[string]bool{}
+	for _, m := range f.messages(ingest.TopicToolCalls) {
+		published[envelopeOf(t, m).Event] = true
+	}
+	if !published["$identify"] || !published["$mcp_tools_list"] || !published[ingest.EventToolCall] {
+		t.Errorf("published events %v, want all three names", published)
 	}
 	body := scrape(t, f)
 	for _, line := range []string{
-		`mcpulse_gateway_events_unrouted_total 2`,
+		`mcpulse_gateway_events_unrouted_total 1`,
 		`mcpulse_gateway_events_accepted_total{kind="tool_call"} 1`,
+		`mcpulse_gateway_events_accepted_total{kind="tools_list"} 1`,
 		`mcpulse_gateway_requests_total{code="200",endpoint="/batch/"} 1`,
 	} {
 		if !strings.Contains(body, line) {

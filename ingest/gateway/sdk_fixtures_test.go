@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/gateway"
 )
@@ -98,9 +100,21 @@ func TestRecordedSDKRequestsAreAcceptedWhole(t *testing.T) {
 			t.Errorf("the recording has no %s event", name)
 		}
 	}
-	msgs := f.messages(ingest.TopicToolCalls)
+	// Every kind the SDK sends goes to the tool-call topic, keyed by distinct_id (its session).
+	var msgs []kafka.Message
+	all := f.messages(ingest.TopicToolCalls)
+	for _, m := range all {
+		if env := envelopeOf(t, m); env.Event == ingest.EventToolCall {
+			msgs = append(msgs, m)
+		} else if _, ok := want[env.Event][env.UUID]; !ok {
+			t.Errorf("published %s %s is not one the SDK sent", env.Event, env.UUID)
+		}
+	}
 	if len(msgs) != toolCalls {
 		t.Fatalf("%d tool calls published, want %d", len(msgs), toolCalls)
+	}
+	if events := len(want["$mcp_initialize"]) + len(want["$mcp_tools_list"]) + len(want["$exception"]) + toolCalls; len(all) != events {
+		t.Errorf("%d messages on %s, want the %d SDK events", len(all), ingest.TopicToolCalls, events)
 	}
 	for _, m := range msgs {
 		env := envelopeOf(t, m)

@@ -53,7 +53,9 @@ func TestSeparateEventsWithoutUUIDOrTimestampStaySeparate(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, m := range f.messages(ingest.TopicToolCalls) {
-		seen[envelopeOf(t, m).UUID] = true
+		if env := envelopeOf(t, m); env.Event == ingest.EventToolCall {
+			seen[env.UUID] = true
+		}
 	}
 	if len(seen) != 3 {
 		t.Errorf("%d distinct uuids for 3 separate events, want 3", len(seen))
@@ -122,7 +124,9 @@ func TestPostHogGoDefaultConfig(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, m := range f.messages(ingest.TopicToolCalls) {
-		seen[envelopeOf(t, m).UUID] = true
+		if env := envelopeOf(t, m); env.Event == ingest.EventToolCall {
+			seen[env.UUID] = true
+		}
 	}
 	if len(seen) != calls {
 		t.Errorf("%d distinct tool-call uuids published, want %d", len(seen), calls)

@@ -1,0 +1,309 @@
+package ingest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/encoding/json"
+
+	"github.com/mcpulse/mcpulse/misuse"
+)
+
+// The kinds the MCP analytics SDK (@posthog/mcp 0.16.3) sends besides tool calls, and the
+// properties it puts on every event (src/extensions/posthog-events.ts). Their payloads
+// ($mcp_parameters, $mcp_response, $exception_list) are the SDK's captures of MCP messages, cut
+// and redacted by it (src/extensions/truncation.ts, mcp-payloads.ts): the fields read from them
+// are taken where they have the expected type and left empty otherwise, never a reason to
+// refuse the event.
+
+// Server and client properties of the MCP analytics SDK's events.
+const (
+	propServerName      = "$mcp_server_name"
+	propServerVersion   = "$mcp_server_version"
+	propClientName      = "$mcp_client_name"
+	propClientVersion   = "$mcp_client_version"
+	propProtocolVersion = "$mcp_protocol_version"
+	propSessionID       = "$session_id"
+	propParameters      = "$mcp_parameters"
+	propResponse        = "$mcp_response"
+)
+
+// sdkCommonReads are the SDK's session properties every SDK kind reads.
+var sdkCommonReads = []string{propServerName, propServerVersion, propClientName, propClientVersion, propProtocolVersion, propSessionID}
+
+// Session holds the MCP session properties the SDK puts on its events.
+type Session struct {
+	SessionID       string // $session_id
+	ServerName      string // $mcp_server_name
+	ServerVersion   string // $mcp_server_version
+	ClientName      string // $mcp_client_name
+	ClientVersion   string // $mcp_client_version
+	ProtocolVersion string // $mcp_protocol_version: the version negotiated at initialize
+}
+
+func (p propertyReader) session(s *Session) {
+	s.SessionID = p.str(propSessionID)
+	s.ServerName = p.str(propServerName)
+	s.ServerVersion = p.str(propServerVersion)
+	s.ClientName = p.str(propClientName)
+	s.ClientVersion = p.str(propClientVersion)
+	s.ProtocolVersion = p.str(propProtocolVersion)
+}
+
+// ToolsList holds a $mcp_tools_list event: the tools an MCP server listed to a client.
+type ToolsList struct {
+	Session
+	// ListedToolNames is $mcp_listed_tool_names: every tool name listed (the SDK never cuts it).
+	ListedToolNames []string
+	// Tools are the tools of $mcp_response.tools that have a name, in order; the SDK keeps at
+	// most 100 entries of an array, so a long list is cut here (not in ListedToolNames).
+	Tools []ServedTool
+}
+
+// ServedTool is one tool of a tools/list result as captured.
+type ServedTool struct {
+	Name        string
+	Description string // "" when absent or not a string
+	// InputSchema is the tool's inputSchema JSON text exactly as received (nil when absent);
+	// it shares the event's bytes.
+	InputSchema json.RawMessage
+}
+
+var toolsListReads = append([]string{"$mcp_listed_tool_names", propResponse}, sdkCommonReads...)
+
+func decodeToolsList(p *propertyReader, ev *Event) {
+	t := &ToolsList{}
+	p.session(&t.Session)
+	const listed = "$mcp_listed_tool_names"
+	if raw := p.raw(listed); !isNull(raw) {
+		items, ok := arrayItems(raw)
+		if !ok {
+			p.v.add(path(listed), "must be an array of strings")
+		}
+		for i, item := range items {
+			s, ok := stringValue(item)
+			if !ok || isNull(item) {
+				p.v.add(path(listed)+"["+itoa(i)+"]", "must be a string")
+				continue
+			}
+			t.ListedToolNames = append(t.ListedToolNames, s)
+		}
+	}
+	tools, _ := arrayItems(objectValue(p.raw(propResponse), "tools"))
+	for _, item := range tools {
+		name, ok := stringValue(objectValue(item, "name"))
+		if !ok || name == "" {
+			continue // the SDK's "[MaxProperties ~]" after 100 tools, or something unreadable
+		}
+		desc, _ := stringValue(objectValue(item, "description"))
+		t.Tools = append(t.Tools, ServedTool{Name: name, Description: desc, InputSchema: objectValue(item, "inputSchema")})
+	}
+	ev.ToolsList = t
+}
+
+// ServedSchemaRow is one row of mcpulse.served_tool_schemas_in: a tool's input schema as an
+// MCP server version served it (the schema-check workstream's table; its readers deduplicate
+// by content hash per server name, version and tool).
+type ServedSchemaRow struct {
+	ServerName    string `ch:"server_name"`
+	ServerVersion string `ch:"server_version"`
+	ToolName      string `ch:"tool_name"`
+	// SchemaSHA256 is the lowercase hex SHA-256 of InputSchema.
+	SchemaSHA256 string `ch:"schema_sha256"`
+	// InputSchema is the inputSchema JSON text exactly as the event held it.
+	InputSchema string `ch:"input_schema"`
+	Description string `ch:"description"`
+	// Truncated is 1 when the SDK cut or redacted the schema (misuse.SchemaTruncated).
+	Truncated uint8     `ch:"truncated"`
+	SeenAt    time.Time `ch:"seen_at"`
+	EventUUID uuid.UUID `ch:"event_uuid"`
+}
+
+func toolsListRows(rs *Rows, ev *Event, _ RowContext) {
+	t := ev.ToolsList
+	for _, tool := range t.Tools {
+		sum := sha256.Sum256(tool.InputSchema)
+		rs.ServedSchemas = append(rs.ServedSchemas, ServedSchemaRow{
+			ServerName: t.ServerName, ServerVersion: t.ServerVersion, ToolName: tool.Name,
+			SchemaSHA256: hex.EncodeToString(sum[:]), InputSchema: string(tool.InputSchema), Description: tool.Description,
+			Truncated: flag(misuse.SchemaTruncated(tool.InputSchema)), SeenAt: ev.Timestamp, EventUUID: ev.UUID,
+		})
+	}
+}
+
+// Initialize holds a $mcp_initialize event: an MCP session's handshake.
+type Initialize struct {
+	Session
+	// RequestedProtocolVersion is the version the client asked for
+	// ($mcp_parameters.request.params.protocolVersion); Session.ProtocolVersion is the one
+	// negotiated (the SDK's $mcp_protocol_version, else $mcp_response.protocolVersion).
+	RequestedProtocolVersion string
+	// ClientCapabilities and ServerCapabilities are the capabilities objects of the request
+	// and the result as JSON text ("" when absent or not objects).
+	ClientCapabilities string
+	ServerCapabilities string
+}
+
+var initializeReads = append([]string{propParameters, propResponse}, sdkCommonReads...)
+
+func decodeInitialize(p *propertyReader, ev *Event) {
+	in := &Initialize{}
+	p.session(&in.Session)
+	// Peeked: the request and result stay whole in properties (the server's instructions, ...).
+	params := objectValue(objectValue(p.peek(propParameters), "request"), "params")
+	result := p.peek(propResponse)
+	in.RequestedProtocolVersion, _ = stringValue(objectValue(params, "protocolVersion"))
+	in.ClientCapabilities = objectText(objectValue(params, "capabilities"))
+	in.ServerCapabilities = objectText(objectValue(result, "capabilities"))
+	fill := func(dst *string, raw []byte) {
+		if *dst == "" {
+			*dst, _ = stringValue(raw)
+		}
+	}
+	client, server := objectValue(params, "clientInfo"), objectValue(result, "serverInfo")
+	fill(&in.ClientName, objectValue(client, "name"))
+	fill(&in.ClientVersion, objectValue(client, "version"))
+	fill(&in.ServerName, objectValue(server, "name"))
+	fill(&in.ServerVersion, objectValue(server, "version"))
+	fill(&in.ProtocolVersion, objectValue(result, "protocolVersion"))
+	fill(&in.ProtocolVersion, objectValue(params, "protocolVersion"))
+	ev.Initialize = in
+}
+
+// InitializeRow is one row of mcpulse.mcp_initialize_events.
+type InitializeRow struct {
+	UUID                     uuid.UUID `ch:"uuid"`
+	Timestamp                time.Time `ch:"timestamp"`
+	DistinctID               string    `ch:"distinct_id"`
+	SessionID                string    `ch:"session_id"`
+	ClientName               string    `ch:"client_name"`
+	ClientVersion            string    `ch:"client_version"`
+	ProtocolVersion          string    `ch:"protocol_version"`
+	RequestedProtocolVersion string    `ch:"requested_protocol_version"`
+	ClientCapabilities       string    `ch:"client_capabilities"`
+	ServerName               string    `ch:"server_name"`
+	ServerVersion            string    `ch:"server_version"`
+	ServerCapabilities       string    `ch:"server_capabilities"`
+	Properties               string    `ch:"properties"` // Event.Extra
+	KafkaPartition           int32     `ch:"kafka_partition"`
+	KafkaOffset              int64     `ch:"kafka_offset"`
+	InsertedAt               time.Time `ch:"inserted_at"`
+}
+
+func initializeRows(rs *Rows, ev *Event, at RowContext) {
+	in := ev.Initialize
+	rs.Initialize = append(rs.Initialize, InitializeRow{
+		UUID: ev.UUID, Timestamp: ev.Timestamp, DistinctID: ev.DistinctID, SessionID: in.SessionID,
+		ClientName: in.ClientName, ClientVersion: in.ClientVersion, ProtocolVersion: in.ProtocolVersion,
+		RequestedProtocolVersion: in.RequestedProtocolVersion, ClientCapabilities: in.ClientCapabilities,
+		ServerName: in.ServerName, ServerVersion: in.ServerVersion, ServerCapabilities: in.ServerCapabilities,
+		Properties: string(ev.Extra), KafkaPartition: at.Partition, KafkaOffset: at.Offset, InsertedAt: at.InsertedAt,
+	})
+}
+
+// Exception holds a $exception event (PostHog error tracking's format).
+type Exception struct {
+	Session
+	ToolName string // $mcp_tool_name ("" for an exception outside a tool call)
+	// Type and Message are the first exception's of $exception_list ("" when absent).
+	Type, Message string
+	Level         string // $exception_level
+}
+
+var exceptionReads = append([]string{"$exception_list", "$exception_level", "$mcp_tool_name"}, sdkCommonReads...)
+
+func decodeException(p *propertyReader, ev *Event) {
+	x := &Exception{}
+	p.session(&x.Session)
+	x.ToolName = p.str("$mcp_tool_name")
+	x.Level = p.str("$exception_level")
+	// Peeked: the list (stack frames, further exceptions) stays in properties.
+	if list, ok := arrayItems(p.peek("$exception_list")); ok && len(list) > 0 {
+		x.Type, _ = stringValue(objectValue(list[0], "type"))
+		x.Message, _ = stringValue(objectValue(list[0], "value"))
+	}
+	ev.Exception = x
+}
+
+// ExceptionRow is one row of mcpulse.mcp_exceptions.
+type ExceptionRow struct {
+	UUID             uuid.UUID `ch:"uuid"`
+	Timestamp        time.Time `ch:"timestamp"`
+	DistinctID       string    `ch:"distinct_id"`
+	SessionID        string    `ch:"session_id"`
+	ToolName         string    `ch:"tool_name"`
+	ExceptionType    string    `ch:"exception_type"`
+	ExceptionMessage string    `ch:"exception_message"`
+	ExceptionLevel   string    `ch:"exception_level"`
+	ErrorClass       string    `ch:"error_class"` // misuse.ClassifyError of the message
+	ServerName       string    `ch:"server_name"`
+	ServerVersion    string    `ch:"server_version"`
+	ClientName       string    `ch:"client_name"`
+	ClientVersion    string    `ch:"client_version"`
+	ProtocolVersion  string    `ch:"protocol_version"`
+	Properties       string    `ch:"properties"` // Event.Extra
+	KafkaPartition   int32     `ch:"kafka_partition"`
+	KafkaOffset      int64     `ch:"kafka_offset"`
+	InsertedAt       time.Time `ch:"inserted_at"`
+}
+
+func exceptionRows(rs *Rows, ev *Event, at RowContext) {
+	x := ev.Exception
+	rs.Exceptions = append(rs.Exceptions, ExceptionRow{
+		UUID: ev.UUID, Timestamp: ev.Timestamp, DistinctID: ev.DistinctID, SessionID: x.SessionID,
+		ToolName: x.ToolName, ExceptionType: x.Type, ExceptionMessage: x.Message, ExceptionLevel: x.Level,
+		ErrorClass: string(misuse.ClassifyError(x.Message)), ServerName: x.ServerName, ServerVersion: x.ServerVersion,
+		ClientName: x.ClientName, ClientVersion: x.ClientVersion, ProtocolVersion: x.ProtocolVersion,
+		Properties: string(ev.Extra), KafkaPartition: at.Partition, KafkaOffset: at.Offset, InsertedAt: at.InsertedAt,
+	})
+}
+
+// OtherEventRow is one row of mcpulse.other_events: an event of a name no other kind has,
+// kept to be counted per name and hour.
+type OtherEventRow struct {
+	UUID           uuid.UUID `ch:"uuid"`
+	Timestamp      time.Time `ch:"timestamp"`
+	Event          string    `ch:"event"`
+	DistinctID     string    `ch:"distinct_id"`
+	KafkaPartition int32     `ch:"kafka_partition"`
+	KafkaOffset    int64     `ch:"kafka_offset"`
+	InsertedAt     time.Time `ch:"inserted_at"`
+}
+
+func otherRows(rs *Rows, ev *Event, at RowContext) {
+	rs.OtherEvents = append(rs.OtherEvents, OtherEventRow{
+		UUID: ev.UUID, Timestamp: ev.Timestamp, Event: ev.Name, DistinctID: ev.DistinctID,
+		KafkaPartition: at.Partition, KafkaOffset: at.Offset, InsertedAt: at.InsertedAt,
+	})
+}
+
+// objectValue returns the raw value of key in a raw, well-formed JSON object (the last one
+// when repeated), or nil when raw is not an object or has no such key.
+func objectValue(raw []byte, key string) []byte {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	var found []byte
+	for i := skipSpace(raw, 1); i < len(raw) && raw[i] == '"'; {
+		keyEnd := skipString(raw, i)
+		j := skipSpace(raw, skipSpace(raw, keyEnd)+1)
+		end, _ := skipValue(raw, j)
+		if string(unquote(raw[i:keyEnd])) == key {
+			found = raw[j:end]
+		}
+		if i = skipSpace(raw, end); i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return found
+}
+
+// objectText returns a raw JSON object as text, or "" when raw is not an object.
+func objectText(raw []byte) string {
+	if len(raw) == 0 || raw[0] != '{' {
+		return ""
+	}
+	return string(raw)
+}

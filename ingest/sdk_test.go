@@ -1,0 +1,197 @@
+package ingest_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+// recorded returns one event the real @posthog/mcp 0.16.3 sent (the gateway workstream's
+// recordings, ingest/gateway/testdata/sdk), parsed.
+func recorded(t *testing.T, name string) *ingest.Event {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("gateway", "testdata", "sdk", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := ingest.Parse(data)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return ev
+}
+
+// extraKeys returns the keys of an event's Extra.
+func extraKeys(t *testing.T, ev *ingest.Event) map[string]json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(ev.Extra, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Every event the SDK sent is valid and lands in its kind.
+func TestParseRecordedSDKEvents(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("gateway", "testdata", "sdk", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recordings: %v", err)
+	}
+	want := map[string]*ingest.Kind{"initialize": ingest.KindInitialize, "tools_list": ingest.KindToolsList,
+		"tool_call": ingest.KindToolCall, "exception": ingest.KindException}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		ev := recorded(t, name)
+		var kind *ingest.Kind
+		for prefix, k := range want {
+			if strings.HasPrefix(name, prefix) {
+				kind = k
+			}
+		}
+		if ev.Kind != kind {
+			t.Errorf("%s: kind %s, want %s", name, ev.Kind, kind)
+		}
+	}
+}
+
+func TestParseSDKToolCall(t *testing.T) {
+	ev := recorded(t, "tool_call_ok")
+	tc := ev.ToolCall
+	if tc.ServerName != "mcpulse-fixture-zod" || tc.ServerVersion != "1.4.0" || tc.ProtocolVersion == "" ||
+		tc.Source != "posthog_mcp_analytics" || tc.Intent == "" || tc.IntentSource != "context_parameter" || tc.ClientName == "" {
+		t.Errorf("tool call %+v", tc)
+	}
+	if tc.IgnoredKeysReported || len(tc.Parameters) == 0 || len(tc.Response) == 0 {
+		t.Errorf("reported %v, parameters %d bytes, response %d bytes: the derivation inputs", tc.IgnoredKeysReported, len(tc.Parameters), len(tc.Response))
+	}
+	extra := extraKeys(t, ev)
+	for _, held := range []string{"$mcp_tool_name", "$mcp_server_name", "$mcp_server_version", "$mcp_protocol_version", "$mcp_source",
+		"$mcp_intent", "$mcp_intent_source", "$mcp_client_name", "$session_id", "$mcp_is_error", "$mcp_duration_ms"} {
+		if _, ok := extra[held]; ok {
+			t.Errorf("properties keep %s, which a column holds", held)
+		}
+	}
+	for _, kept := range []string{"$mcp_parameters", "$mcp_response", "$mcp_tool_description", "$lib"} {
+		if _, ok := extra[kept]; !ok {
+			t.Errorf("properties lack %s, which no column holds", kept)
+		}
+	}
+	var rows ingest.Rows
+	rows.Append(ev, ingest.RowContext{})
+	r := rows.ToolCalls[0]
+	if r.ServerName != tc.ServerName || r.Intent != tc.Intent || r.Source != tc.Source || r.IgnoredKeysSource != "" || r.ErrorClass != "" {
+		t.Errorf("row %+v", r)
+	}
+
+	failed := recorded(t, "tool_call_wrong_type")
+	rows = ingest.Rows{}
+	rows.Append(failed, ingest.RowContext{})
+	if r := rows.ToolCalls[0]; r.IsError != 1 || !strings.Contains(r.ErrorMessage, "expected number") || r.ErrorClass != "validation_type" {
+		t.Errorf("failed call row: is_error %d, message %q, class %q", r.IsError, r.ErrorMessage, r.ErrorClass)
+	}
+}
+
+// `source` wins over the SDK's $mcp_source, which then stays in properties; a reported list,
+// even empty, marks the row's source as reported.
+func TestParseSourceAndReportedKeys(t *testing.T) {
+	ev := mustParse(t, envelope(t, ingest.KindToolCall, nil, map[string]any{"source": "mcp", "$mcp_source": "posthog_mcp_analytics", "$mcp_ignored_keys": []string{}}))
+	if ev.ToolCall.Source != "mcp" || !strings.Contains(string(ev.Extra), `"$mcp_source":"posthog_mcp_analytics"`) || !ev.ToolCall.IgnoredKeysReported {
+		t.Errorf("source %q, extra %s, reported %v", ev.ToolCall.Source, ev.Extra, ev.ToolCall.IgnoredKeysReported)
+	}
+	var rows ingest.Rows
+	rows.Append(ev, ingest.RowContext{})
+	if rows.ToolCalls[0].IgnoredKeysSource != "reported" {
+		t.Errorf("source %q, want reported", rows.ToolCalls[0].IgnoredKeysSource)
+	}
+	_, err := ingest.Parse(envelope(t, ingest.KindToolCall, nil, map[string]any{"source": "mcp", "$mcp_source": 5}))
+	if err == nil || !strings.Contains(err.Error(), "properties.$mcp_source: must be a string") {
+		t.Errorf("a $mcp_source number: %v", err)
+	}
+}
+
+func TestParseSDKToolsList(t *testing.T) {
+	ev := recorded(t, "tools_list_json")
+	tl := ev.ToolsList
+	if tl.ServerName != "mcpulse-fixture-json" || len(tl.ListedToolNames) != 6 || len(tl.Tools) != 6 {
+		t.Fatalf("tools list: server %q, %d listed, %d tools", tl.ServerName, len(tl.ListedToolNames), len(tl.Tools))
+	}
+	var rows ingest.Rows
+	rows.Append(ev, ingest.RowContext{})
+	if len(rows.ServedSchemas) != 6 {
+		t.Fatalf("%d served schema rows, want 6", len(rows.ServedSchemas))
+	}
+	truncated := map[string]bool{}
+	for i, r := range rows.ServedSchemas {
+		sum := sha256.Sum256([]byte(r.InputSchema))
+		if r.ToolName != tl.ListedToolNames[i] || r.SchemaSHA256 != hex.EncodeToString(sum[:]) || r.EventUUID != ev.UUID ||
+			!r.SeenAt.Equal(ev.Timestamp) || r.ServerVersion != tl.ServerVersion || !json.Valid([]byte(r.InputSchema)) {
+			t.Errorf("row %d: %+v", i, r)
+		}
+		if !strings.Contains(string(ev.Properties), r.InputSchema) {
+			t.Errorf("%s: input schema is not the text as received", r.ToolName)
+		}
+		truncated[r.ToolName] = r.Truncated == 1
+	}
+	// The SDK cut query-insights' schema ("[Object]") and redacted connect-source's api key.
+	if !truncated["query-insights"] || !truncated["connect-source"] || truncated["search-logs"] {
+		t.Errorf("truncated flags %v", truncated)
+	}
+}
+
+func TestParseSDKInitializeAndException(t *testing.T) {
+	in := recorded(t, "initialize").Initialize
+	if in.ClientName != "mcpulse-fixture-client" || in.ServerName != "mcpulse-fixture-zod" || in.ProtocolVersion != "2025-11-25" ||
+		in.RequestedProtocolVersion != "2025-11-25" || in.ClientCapabilities != "{}" || in.ServerCapabilities != `{"tools":{"listChanged":true}}` || in.SessionID == "" {
+		t.Errorf("initialize %+v", in)
+	}
+	ev := recorded(t, "exception_wrong_type")
+	x := ev.Exception
+	if x.ToolName != "get-sum" || x.Type != "Error" || !strings.HasPrefix(x.Message, "MCP error -32602: Input validation error") || x.Level != "error" || x.ServerVersion != "1.4.0" {
+		t.Errorf("exception %+v", x)
+	}
+	if _, ok := extraKeys(t, ev)["$exception_list"]; !ok {
+		t.Error("$exception_list (stack frames, further exceptions) not kept in properties")
+	}
+	var rows ingest.Rows
+	rows.Append(ev, ingest.RowContext{})
+	if c := rows.Exceptions[0].ErrorClass; c != "validation_type" {
+		t.Errorf("error class %q", c)
+	}
+	rows = ingest.Rows{}
+	rows.Append(recorded(t, "exception_unknown_tool_json"), ingest.RowContext{})
+	if c := rows.Exceptions[0].ErrorClass; c != "unknown_tool" {
+		t.Errorf("unknown tool's error class %q", c)
+	}
+}
+
+// The SDK's nested payloads never make an event invalid: what is not where it should be is
+// left empty; the SDK's own top-level properties are typed like any other.
+func TestParseSDKPayloadsOfAnotherShape(t *testing.T) {
+	for _, props := range []map[string]any{
+		{"$mcp_response": "[Object]", "$mcp_parameters": []int{1}},
+		{"$mcp_response": map[string]any{"tools": []any{"[MaxProperties ~]", map[string]any{"name": 5}, map[string]any{"name": "ok", "inputSchema": "[Object]"}}}},
+	} {
+		for _, kind := range []*ingest.Kind{ingest.KindToolsList, ingest.KindInitialize, ingest.KindException} {
+			ev, err := ingest.Parse(envelope(t, kind, nil, props))
+			if err != nil {
+				t.Errorf("%s with %v: %v", kind.Name, props, err)
+				continue
+			}
+			var rows ingest.Rows
+			rows.Append(ev, ingest.RowContext{})
+			if kind == ingest.KindToolsList && len(ev.ToolsList.Tools) > 1 {
+				t.Errorf("tools %+v", ev.ToolsList.Tools)
+			}
+		}
+	}
+	_, err := ingest.Parse(envelope(t, ingest.KindToolsList, nil, map[string]any{"$mcp_server_name": 1, "$mcp_listed_tool_names": []any{"a", 2}}))
+	if err == nil || !strings.Contains(err.Error(), "properties.$mcp_server_name: must be a string") || !strings.Contains(err.Error(), "properties.$mcp_listed_tool_names[1]: must be a string") {
+		t.Errorf("typed SDK properties: %v", err)
+	}
+}
