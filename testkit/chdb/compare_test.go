@@ -60,7 +60,8 @@ type engine struct {
 //     dashboards bind them (all, and narrowed), the others as they are or as their callers
 //     bound them in this run;
 //   - every other statement mcpulse's code sent while doing the above (the consumer's and the
-//     jobs' own reads), replayed on both.
+//     jobs' own reads), replayed on both;
+//   - no warning from the current engine (deprecated syntax, obsolete settings).
 //
 // Migrations, query files and panels are found at run time, so new ones are covered as they
 // land.
@@ -225,6 +226,12 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 	t.Run("tables", func(t *testing.T) { compareTables(ctx, t, env.ClickHouse, cur) })
 	t.Run("queries", func(t *testing.T) { compareQueries(ctx, t, env.ClickHouse, oldRec, cur, rec, end) })
 	t.Run("statements", func(t *testing.T) { compareStatements(ctx, t, env.ClickHouse, cur, rec) })
+	// Deprecated syntax or obsolete settings that still work leave a warning.
+	if warnings, err := readAll(ctx, cur, "SELECT message FROM system.warnings"); err != nil {
+		t.Errorf("reading the current engine's warnings: %v", err)
+	} else if len(warnings.Rows) > 0 {
+		t.Errorf("the current engine warns after all of the above:\n%s", strings.Join(warnings.Rows, "\n"))
+	}
 	if t.Failed() {
 		t.Logf("chdbserver log:\n%s", inst.Log())
 	}

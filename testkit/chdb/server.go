@@ -228,6 +228,18 @@ func (ss *session) query() error {
 func (ss *session) sendBlock(b *proto.Block) error {
 	chproto.ServerCodeData.Encode(ss.buf)
 	ss.buf.PutString("")
+	if b.Rows() == 0 {
+		// A header: names and types only. A column's own encoding would write a state
+		// prefix (LowCardinality) that a client reads only when there are rows.
+		if err := b.EncodeHeader(ss.buf, ss.revision); err != nil {
+			return err
+		}
+		for _, c := range b.Columns {
+			ss.buf.PutString(c.Name())
+			ss.buf.PutString(string(c.Type()))
+		}
+		return ss.flush()
+	}
 	if err := b.Encode(ss.buf, ss.revision); err != nil {
 		return err
 	}

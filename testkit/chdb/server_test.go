@@ -74,6 +74,16 @@ func TestServerSpeaksNativeProtocol(t *testing.T) {
 	}
 	rows.Close()
 
+	// An empty result whose column has a state prefix (LowCardinality) carries only the header.
+	rows, err = ch.Query(ctx, "SELECT toLowCardinality(s) AS l FROM t WHERE id > 5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows.Next() || rows.Err() != nil || rows.ColumnTypes()[0].DatabaseTypeName() != "LowCardinality(String)" {
+		t.Errorf("empty LowCardinality result: %v, type %s", rows.Err(), rows.ColumnTypes()[0].DatabaseTypeName())
+	}
+	rows.Close()
+
 	err = ch.Exec(ctx, "SELECT throwIf(1, 'refused on purpose')")
 	var ex *clickhouse.Exception
 	if !errors.As(err, &ex) || ex.Code != 395 || !strings.Contains(ex.Message, "refused on purpose") {
