@@ -269,3 +269,24 @@ func TestSchemaTruncated(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaBounds: nested combinators cannot make one position's schemas grow without
+// bound; beyond the cap the position is not measurable rather than slow.
+func TestSchemaBounds(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"properties":{"q":{"allOf":[`)
+	for i := range 300 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"properties":{"k%d":{}}}`, i)
+	}
+	b.WriteString(`]}}}`)
+	got := derive(t, b.String(), `{"q":{"k1":1,"zz":2}}`)
+	if got.Reason != misuse.ReasonSchemaUnsupported {
+		t.Fatalf("300 allOf parts: %+v", got)
+	}
+	if got := derive(t, b.String(), `{"q":"scalar","r":1}`); !reflect.DeepEqual(got.Keys, []string{"r"}) {
+		t.Fatalf("positions the cap does not reach still derive: %+v", got)
+	}
+}

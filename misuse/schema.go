@@ -105,6 +105,9 @@ func CompileSchema(inputSchema []byte) (*Schema, error) {
 	}
 	conv := &converter{rules: map[*jsonschema.Schema]*rule{}, prep: p, loc: loc + "#"}
 	root := conv.rule(compiled)
+	if len(conv.rules) > maxRules {
+		return failed(fmt.Errorf("%d subschemas, more than the %d this check reads", len(conv.rules), maxRules))
+	}
 	return &Schema{root: root, truncated: truncated}, nil
 }
 
@@ -579,6 +582,17 @@ func unevaluated(s *jsonschema.Schema) any {
 	return s
 }
 
+// Bounds on what one schema may cost: a served schema is untrusted input.
+const (
+	// maxRules caps the subschemas of one compiled schema (a 100 KB schema has a few
+	// thousand); a larger one is ReasonSchemaUnsupported.
+	maxRules = 50000
+	// maxMembers caps the schemas that apply at one position through $ref, allOf and unions
+	// (real schemas have a handful); beyond it the position is ReasonSchemaUnsupported, so
+	// nested combinators cannot make flattening quadratic in memory.
+	maxMembers = 256
+)
+
 // flatView is what applies at one value position, through $ref, allOf and unions.
 type flatView struct {
 	members   []*rule // rules with object or array keywords that apply
@@ -629,6 +643,9 @@ func (r *rule) view() *flatView {
 		}
 		f.admitsObj = f.admitsObj && anyObj
 		f.admitsArr = f.admitsArr && anyArr
+	}
+	if len(f.members) > maxMembers {
+		f.members, f.opaque = nil, ReasonSchemaUnsupported
 	}
 	return f
 }
