@@ -35,6 +35,9 @@ type SchedulerConfig struct {
 	SealSchedule string
 	// ContactAuditWindow is how far back each contact-policy audit looks. Default: 30 days.
 	ContactAuditWindow time.Duration
+	// Location is the zone of schedules without CRON_TZ= or TZ= (ParseSchedule). Default:
+	// time.Local.
+	Location *time.Location
 	// Timeout bounds one run of any job. Default: 10m.
 	Timeout time.Duration
 	// Logger receives one line per run. Default: discard.
@@ -79,6 +82,9 @@ func (c *SchedulerConfig) setDefaults() {
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Minute
 	}
+	if c.Location == nil {
+		c.Location = time.Local
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -100,39 +106,53 @@ func (c *SchedulerConfig) Validate() error {
 		if spec == "" {
 			continue
 		}
-		if _, err := cron.ParseStandard(spec); err != nil {
+		if _, err := ParseSchedule(spec, c.Location); err != nil {
 			errs = append(errs, fmt.Errorf("scheduler: %s schedule %q: %w", name, spec, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// NewScheduler returns a cron scheduler (not started) with the jobs registered. Every job runs
-// behind cron.Recover (a panic is logged, the scheduler lives on) and cron.SkipIfStillRunning
-// (a slow run is never overlapped by the next).
+// NewScheduler returns a cron scheduler (not started) with the jobs registered. Schedules are
+// read by ParseSchedule (each wall-clock time runs once, daylight-saving transitions included).
+// Every job runs behind cron.Recover (a panic is logged, the scheduler lives on),
+// cron.SkipIfStillRunning (a slow run is never overlapped by the next) and the run guard
+// (runGuard: each run once across scheduler replicas sharing the Redis).
 func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := newCron(cfg.Logger)
-	if cfg.ReconcileSchedule != "" {
-		if _, err := c.AddFunc(cfg.ReconcileSchedule, cfg.Metrics.wrap(JobReconcile, func() error { return ReconcileOnce(cfg) })); err != nil {
-			return nil, err
+	c := newCron(cfg.Logger, cfg.Location)
+	// add registers one job: job is its metrics label, what names it in errors.
+	add := func(job, what, spec string, guard runGuard, run func() error) error {
+		sched, err := ParseSchedule(spec, cfg.Location)
+		if err != nil {
+			return fmt.Errorf("scheduler: %s: schedule %q: %w", what, spec, err)
 		}
+		c.Schedule(sched, cron.FuncJob(cfg.Metrics.wrap(job, guarded(guard, sched, cfg.Logger, run))))
+		return nil
 	}
-	if cfg.ContactAuditSchedule != "" {
-		if _, err := c.AddFunc(cfg.ContactAuditSchedule, cfg.Metrics.wrap(JobContactAudit, func() error { return ContactAuditOnce(cfg) })); err != nil {
-			return nil, err
+	guard := func(name string) runGuard {
+		return runGuard{rdb: cfg.Redis, name: name, timeout: cfg.Timeout, now: cfg.Now}
+	}
+	alertSchedule := cfg.AlertSchedule
+	if cfg.Alerts == nil {
+		alertSchedule = ""
+	}
+	for _, j := range []struct {
+		name, spec string
+		run        func(SchedulerConfig) error
+	}{
+		{JobReconcile, cfg.ReconcileSchedule, ReconcileOnce},
+		{JobContactAudit, cfg.ContactAuditSchedule, ContactAuditOnce},
+		{JobSeal, cfg.SealSchedule, SealOnce},
+		{JobAlerts, alertSchedule, AlertsOnce},
+	} {
+		if j.spec == "" {
+			continue
 		}
-	}
-	if cfg.SealSchedule != "" {
-		if _, err := c.AddFunc(cfg.SealSchedule, cfg.Metrics.wrap(JobSeal, func() error { return SealOnce(cfg) })); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.AlertSchedule != "" && cfg.Alerts != nil {
-		if _, err := c.AddFunc(cfg.AlertSchedule, cfg.Metrics.wrap(JobAlerts, func() error { return AlertsOnce(cfg) })); err != nil {
+		if err := add(j.name, j.name, j.spec, guard(j.name), func() error { return j.run(cfg) }); err != nil {
 			return nil, err
 		}
 	}
@@ -140,13 +160,9 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 		if server.Schedule == "" {
 			server.Schedule = DefaultSchemaCheckSchedule
 		}
-		period, err := schedulePeriod(server.Schedule, cfg.Now())
-		if err != nil {
-			return nil, fmt.Errorf("scheduler: schema check of %s: schedule %q: %w", server.Name, server.Schedule, err)
-		}
 		job := &SchemaRatchet{Server: server, ClickHouse: cfg.ClickHouse, Redis: cfg.Redis, Summary: cfg.SchemaSummary,
 			Logger: cfg.Logger, Now: cfg.Now, Timeout: cfg.Timeout}
-		if _, err := c.AddFunc(server.Schedule, cfg.Metrics.wrap(JobSchemaCheck, job.scheduled(period))); err != nil {
+		if err := add(JobSchemaCheck, "schema check of "+server.Name, server.Schedule, job.guard(), job.checkAndLog); err != nil {
 			return nil, err
 		}
 	}
@@ -156,9 +172,9 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 // newCron returns a cron whose jobs run behind cron.SkipIfStillRunning and cron.Recover, in
 // that order: Recover must be the inner wrapper, because a panic escaping SkipIfStillRunning
 // would never release its "running" token, and every later run of the job would be skipped.
-func newCron(log *slog.Logger) *cron.Cron {
+func newCron(log *slog.Logger, loc *time.Location) *cron.Cron {
 	logger := cronLogger{log}
-	return cron.New(cron.WithChain(cron.SkipIfStillRunning(logger), cron.Recover(logger)), cron.WithLogger(logger))
+	return cron.New(cron.WithChain(cron.SkipIfStillRunning(logger), cron.Recover(logger)), cron.WithLogger(logger), cron.WithLocation(loc))
 }
 
 // ReconcileOnce runs one suppression reconcile and logs its report; the error is also logged.

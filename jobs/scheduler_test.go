@@ -31,7 +31,7 @@ func (s *syncBuffer) String() string {
 // is due again is skipped, never overlapped.
 func TestJobsSurvivePanicsAndNeverOverlap(t *testing.T) {
 	var logs syncBuffer
-	c := newCron(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	c := newCron(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})), time.UTC)
 	var panics, running, maxRunning, slowRuns atomic.Int32
 	if _, err := c.AddFunc("@every 1s", func() {
 		panics.Add(1)

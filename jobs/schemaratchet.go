@@ -3,11 +3,9 @@ package jobs
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -49,9 +47,6 @@ type Run struct {
 	Source        string
 	ServerVersion string
 }
-
-// errRunElsewhere means another scheduler replica ran (or is running) this period's check.
-var errRunElsewhere = errors.New("another scheduler replica has this run")
 
 // RunOnce checks the server now and stores the run. A server that cannot be reached (or, for
 // a traffic server, whose tools/list was never seen) is stored as a failed run (reached = 0,
@@ -105,81 +100,37 @@ func (j *SchemaRatchet) setDefaults() {
 	}
 }
 
-// scheduled is the cron entry: it takes the period's Redis lock (when Redis is set), runs the
-// check and logs the outcome; it returns errSkipped when another replica has the run, and the
-// failure of a check that could not run or be stored. A panic is left to cron.Recover; a
-// hanging server ends at Timeout.
-func (j *SchemaRatchet) scheduled(period time.Duration) func() error {
-	return func() error {
-		j.setDefaults()
-		ctx := context.Background()
-		if j.Redis != nil {
-			release, err := j.claimPeriod(ctx, period)
-			if errors.Is(err, errRunElsewhere) {
-				j.Logger.Debug("schema check: another replica has this run", "server", j.Server.Name)
-				return errSkipped
-			}
-			if err != nil {
-				j.Logger.Error("schema check: lock failed; running anyway", "server", j.Server.Name, "err", err)
-			} else {
-				defer release()
-			}
-		}
-		run, err := j.RunOnce(ctx)
-		switch {
-		case err != nil:
-			j.Logger.Error("schema check could not be stored", "server", j.Server.Name, "err", err)
-		case run.Err != nil:
-			j.Logger.Error("schema check failed: server not checked", "server", j.Server.Name, "err", run.Err)
-		case !run.Report.OK():
-			j.Logger.Warn("schema ratchet broke", "server", j.Server.Name, "violations", run.Report.Violations)
-		default:
-			j.Logger.Info("schema ratchet holds", "server", j.Server.Name, "tools", run.Report.Tools,
-				"oversized", run.Report.Oversized, "nested_description_coverage", run.Report.NestedDescriptionCoverage)
-		}
-		return cmp.Or(err, run.Err)
-	}
+// guard is the schema check's run guard (runGuard): one lock and last start per server, so
+// each scheduled check of a server happens once across scheduler replicas. Without Redis there
+// is no guard.
+func (j *SchemaRatchet) guard() runGuard {
+	j.setDefaults()
+	return runGuard{rdb: j.Redis, name: JobSchemaCheck + "/" + j.Server.Name, timeout: j.Timeout, now: j.Now}
 }
 
-// claimPeriod makes one replica's run the period's only one: the lock (SET NX, expiring after
-// the run's Timeout) guards a running check, and the last start time, kept for one period,
-// stops a replica whose own schedule fires later in the same period.
-func (j *SchemaRatchet) claimPeriod(ctx context.Context, period time.Duration) (release func(), err error) {
-	base := "mcpulse:schemacheck:{" + j.Server.Name + "}"
-	lock, last := base+":lock", base+":last"
-	token := uuid.NewString()
-	ok, err := j.Redis.SetNX(ctx, lock, token, j.Timeout).Result()
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, errRunElsewhere
-	}
-	release = func() {
-		// Delete the lock only if it is still ours.
-		_ = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`).
-			Run(context.Background(), j.Redis, []string{lock}, token).Err()
-	}
-	now := j.Now()
-	if prev, err := j.Redis.Get(ctx, last).Int64(); err == nil && now.Sub(time.UnixMilli(prev)) < period/2 {
-		release()
-		return nil, errRunElsewhere
-	}
-	if err := j.Redis.Set(ctx, last, strconv.FormatInt(now.UnixMilli(), 10), period).Err(); err != nil {
-		release()
-		return nil, err
-	}
-	return release, nil
+// scheduled is the cron entry on the schedule sched: the run guard, then checkAndLog.
+func (j *SchemaRatchet) scheduled(sched cron.Schedule) func() error {
+	j.setDefaults()
+	return guarded(j.guard(), sched, j.Logger, j.checkAndLog)
 }
 
-// schedulePeriod is the time between two runs of a cron spec.
-func schedulePeriod(spec string, now time.Time) (time.Duration, error) {
-	sched, err := cron.ParseStandard(spec)
-	if err != nil {
-		return 0, err
+// checkAndLog runs the check and logs the outcome; it returns the failure of a check that could
+// not run or be stored. A panic is left to cron.Recover; a hanging server ends at Timeout.
+func (j *SchemaRatchet) checkAndLog() error {
+	j.setDefaults()
+	run, err := j.RunOnce(context.Background())
+	switch {
+	case err != nil:
+		j.Logger.Error("schema check could not be stored", "server", j.Server.Name, "err", err)
+	case run.Err != nil:
+		j.Logger.Error("schema check failed: server not checked", "server", j.Server.Name, "err", run.Err)
+	case !run.Report.OK():
+		j.Logger.Warn("schema ratchet broke", "server", j.Server.Name, "violations", run.Report.Violations)
+	default:
+		j.Logger.Info("schema ratchet holds", "server", j.Server.Name, "tools", run.Report.Tools,
+			"oversized", run.Report.Oversized, "nested_description_coverage", run.Report.NestedDescriptionCoverage)
 	}
-	first := sched.Next(now)
-	return sched.Next(first).Sub(first), nil
+	return cmp.Or(err, run.Err)
 }
 
 func (j *SchemaRatchet) store(ctx context.Context, run Run) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/robfig/cron/v3"
 
 	"github.com/mcpulse/mcpulse/schemacheck"
 	"github.com/mcpulse/mcpulse/testkit/testenv"
@@ -83,7 +84,7 @@ func TestEachScheduledRunHappensOnceAcrossReplicas(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, r := range replicas {
 			wg.Add(1)
-			go func() { defer wg.Done(); r.scheduled(time.Hour)() }()
+			go func() { defer wg.Done(); r.scheduled(cron.Every(time.Hour))() }()
 		}
 		wg.Wait()
 	}

@@ -44,15 +44,21 @@ func newSchedulerCmd() *cobra.Command {
                  rate rollup as exact counts in ignored_key_rates_hourly_sealed, which the
                  tool-diagnostics panels read instead of the uuid states
   schema check   (with --ratchets) lists each MCP server's tools and checks the schema
-                 ratchets; every run lands in schema_check_runs and schema_check_tools, once
-                 across scheduler replicas (a Redis lock per server and period)
+                 ratchets; every run lands in schema_check_runs and schema_check_tools
   alerts         evaluates the alert rules (dashboards/alerts/*.yaml, plus --alert-rules DIR)
                  and notifies their receivers (--alert-receivers FILE: Alertmanager-format
                  webhooks, Slack incoming webhooks) once when an alert fires and once when it
                  resolves, however many replicas run; the history is on the alerts dashboard
 
-A panicking run is logged and the scheduler lives on; a run still going when the next is due
-is skipped, never overlapped. Schedules are cron specs or "@every 15m"; "" disables a job.`,
+Every job runs once per period across scheduler replicas sharing the Redis (a lock per job
+while it runs, and its last start kept for one period). A panicking run is logged and the
+scheduler lives on; a run still going when the next is due is skipped, never overlapped.
+
+Schedules are cron specs ("0 3 * * *", "@hourly") or "@every 15m"; "" disables a job. A spec
+runs on the machine's local time unless it starts with CRON_TZ=<zone> (or TZ=<zone>), e.g.
+"CRON_TZ=Europe/Paris 30 2 * * *". Each wall-clock time runs exactly once, also on
+daylight-saving days: a time the clocks skip runs when they land (02:30 runs at 03:00), a time
+they repeat runs at its first occurrence only. @every counts elapsed time.`,
 		Example: "  mcpulse scheduler\n  mcpulse scheduler --reconcile '@every 5m' --contact-audit ''\n" +
 			"  MCPULSE_ALERT_SLACK_URL=https://hooks.slack.com/services/... mcpulse scheduler --alert-receivers alert-receivers.yaml",
 		RunE: func(cmd *cobra.Command, args []string) error {
