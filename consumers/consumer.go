@@ -44,6 +44,7 @@ type Consumer struct {
 	metrics *Metrics // nil without Config.Registerer
 
 	tablesSeen sync.Map // optional tables found to exist (name → true); a missing one is asked again
+	served     servedSchemas
 }
 
 // optionalTableExists reports whether an optional raw table exists, asking ClickHouse until it
@@ -275,6 +276,9 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 		return res, err
 	}
 	if err := c.fillInvitationSentAt(ctx, rows.Recruitment); err != nil {
+		return res, err
+	}
+	if err := c.deriveMisuse(ctx, events, rows.ToolCalls); err != nil {
 		return res, err
 	}
 	if len(bad) > 0 {

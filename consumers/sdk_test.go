@@ -1,6 +1,8 @@
 package consumers_test
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,5 +70,78 @@ func TestSDKEventsAreStoredAndOtherNamesCounted(t *testing.T) {
 	}
 	if got := h.count("SELECT count() FROM mcpulse.v_served_tool_schemas WHERE server_name = 'mcpulse-fixture-zod' AND server_version = '1.4.0'"); got != 5 {
 		t.Errorf("served schemas = %d, want the 5 tools listed", got)
+	}
+}
+
+// Tool calls of the MCP analytics SDK, which reports no ignored keys, get them derived: from the
+// tool's result, else from the arguments against the schema the server version listed (in the
+// batch, or read back from ClickHouse by a consumer that has not seen the listing); a call to a
+// tool the version does not list is marked. Expectations from the recording's client
+// (ingest/gateway/testdata/mcp/client.js).
+func TestSDKToolCallsGetDerivedIgnoredKeys(t *testing.T) {
+	h := newHarness(t)
+	if h.count("SELECT count() FROM system.tables WHERE database = 'mcpulse' AND name = 'served_tool_schemas_in'") == 0 {
+		t.Skip("served_tool_schemas_in (the schema workstream's migration) is not there yet")
+	}
+	var values [][]byte
+	for _, name := range []string{"tools_list_zod", "tool_call_ok", "tool_call_misnamed_top_level", "tool_call_nested_zod",
+		"tool_call_unknown_tool_zod", "tool_call_notice_ignored_keys", "tool_call_wrong_type"} {
+		values = append(values, recordedSDKEvent(t, name))
+	}
+	h.publish(ingest.TopicToolCalls, values...)
+	c := h.consumer(nil)
+	h.drain(c)
+	c.Close()
+
+	// A new member with an empty cache: the listing comes back from ClickHouse.
+	var env map[string]any
+	if err := json.Unmarshal(recordedSDKEvent(t, "tool_call_misnamed_top_level"), &env); err != nil {
+		t.Fatal(err)
+	}
+	env["uuid"] = uuidN(500)
+	again, _ := json.Marshal(env)
+	h.publish(ingest.TopicToolCalls, again)
+	h.drain(h.consumer(nil))
+
+	type derived struct {
+		source, reason, keys, counted, class string
+		unknown                              uint8
+	}
+	got := map[string]derived{}
+	rows, err := h.ch.Query(context.Background(), `SELECT toString(uuid), raw_tool_name, ignored_keys_source, ignored_keys_reason,
+		arrayStringConcat(ignored_keys, ','), arrayStringConcat(counted_ignored_keys, ','), error_class, unknown_tool
+		FROM mcpulse.tool_calls FINAL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, tool string
+		var d derived
+		if err := rows.Scan(&id, &tool, &d.source, &d.reason, &d.keys, &d.counted, &d.class, &d.unknown); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = d
+	}
+	uuidOf := func(name string) string {
+		var e struct{ UUID string }
+		if err := json.Unmarshal(recordedSDKEvent(t, name), &e); err != nil {
+			t.Fatal(err)
+		}
+		return e.UUID
+	}
+	for name, want := range map[string]derived{
+		"tool_call_ok":                  {source: "schema"},
+		"tool_call_misnamed_top_level":  {source: "schema", keys: "c", counted: "c"},
+		"tool_call_nested_zod":          {source: "schema", keys: "customer.mail,items.1.qty,note", counted: "customer.mail,items.1.qty,note"},
+		"tool_call_unknown_tool_zod":    {source: "not_measurable", reason: "no_schema", class: "unknown_tool", unknown: 1},
+		"tool_call_notice_ignored_keys": {source: "response", keys: "maxWords", counted: "maxWords"},
+		"tool_call_wrong_type":          {source: "schema", class: "validation_type"},
+	} {
+		if g := got[uuidOf(name)]; g != want {
+			t.Errorf("%s: %+v, want %+v", name, g, want)
+		}
+	}
+	if g := got[uuidN(500)]; g != (derived{source: "schema", keys: "c", counted: "c"}) {
+		t.Errorf("a call whose listing was read back from ClickHouse: %+v", g)
 	}
 }
