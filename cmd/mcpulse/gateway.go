@@ -54,7 +54,7 @@ event without timestamp is dated at receipt (or by its offset, milliseconds befo
 request's sent_at (posthog-js: ?_=milliseconds) is compared with the receive time: a client
 clock that is ahead is corrected in full (less 1s of noise); one that is behind by more than
 --transit-allowance is corrected by the excess (a late delivery is not a slow clock). The same
-shift applies to every time of every event of the request (timestamp, properties.responded_at);
+shift applies to every time of the request (each timestamp, a response's responded_at);
 the client's raw values are kept as $mcpulse_client_timestamp, $mcpulse_client_responded_at,
 $mcpulse_client_sent_at, $mcpulse_client_offset_ms, next to $mcpulse_received_at.
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpulse/mcpulse/ingest"
 )
 
 // The gateway corrects a client's clock with one shift per request, applied alike to every
@@ -54,10 +56,11 @@ const (
 	PropReceivedAt = "$mcpulse_received_at"
 )
 
-// correctedProperties are the time properties the event contract reads (DESIGN.md §2), each
-// shifted like the timestamp, with the property that keeps the raw value.
-var correctedProperties = []struct{ name, raw string }{
-	{"responded_at", PropClientRespondedAt},
+// correctedProperties are the time properties the event contract reads (DESIGN.md §2): for
+// events named event, the property name is shifted like the timestamp, and raw keeps its value
+// as sent. A property of the same name on another event is the client's data, left alone.
+var correctedProperties = []struct{ event, name, raw string }{
+	{ingest.EventInvitationResponse, "responded_at", PropClientRespondedAt},
 }
 
 // requestClock is what a request says about the client's clock.
@@ -192,6 +195,9 @@ func applyClock(top map[string]json.RawMessage, props map[string]json.RawMessage
 	}
 	if shift != 0 {
 		for _, p := range correctedProperties {
+			if stringField(top, "event") != p.event {
+				continue
+			}
 			raw, ok := props[p.name]
 			if !ok || len(raw) == 0 || raw[0] != '"' {
 				continue

@@ -254,3 +254,24 @@ func toolCallAt(n int, at time.Time) map[string]any {
 	ev["timestamp"] = rfc(at)
 	return ev
 }
+
+// Only the times the contract reads are shifted: a responded_at property on a tool call is the
+// client's data and stays as sent.
+func TestOnlyContractTimesAreShifted(t *testing.T) {
+	f := clockFixture(t)
+	ev := toolCallAt(1, recvAt.Add(time.Hour))
+	ev["properties"].(map[string]any)["responded_at"] = "2026-01-01T00:00:00Z"
+	if res, r := f.post("/batch/", batchBody(t, rfc(recvAt.Add(time.Hour)), ev)); res.StatusCode != http.StatusOK || r.Accepted != 1 {
+		t.Fatalf("%d %+v", res.StatusCode, r)
+	}
+	got := published(t, f, ingest.TopicToolCalls)[uuidN(1)]
+	if s := propString(got, "responded_at"); s != "2026-01-01T00:00:00Z" {
+		t.Errorf("a tool call's responded_at became %q", s)
+	}
+	if _, ok := got.Properties[gateway.PropClientRespondedAt]; ok {
+		t.Error("raw responded_at kept for a property that was not corrected")
+	}
+	if ts := mustTime(t, got.Timestamp); !ts.Equal(recvAt.Add(gateway.FastClockTolerance)) {
+		t.Errorf("timestamp %s not corrected", got.Timestamp)
+	}
+}
