@@ -162,6 +162,7 @@ func TestRealClientsEndToEnd(t *testing.T) {
 	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE has(?, tool_name)`, toolList); n != int64(len(mcpCalls)) {
 		t.Errorf("@posthog/mcp: %d tool_calls rows, want exactly %d", n, len(mcpCalls))
 	}
+	checkMCPRows(t, env.ClickHouse, mcpCalls)
 	if n := count(`SELECT count() FROM mcpulse.dead_letters`); n != 0 {
 		t.Errorf("%d dead letters, want 0", n)
 	}

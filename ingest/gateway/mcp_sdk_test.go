@@ -1,10 +1,17 @@
 package gateway_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/gateway"
@@ -68,5 +75,185 @@ func TestPostHogMCPLandsExactlyOnce(t *testing.T) {
 	}
 	if m := scrape(t, f); !strings.Contains(m, "\nmcpulse_gateway_events_rejected_total 0\n") {
 		t.Errorf("events were rejected:\n%s", m)
+	}
+}
+
+// mcpRow is a stored tool call of the MCP fixture servers.
+type mcpRow struct {
+	Server, Tool, Intent       string
+	IsError                    uint8
+	Keys, Counted              []string
+	Source, Reason, ErrorClass string
+	UnknownTool                uint8
+}
+
+// checkMCPRows checks what the consumer stored of client.js's calls against what each call's
+// schema implies (its `expect`): one tool_calls row per call with its ignored keys, their source
+// or why they are not measurable, its error class and whether the tool was unlisted; the key
+// paths and the ignored-key rate per tool; the served schemas, the sessions' handshakes and the
+// exceptions.
+func checkMCPRows(t *testing.T, ch driver.Conn, calls []sdkCall) {
+	t.Helper()
+	ctx := context.Background()
+	servers := []string{mcpServerNames["zod"], mcpServerNames["json"]}
+	rows, err := ch.Query(ctx, `SELECT server_name, tool_name, intent, is_error, ignored_keys, counted_ignored_keys,
+		ignored_keys_source, ignored_keys_reason, error_class, unknown_tool
+		FROM mcpulse.tool_calls FINAL WHERE has(?, server_name)`, servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []mcpRow
+	for rows.Next() {
+		var r mcpRow
+		if err := rows.Scan(&r.Server, &r.Tool, &r.Intent, &r.IsError, &r.Keys, &r.Counted, &r.Source, &r.Reason, &r.ErrorClass, &r.UnknownTool); err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != len(calls) {
+		t.Errorf("%d tool_calls rows for %d calls", len(stored), len(calls))
+	}
+	type toolKey struct{ server, tool string }
+	type rate struct{ measurable, withKeys int }
+	wantRates, gotRates := map[toolKey]rate{}, map[toolKey]rate{}
+	wantPaths := map[string]int{} // tool + " " + key path -> successful calls ignoring it
+	measurable := func(source string) bool { return source == "reported" || source == "response" || source == "schema" }
+	for _, c := range calls {
+		server := mcpServerNames[c.Server]
+		var row *mcpRow
+		for i := range stored {
+			r := &stored[i]
+			if r.Server != server || r.Tool != c.Tool {
+				continue
+			}
+			if strings.HasSuffix(r.Intent, " Case "+c.Case+".") || (r.Intent == "" && !bytes.Contains(c.Args, []byte(`"context"`))) {
+				row = r
+				break
+			}
+		}
+		if row == nil {
+			t.Errorf("%s %s (%s): no stored row", server, c.Tool, c.Case)
+			continue
+		}
+		name := fmt.Sprintf("%s %s (%s)", server, c.Tool, c.Case)
+		wantKeys, gotKeys := slices.Sorted(slices.Values(c.Expect.Keys)), slices.Sorted(slices.Values(row.Keys))
+		if row.Source != c.Expect.Source || row.Reason != c.Expect.Reason || !slices.Equal(gotKeys, wantKeys) {
+			t.Errorf("%s: ignored keys %q from %q (reason %q), want %q from %q (reason %q)", name, gotKeys, row.Source, row.Reason, wantKeys, c.Expect.Source, c.Expect.Reason)
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(row.Counted)), wantKeys) {
+			t.Errorf("%s: counted ignored keys %q, want %q", name, row.Counted, wantKeys)
+		}
+		if row.ErrorClass != c.Expect.Error || (row.IsError == 1) != (c.Expect.Error != "") || (row.UnknownTool == 1) != (c.Expect.Error == "unknown_tool") {
+			t.Errorf("%s: is_error %d, error_class %q, unknown_tool %d; want error %q", name, row.IsError, row.ErrorClass, row.UnknownTool, c.Expect.Error)
+		}
+		k := toolKey{server, c.Tool}
+		if c.Expect.Error == "" && measurable(c.Expect.Source) {
+			r := wantRates[k]
+			r.measurable++
+			if len(c.Expect.Keys) > 0 {
+				r.withKeys++
+			}
+			wantRates[k] = r
+			for _, p := range c.Expect.Keys {
+				wantPaths[c.Tool+" "+p]++
+			}
+		}
+		if row.IsError == 0 && measurable(row.Source) {
+			r := gotRates[k]
+			r.measurable++
+			if len(row.Counted) > 0 {
+				r.withKeys++
+			}
+			gotRates[k] = r
+		}
+	}
+	if !maps.Equal(gotRates, wantRates) {
+		t.Errorf("ignored-key rates (measurable successful calls, those with ignored keys) per tool:\n got %v\nwant %v", gotRates, wantRates)
+	}
+
+	tools := map[string]bool{}
+	for _, c := range calls {
+		tools[c.Tool] = true
+	}
+	gotPaths := map[string]int{}
+	prows, err := ch.Query(ctx, `SELECT tool_name, key_path, toUInt64(sum(occurrences)) FROM mcpulse.v_ignored_keys_hourly
+		WHERE has(?, tool_name) GROUP BY tool_name, key_path`, slices.Collect(maps.Keys(tools)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for prows.Next() {
+		var tool, path string
+		var n uint64
+		if err := prows.Scan(&tool, &path, &n); err != nil {
+			t.Fatal(err)
+		}
+		gotPaths[tool+" "+path] = int(n)
+	}
+	if !maps.Equal(gotPaths, wantPaths) {
+		t.Errorf("v_ignored_keys_hourly key paths:\n got %v\nwant %v", gotPaths, wantPaths)
+	}
+
+	// Every listed tool's served schema, per server version; the SDK cut one and redacted another.
+	want := map[string]string{
+		"mcpulse-fixture-zod 1.4.0":  "create-order get-sum plan-route tag-resource update-settings",
+		"mcpulse-fixture-json 2.0.1": "annotate connect-source lookup-person query-insights search-logs summarize-text",
+	}
+	got := map[string]string{}
+	srows, err := ch.Query(ctx, `SELECT server_name, server_version, arrayStringConcat(arraySort(groupArray(tool_name)), ' '),
+		arrayStringConcat(arraySort(groupArrayIf(tool_name, truncated = 1)), ' ')
+		FROM mcpulse.v_served_tool_schemas WHERE has(?, server_name) GROUP BY server_name, server_version`, servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var truncated []string
+	for srows.Next() {
+		var server, version, list, cut string
+		if err := srows.Scan(&server, &version, &list, &cut); err != nil {
+			t.Fatal(err)
+		}
+		got[server+" "+version] = list
+		if cut != "" {
+			truncated = append(truncated, cut)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("served schemas per server version:\n got %v\nwant %v", got, want)
+	}
+	if s := strings.Join(truncated, " "); s != "connect-source query-insights" {
+		t.Errorf("schemas marked cut or redacted: %q, want connect-source query-insights", s)
+	}
+
+	var inits, exceptions uint64
+	if err := ch.QueryRow(ctx, `SELECT count() FROM mcpulse.mcp_initialize_events FINAL
+		WHERE has(?, server_name) AND client_name = 'mcpulse-fixture-client'`, servers).Scan(&inits); err != nil {
+		t.Fatal(err)
+	}
+	if inits != uint64(len(servers)) {
+		t.Errorf("%d mcp_initialize_events rows, want %d", inits, len(servers))
+	}
+	failed := map[string]int{}
+	for _, c := range calls {
+		if c.Expect.Error != "" {
+			failed[c.Tool+" "+c.Expect.Error]++
+		}
+	}
+	erows, err := ch.Query(ctx, `SELECT tool_name, error_class, toUInt64(count()) FROM mcpulse.mcp_exceptions FINAL
+		WHERE has(?, server_name) GROUP BY tool_name, error_class`, servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotFailed := map[string]int{}
+	for erows.Next() {
+		var tool, class string
+		if err := erows.Scan(&tool, &class, &exceptions); err != nil {
+			t.Fatal(err)
+		}
+		gotFailed[tool+" "+class] = int(exceptions)
+	}
+	if !maps.Equal(gotFailed, failed) {
+		t.Errorf("mcp_exceptions by tool and error class:\n got %v\nwant %v", gotFailed, failed)
 	}
 }
