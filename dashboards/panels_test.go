@@ -208,7 +208,11 @@ func checkNarrowed(t *testing.T, p Panel, res *Result, f Filters, limitGroup str
 	}
 	if f.MinCalls > 0 && slices.Contains(p.Params, ParamMinCalls) {
 		for _, row := range res.Rows {
-			if n := num(row[col(t, res, "successful_calls")]); n < float64(f.MinCalls) {
+			n := num(row[col(t, res, "successful_calls")])
+			if has("previous_successful_calls") >= 0 { // a comparison: both periods together
+				n += num(row[col(t, res, "previous_successful_calls")])
+			}
+			if n < float64(f.MinCalls) {
 				t.Errorf("min_calls %d: a row has %v calls", f.MinCalls, n)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/dashboards/alerts"
 )
 
 // Library is one browser library the pages load: installed from npm (pinned by
@@ -88,6 +89,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives request failures and start/stop lines. Default: discard.
 	Logger *slog.Logger
+	// AlertRules are drawn on the charts they watch: a rule with a fixed threshold on a column
+	// a chart draws as its y is a dashed reference line at that threshold. Default: the
+	// built-in rules (alerts.DefaultRules).
+	AlertRules []alerts.Rule
 }
 
 func (c *Config) setDefaults() error {
@@ -97,6 +102,13 @@ func (c *Config) setDefaults() error {
 			return err
 		}
 		c.Dashboards = ds
+	}
+	if c.AlertRules == nil {
+		rules, err := alerts.DefaultRules(c.Dashboards)
+		if err != nil {
+			return err
+		}
+		c.AlertRules = rules
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen

@@ -38,6 +38,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,8 +245,10 @@ type panelView struct {
 	Rows    int
 	// Empty, when set, replaces the chart or table: why the panel has nothing to show.
 	Empty string
-	Table *tableView // "table" panels
-	Data  *chartData // the others
+	// Periods names the two periods a comparison panel compares.
+	Periods string
+	Table   *tableView // "table" panels
+	Data    *chartData // the others
 }
 
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
@@ -313,6 +316,11 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 		pv := panelView{ID: panel.ID, Title: panel.Title, Description: panel.Description, Chart: panel.Chart, Filters: panelFilters(panel),
 			Wide: panel.Chart == dashboards.ChartTable || panel.Series != "" || panel.Chart == dashboards.ChartFunnel}
 		pv.CSVURL = "/dashboards/" + url.PathEscape(d.Name) + "/csv/" + url.PathEscape(panel.ID)
+		if slices.Contains(panel.Params, dashboards.ParamPrevFrom) {
+			pf, pt, cf, ct := filters.Previous()
+			const layout = "2006-01-02 15:04"
+			pv.Periods = fmt.Sprintf("%s to %s (UTC), against %s to %s", cf.Format(layout), ct.Format(layout), pf.Format(layout), pt.Format(layout))
+		}
 		if q != "" {
 			pv.CSVURL += "?" + q
 		}
@@ -328,6 +336,10 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 			pv.Table = tableFor(panel, d.Columns, res)
 		} else {
 			cd := chartFor(panel, d.Columns, res, cmp.Or(filters.MinCalls, dashboards.DefaultMinCalls))
+			cd.References = references(panel, d.Columns, s.cfg.AlertRules)
+			for i := range cd.Multiples {
+				cd.Multiples[i].Chart.References = cd.References
+			}
 			pv.Data = &cd
 		}
 		pv.Empty = emptyReason(panel, form, pv.Data, len(res.Rows))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/dashboards/alerts"
 )
 
 // palette holds the series colours, all distinct (Tableau 10 without its grey), so no colour
@@ -614,4 +615,24 @@ func emptyReason(p dashboards.Panel, form filterForm, cd *chartData, rows int) s
 		minCalls = strconv.Itoa(dashboards.DefaultMinCalls)
 	}
 	return fmt.Sprintf("Every point has fewer than %s calls (the minimum calls filter), so no rate is drawn; lower Min calls to see them.", minCalls)
+}
+
+// references are the dashed lines a chart draws for the alert rules watching its y column
+// with a fixed threshold ("Alert: Dead-letter rate above 1%").
+func references(p dashboards.Panel, cols dashboards.Columns, rules []alerts.Rule) []reference {
+	if len(p.Y) != 1 || p.Chart == dashboards.ChartPie || p.Chart == dashboards.ChartFunnel {
+		return nil
+	}
+	var out []reference
+	for _, r := range rules {
+		if r.Value != p.Y[0] || r.Threshold == nil {
+			continue
+		}
+		v := r.Threshold.Above
+		if v == nil {
+			v = r.Threshold.Below
+		}
+		out = append(out, reference{Value: *v, Label: "Alert: " + cols.Label(r.Value) + " " + r.ThresholdText(cols.Spec(r.Value).Format)})
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/dashboards/alerts"
 )
 
 // testColumns label the columns of the shaping tests.
@@ -246,5 +247,29 @@ func TestDockerfileCopiesEveryLibrary(t *testing.T) {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
+	}
+}
+
+// An alert rule with a fixed threshold on the column a chart draws becomes a dashed reference
+// line on that chart, labelled with what fires; other rules draw nothing.
+func TestAlertThresholdsAreReferenceLines(t *testing.T) {
+	above, below := 0.05, 2.0
+	rules := []alerts.Rule{
+		{Name: "a", Value: "rate", Threshold: &alerts.Threshold{Above: &above}},
+		{Name: "b", Value: "rate", Change: &alerts.Change{Baseline: alerts.BaselinePreviousPeriod, Above: 0.1}},
+		{Name: "c", Value: "calls", Threshold: &alerts.Threshold{Below: &below}},
+	}
+	p := dashboards.Panel{ID: "p", Chart: dashboards.ChartLine, X: "hour", Y: []string{"rate"}}
+	got := references(p, testColumns, rules)
+	if len(got) != 1 || got[0].Value != 0.05 || got[0].Label != "Alert: Rate above 5%" {
+		t.Errorf("references %+v, want one line at 5%%", got)
+	}
+	p.Y = []string{"calls"}
+	if got := references(p, testColumns, rules); len(got) != 1 || got[0].Label != "Alert: Calls below 2" {
+		t.Errorf("references %+v", got)
+	}
+	p.Chart = dashboards.ChartPie
+	if got := references(p, testColumns, rules); len(got) != 0 {
+		t.Errorf("a pie draws %+v", got)
 	}
 }
