@@ -90,17 +90,7 @@ func (p *pipeline) reset(distinctID string, at time.Time) {
 
 func (p *pipeline) drain() {
 	p.t.Helper()
-	c, err := consumers.New(consumers.Config{Brokers: p.stack.KafkaBrokers, Redis: p.rdb, ClickHouse: p.ch, DeadLetters: p.pub,
-		BatchWait: 50 * time.Millisecond, IdleToDrain: 300 * time.Millisecond})
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.RunUntilDrained(ctx); err != nil || ctx.Err() != nil {
-		p.t.Fatalf("drain: %v %v", err, ctx.Err())
-	}
+	p.drainSkewed(0)
 }
 
 type heldRecord struct {
