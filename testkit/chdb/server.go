@@ -178,11 +178,16 @@ func (ss *session) query() error {
 	if err := q.DecodeAware(ss.r, int(ss.revision)); err != nil {
 		return fmt.Errorf("query packet: %w", err)
 	}
+	if q.Compression != chproto.CompressionDisabled {
+		// The client's data blocks follow compressed, which this server cannot read: say
+		// why, then close the connection.
+		if err := ss.fail(errors.New("Code: 48. DB::Exception: the chDB test server does not support compression (NOT_IMPLEMENTED)")); err != nil {
+			return err
+		}
+		return errors.New("client asked for compression")
+	}
 	if _, err := ss.readBlocks(); err != nil { // external tables: clickhouse-go sends none
 		return err
-	}
-	if q.Compression != chproto.CompressionDisabled {
-		return ss.fail(errors.New("Code: 48. DB::Exception: the chDB test server does not support compression (NOT_IMPLEMENTED)"))
 	}
 	settings := make([]setting, 0, len(q.Settings))
 	for _, st := range q.Settings {
