@@ -56,6 +56,9 @@ const (
 	PropReceivedAt = "$mcpulse_received_at"
 )
 
+// gatewayProperties are the properties only the gateway sets; a client's are removed.
+var gatewayProperties = []string{PropClientTimestamp, PropClientRespondedAt, PropClientSentAt, PropClientOffset, PropReceivedAt}
+
 // correctedProperties are the time properties the event contract reads (DESIGN.md §2): for
 // events named event, the property name is shifted like the timestamp, and raw keeps its value
 // as sent. A property of the same name on another event is the client's data, left alone.

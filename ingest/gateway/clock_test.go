@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,5 +274,23 @@ func TestOnlyContractTimesAreShifted(t *testing.T) {
 	}
 	if ts := mustTime(t, got.Timestamp); !ts.Equal(recvAt.Add(gateway.FastClockTolerance)) {
 		t.Errorf("timestamp %s not corrected", got.Timestamp)
+	}
+}
+
+// The gateway's clock properties mean the gateway re-dated the event: a client cannot send them.
+func TestClientCannotSendTheGatewaysClockProperties(t *testing.T) {
+	f := clockFixture(t)
+	ev := toolCallAt(1, recvAt.Add(-time.Second))
+	for _, p := range []string{gateway.PropReceivedAt, gateway.PropClientTimestamp, gateway.PropClientSentAt, gateway.PropClientRespondedAt, gateway.PropClientOffset} {
+		ev["properties"].(map[string]any)[p] = "2001-01-01T00:00:00Z"
+	}
+	if res, r := f.post("/batch/", batchBody(t, rfc(recvAt), ev)); res.StatusCode != http.StatusOK || r.Accepted != 1 {
+		t.Fatalf("%d %+v", res.StatusCode, r)
+	}
+	got := published(t, f, ingest.TopicToolCalls)[uuidN(1)]
+	for p, v := range got.Properties {
+		if strings.HasPrefix(p, "$mcpulse_") {
+			t.Errorf("client's %s = %s kept", p, v)
+		}
 	}
 }

@@ -505,7 +505,8 @@ func absentUUID(raw json.RawMessage) bool {
 
 // normalizePostHog maps what PostHog SDKs send onto the envelope: distinct_id from properties
 // when absent at the top (posthog-js), an absent properties object as {}, and the project key
-// (properties.token, api_key) removed so that it is never stored. It returns the properties
+// (properties.token, api_key) removed so that it is never stored, and so are properties named
+// like the gateway's own (PropReceivedAt, ...). It returns the properties
 // (also set in top), or nil when properties is not an object (a type problem Parse reports).
 func normalizePostHog(top map[string]json.RawMessage) map[string]json.RawMessage {
 	delete(top, "api_key")
@@ -523,6 +524,11 @@ func normalizePostHog(top map[string]json.RawMessage) map[string]json.RawMessage
 		}
 	}
 	delete(props, "token")
+	// The gateway's own clock properties mean "the gateway re-dated this event": a client's
+	// copy of one would pass for the gateway's word.
+	for _, name := range gatewayProperties {
+		delete(props, name)
+	}
 	top["properties"] = mustJSON(props)
 	return props
 }
