@@ -38,7 +38,10 @@ func BenchmarkDeriveMisuse(b *testing.B) {
 		rows.Append(ev, ingest.RowContext{Keys: keys})
 	}
 	var ru syscall.Rusage
-	cpu := func() int64 { _ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru); return ru.Utime.Nano() + ru.Stime.Nano() }
+	cpu := func() int64 {
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return ru.Utime.Nano() + ru.Stime.Nano()
+	}
 	b.ReportAllocs()
 	start, n := cpu(), 0
 	for b.Loop() {

@@ -16,7 +16,7 @@ import (
 // RunUntilDrained against brokers that never answer gives up with ErrKafkaUnreachable after
 // DrainUnreachableTimeout, instead of retrying for ever.
 func TestRunUntilDrainedGivesUpWhenKafkaIsUnreachable(t *testing.T) {
-	const dead = "127.0.0.1:1" // nothing listens on port 1
+	const dead = "127.0.0.1:1"                                            // nothing listens on port 1
 	ch, err := clickhouse.Open(&clickhouse.Options{Addr: []string{dead}}) // connects lazily
 	if err != nil {
 		t.Fatal(err)
