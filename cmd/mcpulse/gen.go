@@ -19,6 +19,9 @@ func newGenCmd() *cobra.Command {
 		force       bool
 		end         string
 		instanceURL string
+		shape       string
+		hours       int
+		listEvery   int
 	)
 	cmd := &cobra.Command{
 		Use:   "gen",
@@ -42,19 +45,35 @@ The corpus:
     timestamp, wrong types, response "maybe", 201-character distinct_id, 21 ignored keys,
     unknown event names) that must be dead-lettered.
 
-Events span the 48 hours before --end. The same --events, --seed, --end and --instance-url
-always give byte-identical files.`,
+With --shape sdk the tool calls are written as the @posthog/mcp SDK (0.16.3) sends them: no
+$mcp_ignored_keys; the arguments in $mcp_parameters.request.params.arguments and the result in
+$mcp_response (about 1 KB together; PostHog's own server names ignored keys in the result, the
+others leave them to be derived from the served schema); $mcp_server_name and _version,
+$mcp_source, $mcp_intent; the SDK's sanitizing and truncation applied. Before a user's first
+call to a server come an $mcp_initialize and an $mcp_tools_list carrying the schemas as the
+SDK serves them (--list-every N lists for one (user, server) pair in N only); each failed call
+has an $exception beside it; some calls name tools the server does not have, some fail
+validation. These events come on top of --events. The tool calls themselves are the ones the
+demo shape holds (same uuids, times, users, tools and arguments).
+
+Events span the --hours (default 48) before --end. The same flags always give byte-identical
+files.`,
 		Example: `  mcpulse gen --events 20000 --seed 1
-  mcpulse gen --events 200000 --seed 7 --out /tmp/big.jsonl --end 2026-03-01T00:00:00Z`,
+  mcpulse gen --events 200000 --seed 7 --out /tmp/big.jsonl --end 2026-03-01T00:00:00Z
+  mcpulse gen --events 20000 --shape sdk --hours 24 --out sdk.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if events < 1 {
 				return errors.New("--events must be at least 1")
 			}
+			if hours < 1 {
+				return errors.New("--hours must be at least 1")
+			}
 			if out == "" || out == "-" {
 				return errors.New("--out must be a file path (the expected outcome is written next to it)")
 			}
-			cfg := gen.Config{Events: events, Seed: seed, InstanceURL: instanceURL, Progress: cmd.ErrOrStderr()}
+			cfg := gen.Config{Events: events, Seed: seed, InstanceURL: instanceURL, Progress: cmd.ErrOrStderr(),
+				Shape: gen.Shape(shape), Span: time.Duration(hours) * time.Hour, ListEvery: listEvery}
 			if end == "" {
 				cfg.End = time.Now().UTC().Truncate(time.Hour)
 			} else {
@@ -81,7 +100,7 @@ always give byte-identical files.`,
 				c.Duplicates, gen.DuplicateRate, c.Malformed, gen.MalformedRate,
 				gen.ToolErrorRate, gen.ExecShare, gen.MisplacedKeyRate, gen.ClientInjectedKeyRate,
 				gen.DiagnosticsRate, gen.UnknownReasonRate, gen.NullCapabilityRate, gen.InstanceURLRate, gen.LateResponseRate,
-				c.Seed, cfg.End.Add(-gen.Window).Format(time.RFC3339), c.End, out)
+				c.Seed, cfg.End.Add(-cfg.Span).Format(time.RFC3339), c.End, out)
 			return nil
 		},
 	}
@@ -91,6 +110,9 @@ always give byte-identical files.`,
 	f.StringVar(&out, "out", "events.jsonl", "corpus file; the expected outcome goes to FILE.expected.json")
 	f.BoolVar(&force, "force", false, "overwrite --out if it exists")
 	f.StringVar(&end, "end", "", "RFC 3339 time the corpus ends at (default: now, truncated to the hour, UTC)")
+	f.StringVar(&shape, "shape", string(gen.ShapeDemo), `how tool calls are written: "demo" (mcpulse's event contract) or "sdk" (as @posthog/mcp sends them)`)
+	f.IntVar(&hours, "hours", int(gen.Window/time.Hour), "span of the events' timestamps before --end, in hours (at least 1)")
+	f.IntVar(&listEvery, "list-every", 1, "with --shape sdk: list tools for one (user, server) pair in N")
 	f.StringVar(&instanceURL, "instance-url", gen.DefaultInstanceURL,
 		"default PostHog instance URL: what events without instance_url belong to, in the expected identity hashes")
 	return cmd

@@ -26,6 +26,7 @@ type event struct {
 
 	tool *toolCallRec
 	rec  *recruitRec
+	sdk  *sdkExtra // an SDK session event ($mcp_initialize, $mcp_tools_list, $exception)
 }
 
 // tri is an optional boolean property: absent, JSON null, false or true.
@@ -82,6 +83,11 @@ type toolCallRec struct {
 	ignoredTotal   int
 	ignoredForm    uint8 // 0: keys+total, 1: keys only (total == len), 2: empty array, 3: absent
 	diag           *diagRec
+
+	schemaTool   *tool     // whose schema the arguments follow
+	sessionStart time.Time // when the call's session started
+	args         []byte    // the arguments (JSON), kept for the SDK shape until sdkPass
+	sdk          *sdkCall  // set for the SDK shape
 }
 
 // effectiveTool is DESIGN.md §4's rule, restated: the exec target when the verb is `call` and
@@ -120,6 +126,12 @@ func (e *event) properties() []kv { return e.appendProperties(make([]kv, 0, 24))
 
 // appendProperties appends the event's properties to p.
 func (e *event) appendProperties(p []kv) []kv {
+	if e.sdk != nil {
+		return e.sdkExtraProperties(p)
+	}
+	if t := e.tool; t != nil && t.sdk != nil {
+		return e.sdkToolCallProperties(p)
+	}
 	if t := e.tool; t != nil {
 		p = append(p, sv("$mcp_tool_name", t.toolName))
 		switch t.isErrorForm {

@@ -81,6 +81,13 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 	// events holds each event once (duplicate lines are copies made at write time, and
 	// newUUID never repeats a uuid), so counting events counts distinct uuids.
 	for _, e := range events {
+		if e.sdk != nil {
+			// An SDK session event: counted by kind where this build's ingest knows the kind.
+			if k := ingest.KindOf(e.name); k != nil {
+				o.EventsByKind[k.Name]++
+			}
+			continue
+		}
 		o.EventsByKind[ingest.KindOf(e.name).Name]++
 		hour := e.ts.UTC().Truncate(time.Hour).Format(hourLayout)
 
@@ -95,7 +102,16 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 			}
 			if !t.isError {
 				r.SuccessfulCalls++
-				counted := clientInjected.Counted(t.ignored)
+				ignored := t.ignored
+				if t.sdk != nil {
+					// The SDK shape carries no $mcp_ignored_keys: what counts is what the event
+					// lets the pipeline derive, and a call it cannot measure counts none.
+					ignored = nil
+					if t.sdk.expect.measurable() {
+						ignored = t.sdk.expect.keys
+					}
+				}
+				counted := clientInjected.Counted(ignored)
 				if len(counted) > 0 {
 					r.CallsWithIgnoredKeys++
 				}

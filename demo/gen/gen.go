@@ -82,6 +82,12 @@ type Config struct {
 	Span time.Duration
 	// Shape is how tool calls are written. Default: ShapeDemo.
 	Shape Shape
+	// ListEvery, for ShapeSDK, lists a server's tools before the first call of one in
+	// ListEvery (user, server) pairs. Default: 1, every pair, so each call's served schema is
+	// on its partition before it and what the pipeline derives is exact. A benchmark may
+	// list less often: the SDK's listings (13 to 100 KB each) would otherwise outweigh the
+	// calls, and a call then finds its server's schemas only once some listing was consumed.
+	ListEvery int
 	// End bounds the corpus: events span the Span before it. The zero value means the
 	// current time truncated to the hour (which makes the output depend on the clock).
 	End time.Time
@@ -102,6 +108,9 @@ func Generate(cfg Config, w io.Writer) (*outcome.Outcome, error) {
 	if cfg.Span < 0 || (cfg.Span > 0 && cfg.Span < time.Hour) {
 		return nil, fmt.Errorf("span must be at least an hour, got %s", cfg.Span)
 	}
+	if cfg.ListEvery < 0 {
+		return nil, fmt.Errorf("list-every must not be negative, got %d", cfg.ListEvery)
+	}
 	if err := cfg.Shape.validate(); err != nil {
 		return nil, err
 	}
@@ -120,7 +129,10 @@ func Generate(cfg Config, w io.Writer) (*outcome.Outcome, error) {
 		return nil, err
 	}
 	g.progress("generating %d events", cfg.Events)
-	c := g.build()
+	c, err := g.build()
+	if err != nil {
+		return nil, err
+	}
 	g.progress("writing %d lines", c.lines)
 	if err := g.write(c, w); err != nil {
 		return nil, err
@@ -215,7 +227,7 @@ type extraLine struct {
 func roundCount(n int, rate float64) int { return int(math.Round(float64(n) * rate)) }
 
 // build generates every event and decides where duplicates and malformed lines go.
-func (g *generator) build() *corpus {
+func (g *generator) build() (*corpus, error) {
 	n := g.cfg.Events
 	dups, bad := roundCount(n, DuplicateRate), roundCount(n, MalformedRate)
 	valid := n - dups - bad
@@ -227,12 +239,23 @@ func (g *generator) build() *corpus {
 	recruitBudget := int(math.Round(float64(valid) * (1 - ToolCallShare)))
 	events := g.recruitment(recruitBudget)
 	events = append(events, g.toolCalls(valid-len(events))...)
-	sort.SliceStable(events, func(i, j int) bool {
-		if !events[i].ts.Equal(events[j].ts) {
-			return events[i].ts.Before(events[j].ts)
+	byTime := func() {
+		sort.SliceStable(events, func(i, j int) bool {
+			if !events[i].ts.Equal(events[j].ts) {
+				return events[i].ts.Before(events[j].ts)
+			}
+			return events[i].seq < events[j].seq
+		})
+	}
+	byTime()
+	if g.cfg.Shape == ShapeSDK {
+		extras, err := g.sdkPass(events)
+		if err != nil {
+			return nil, err
 		}
-		return events[i].seq < events[j].seq
-	})
+		events = append(events, extras...)
+		byTime()
+	}
 
 	c := &corpus{valid: events, lines: len(events) + dups + bad}
 	order := 0
@@ -246,7 +269,7 @@ func (g *generator) build() *corpus {
 		c.malformed = append(c.malformed, extraLine{pos: g.rng.IntN(len(events) + 1), line: g.malformedLine(i), order: order})
 		order++
 	}
-	return c
+	return c, nil
 }
 
 // write emits the corpus: valid lines in time order with the extra lines spliced in.

@@ -96,7 +96,10 @@ func TestLinesParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := g.build()
+	c, err := g.build()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
 	if err := g.write(c, &buf); err != nil {
 		t.Fatal(err)

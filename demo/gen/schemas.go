@@ -43,6 +43,8 @@ type tool struct {
 	Exec bool
 	// Weight is the tool's relative popularity among direct calls.
 	Weight float64
+	// Description is the tool's description when its schema file has one.
+	Description string
 }
 
 // Multi-tool files: which of their tools the generator uses (the files hold many more).
@@ -105,14 +107,14 @@ func loadTools() (*catalog, error) {
 		return nil, err
 	}
 	c := &catalog{byName: map[string]*tool{}}
-	add := func(name, server string, schema map[string]any) error {
+	add := func(name, server, description string, schema map[string]any) error {
 		if schema == nil {
 			return fmt.Errorf("tool %s (%s): no inputSchema", name, server)
 		}
 		if _, dup := c.byName[name]; dup {
 			return fmt.Errorf("tool %s defined twice", name)
 		}
-		t := &tool{Name: name, Server: server, Schema: schema, Exec: server == "posthog"}
+		t := &tool{Name: name, Server: server, Schema: schema, Exec: server == "posthog", Description: description}
 		c.byName[name] = t
 		return nil
 	}
@@ -144,12 +146,13 @@ func loadTools() (*catalog, error) {
 		case server == "github-mcp-server" || (server == "posthog" && file == "exec-tool.json"):
 			var obj struct {
 				Name        string         `json:"name"`
+				Description string         `json:"description"`
 				InputSchema map[string]any `json:"inputSchema"`
 			}
 			if err := json.Unmarshal(data, &obj); err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
-			if err := add(obj.Name, server, obj.InputSchema); err != nil {
+			if err := add(obj.Name, server, obj.Description, obj.InputSchema); err != nil {
 				return nil, err
 			}
 		case server == "posthog":
@@ -157,12 +160,13 @@ func loadTools() (*catalog, error) {
 			if err := json.Unmarshal(data, &schema); err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
-			if err := add(strings.TrimSuffix(file, ".json"), server, schema); err != nil {
+			if err := add(strings.TrimSuffix(file, ".json"), server, "", schema); err != nil {
 				return nil, err
 			}
 		case server == "sentry-mcp" || server == "kubernetes-mcp-server":
 			var list []struct {
 				Name        string         `json:"name"`
+				Description string         `json:"description"`
 				InputSchema map[string]any `json:"inputSchema"`
 			}
 			if err := json.Unmarshal(data, &list); err != nil {
@@ -170,7 +174,7 @@ func loadTools() (*catalog, error) {
 			}
 			for _, t := range list {
 				if (server == "sentry-mcp" && sentry[t.Name]) || (server == "kubernetes-mcp-server" && kube[t.Name]) {
-					if err := add(t.Name, server, t.InputSchema); err != nil {
+					if err := add(t.Name, server, t.Description, t.InputSchema); err != nil {
 						return nil, err
 					}
 				}
@@ -195,7 +199,11 @@ func loadTools() (*catalog, error) {
 		if _, ok := standaloneNames[toolName]; !ok {
 			return nil, fmt.Errorf("standalone tool %s is not in tool-definitions.json", toolName)
 		}
-		if err := add(toolName, "posthog-mcp-standalone", standaloneDefs[standaloneTools[toolName]]); err != nil {
+		var def struct {
+			Description string `json:"description"`
+		}
+		_ = json.Unmarshal(standaloneNames[toolName], &def) // a definition without one gets a made-up description
+		if err := add(toolName, "posthog-mcp-standalone", def.Description, standaloneDefs[standaloneTools[toolName]]); err != nil {
 			return nil, err
 		}
 	}

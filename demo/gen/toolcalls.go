@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"encoding/json"
 	"math"
 	"strconv"
 	"time"
@@ -145,6 +146,7 @@ func (g *generator) toolCall(s *session, i int, t time.Time) *event {
 		conversationID: s.conversationID,
 		sessionID:      s.sessionID,
 		mode:           "tools",
+		sessionStart:   s.start,
 	}
 	e.tool = tc
 
@@ -181,6 +183,7 @@ func (g *generator) toolCall(s *session, i int, t time.Time) *event {
 		tc.toolName, tc.source = schemaTool.Name, schemaTool.Server
 	}
 
+	tc.schemaTool = schemaTool
 	tc.isError = g.chance(errRate)
 	switch {
 	case g.chance(0.03):
@@ -217,6 +220,9 @@ func (g *generator) toolCall(s *session, i int, t time.Time) *event {
 			}
 		}
 		tc.ignored, tc.ignoredTotal = ignoredKeys(schemaTool.Schema, args)
+		if g.cfg.Shape == ShapeSDK {
+			tc.args, _ = json.Marshal(args) // generated values: always encodable
+		}
 		switch {
 		case len(tc.ignored) == 0 && g.chance(0.1):
 			tc.ignoredForm = 2

@@ -20,8 +20,15 @@ var corpusEnd = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // chunkToolCalls is how many tool calls one generator run makes at most; a larger corpus is
 // generated chunk after chunk (seeds Seed, Seed+1, ...) so memory stays bounded whatever
-// --events is: the generator holds a chunk's events, and only Kafka holds them all.
-var chunkToolCalls = 1_000_000
+// --events is: the generator holds a chunk's events, and only Kafka holds them all. The SDK
+// shape's chunks are smaller (its calls keep their arguments until written).
+var chunkToolCalls = map[string]int{ShapeDemo: 1_000_000, ShapeSDK: 250_000}
+
+// sdkListEvery is the generator's ListEvery for the SDK shape: tools are listed before the
+// first call of one (user, server) pair in 20. The SDK lists at every client connection, and
+// its listings (13 to 100 KB) would otherwise be most of the bytes; the calls are what is
+// measured, and every server version is listed early on.
+const sdkListEvery = 20
 
 // corpusStats describes what a corpus put on Kafka.
 type corpusStats struct {
@@ -133,11 +140,11 @@ func generate(ctx context.Context, cfg Config, emit func([]kafka.Message) error)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		want := min(cfg.Events-stats.ToolCalls, chunkToolCalls)
+		want := min(cfg.Events-stats.ToolCalls, chunkToolCalls[cfg.Shape])
 		sink := &corpusSink{want: want, stats: stats, emit: emit}
 		gcfg := gen.Config{
 			Events: gen.LinesFor(want), Seed: cfg.Seed + int64(chunk), End: corpusEnd,
-			Span: time.Duration(cfg.Hours) * time.Hour, Shape: gen.Shape(cfg.Shape),
+			Span: time.Duration(cfg.Hours) * time.Hour, Shape: gen.Shape(cfg.Shape), ListEvery: sdkListEvery,
 		}
 		_, err := gen.Generate(gcfg, sink)
 		if err == nil {

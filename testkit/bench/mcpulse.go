@@ -36,7 +36,7 @@ func newWriter(brokers []string, completion func([]kafka.Message, error)) *kafka
 		Balancer:     kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll,
 		BatchSize:    ingest.DefaultBatchSize,
-		BatchBytes:   16 << 20,
+		BatchBytes:   1_000_000, // Kafka's default message.max.bytes (kfake's too), as ingest.Publisher
 		BatchTimeout: ingest.DefaultBatchTimeout,
 		Completion:   completion,
 	}
@@ -74,15 +74,18 @@ func runMcpulse(ctx context.Context, e *env, run int, r *RunResult) error {
 	defer cancel()
 	group := runGroup(McpulseGroup, run)
 	tr := newTracker()
+	starts := e.starts
 	if e.cfg.Live {
 		// Start the group where the topics end now, so it reads only this run's events.
-		for _, topic := range publishedTopics(e.stats) {
-			if err := commitOffsets(ctx, e.st.KafkaBrokers, group, topic, true); err != nil {
-				return err
-			}
+		var err error
+		if starts, err = topicEnds(ctx, e.st.KafkaBrokers); err != nil {
+			return err
 		}
 	} else {
 		tr.ends, tr.done = e.ends, true
+	}
+	if err := startGroup(ctx, e.st.KafkaBrokers, group, starts); err != nil {
+		return err
 	}
 	if run == 1 && e.cfg.Midway != nil {
 		tr.midway = e.cfg.Midway

@@ -115,11 +115,11 @@ func describe(ctx context.Context, ch driver.Conn, table string) ([]tableColumn,
 	return out, rows.Err()
 }
 
-// runKafkaEngine sets the Kafka table, the copy of tool_calls and the view up and waits until
-// the copy holds n rows. The time runs from the view's creation (when consumption starts) to
+// runKafkaEngine sets the Kafka table, the copy of tool_calls and the view up, with group
+// starting at starts, and waits until the copy holds n rows. The time runs from the view's creation (when consumption starts) to
 // the poll that sees n rows, the same "queryable" end as mcpulse's phase. It returns the
 // columns the peer left at their default.
-func runKafkaEngine(ctx context.Context, ch driver.Conn, brokers []string, group string, n int) (Phase, []string, error) {
+func runKafkaEngine(ctx context.Context, ch driver.Conn, brokers []string, group string, starts map[string]map[int]int64, n int) (Phase, []string, error) {
 	major, version, err := serverMajor(ctx, ch)
 	if err != nil {
 		return Phase{}, nil, err
@@ -137,9 +137,9 @@ func runKafkaEngine(ctx context.Context, ch driver.Conn, brokers []string, group
 			strings.Join(plan.unmapped, ", "))
 	}
 	// 18.16's Kafka engine starts a new group at the end of each partition (librdkafka's
-	// auto.offset.reset default, "largest"); committing the start for its group makes it read
-	// the topic from the beginning, as a user migrating a backlog would.
-	if err := commitOffsets(ctx, brokers, group, topicToolCalls, false); err != nil {
+	// auto.offset.reset default, "largest"); committing where the corpus starts makes it read
+	// the corpus as a backlog, as a user migrating one would.
+	if err := startGroup(ctx, brokers, group, map[string]map[int]int64{topicToolCalls: starts[topicToolCalls]}); err != nil {
 		return Phase{}, nil, err
 	}
 	stmts := kafkaEngineDDL(major, brokers, topicToolCalls, group, plan)
@@ -196,10 +196,13 @@ func runKafkaEngine(ctx context.Context, ch driver.Conn, brokers []string, group
 // short of all events; its default stream_flush_interval_ms is 7.5 s.
 const engineStall = 20 * time.Second
 
-// runBareReader reads n messages of mcp_tool_calls in group with kafka-go's Reader (the
-// configuration mcpulse's consumer uses, commits every second) and discards them. The time
-// runs from creating the reader, so it includes joining the group, as mcpulse's does.
-func runBareReader(ctx context.Context, brokers []string, group string, n int) (Phase, error) {
+// runBareReader reads n messages of mcp_tool_calls in group, from starts, with kafka-go's
+// Reader (the configuration mcpulse's consumer uses, commits every second) and discards them.
+// The time runs from creating the reader, so it includes joining the group, as mcpulse's does.
+func runBareReader(ctx context.Context, brokers []string, group string, starts map[string]map[int]int64, n int) (Phase, error) {
+	if err := startGroup(ctx, brokers, group, map[string]map[int]int64{topicToolCalls: starts[topicToolCalls]}); err != nil {
+		return Phase{}, err
+	}
 	meter := newCPUMeter()
 	cpu0 := meter.read()
 	start := time.Now()
@@ -224,35 +227,38 @@ func runBareReader(ctx context.Context, brokers []string, group string, n int) (
 	return p, nil
 }
 
-// commitOffsets commits, for group, the start (atEnd false) or the current end of every
-// partition of topic (a standalone commit: generation -1, no member), so a consumer of the
-// group starts there.
-func commitOffsets(ctx context.Context, brokers []string, group, topic string, atEnd bool) error {
+// endOffsets returns the end offset (the next offset to be written) of every partition of topic.
+func endOffsets(ctx context.Context, brokers []string, topic string) (map[int]int64, error) {
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
 	parts, err := partitionsOf(ctx, client, []string{topic})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	offsets := map[int]int64{}
-	if atEnd {
-		req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-		for _, p := range parts[topic] {
-			req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
-		}
-		resp, err := client.ListOffsets(ctx, req)
-		if err != nil {
-			return fmt.Errorf("list the end offsets of %s: %w", topic, err)
-		}
-		for _, p := range resp.Topics[topic] {
-			if p.Error != nil {
-				return fmt.Errorf("end offset of %s/%d: %w", topic, p.Partition, p.Error)
-			}
-			offsets[p.Partition] = p.LastOffset
-		}
-	}
-	var commits []kafka.OffsetCommit
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for _, p := range parts[topic] {
-		commits = append(commits, kafka.OffsetCommit{Partition: p, Offset: offsets[p]})
+		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
+	}
+	resp, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("list the end offsets of %s: %w", topic, err)
+	}
+	out := map[int]int64{}
+	for _, p := range resp.Topics[topic] {
+		if p.Error != nil {
+			return nil, fmt.Errorf("end offset of %s/%d: %w", topic, p.Partition, p.Error)
+		}
+		out[p.Partition] = p.LastOffset
+	}
+	return out, nil
+}
+
+// commitOffsets commits offsets (partition → offset) of topic for group (a standalone commit:
+// generation -1, no member), so a consumer of the group starts there.
+func commitOffsets(ctx context.Context, brokers []string, group, topic string, offsets map[int]int64) error {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	var commits []kafka.OffsetCommit
+	for p, o := range offsets {
+		commits = append(commits, kafka.OffsetCommit{Partition: p, Offset: o})
 	}
 	resp, err := client.OffsetCommit(ctx, &kafka.OffsetCommitRequest{
 		GroupID: group, GenerationID: -1, Topics: map[string][]kafka.OffsetCommit{topic: commits},
@@ -265,6 +271,16 @@ func commitOffsets(ctx context.Context, brokers []string, group, topic string, a
 			if p.Error != nil {
 				return fmt.Errorf("commit offsets of %s/%d for group %s: %w", topic, p.Partition, group, p.Error)
 			}
+		}
+	}
+	return nil
+}
+
+// startGroup makes group start at starts (topic → partition → offset).
+func startGroup(ctx context.Context, brokers []string, group string, starts map[string]map[int]int64) error {
+	for topic, offsets := range starts {
+		if err := commitOffsets(ctx, brokers, group, topic, offsets); err != nil {
+			return err
 		}
 	}
 	return nil
