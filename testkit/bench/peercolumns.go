@@ -36,7 +36,9 @@ var peerColumns = map[string]string{
 	"is_error":         "{$mcp_is_error}",
 	"error_type":       "{$mcp_error_type}",
 	"duration_ms":      "{$mcp_duration_ms}",
-	"ignored_keys":     "{$mcp_ignored_keys}",
+	// $mcp_ignored_keys as reported (mcpulse's own contract); for the SDK's calls, which report
+	// none, mcpulse derives the keys (misuse) and the peer stores none.
+	"ignored_keys": "{$mcp_ignored_keys}",
 	// mcpulse leaves the keys MCP clients inject (DESIGN.md §2) out of the counted ones; the
 	// peer stores the same array twice, which costs it the same bytes.
 	"counted_ignored_keys": "{$mcp_ignored_keys}",
