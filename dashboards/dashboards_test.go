@@ -16,7 +16,7 @@ func TestEmbeddedDefinitionsLoad(t *testing.T) {
 	want := map[string][]string{
 		"tool-diagnostics":         {"ignored-key-rate-over-time", "tools-by-ignored-key-rate", "compared-with-previous-period", "top-ignored-key-paths", "schema-vs-ignored-key-rate"},
 		"recruitment-campaigns":    {"funnel", "reach", "gate-reason-shares", "clients", "capabilities"},
-		"schema-ratchet":           {"oversized-vs-ratchet", "coverage-vs-minimum", "offending-tools"},
+		"schema-ratchet":           {"oversized-vs-ratchet", "coverage-vs-minimum", "offending-tools", "schemas-seen-in-traffic"},
 		"suppression-data-quality": {"identities-by-state", "recent-resets", "dead-letters-by-reason"},
 		"alerts":                   {"firing-now", "history", "fired-per-day", "notifications"},
 	}

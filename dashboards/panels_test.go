@@ -450,8 +450,12 @@ func TestSchemaRatchetPanelsShowTheDemoRuns(t *testing.T) {
 		return out
 	}
 	oversized := series("oversized-vs-ratchet", "oversized", "max_oversized")
-	if len(oversized) != 4 || fmt.Sprint(oversized["posthog"]) != "[[2 2 2 2] [4 3 2 2]]" {
+	if len(oversized) != 8 || fmt.Sprint(oversized["posthog"]) != "[[2 2 2 2] [4 3 2 2]]" {
 		t.Errorf("oversized per server %v; want 4 servers, PostHog's 2 oversized tools against 4, 3, 2, 2", oversized)
+	}
+	// Each server is also checked once from the schemas seen in traffic, with the same figures.
+	if got := fmt.Sprint(oversized["posthog-traffic"]); got != "[[2] [2]]" {
+		t.Errorf("posthog-traffic: %s, want its one run from traffic, PostHog's 2 oversized tools against 2", got)
 	}
 	coverage := series("coverage-vs-minimum", "nested_description_coverage", "min_nested_coverage")
 	if got := fmt.Sprint(coverage["sentry-mcp"][1]); got != "[0.3 0.4 0.5 0.55]" {
@@ -459,8 +463,10 @@ func TestSchemaRatchetPanelsShowTheDemoRuns(t *testing.T) {
 	}
 	res := run(t, panelByID(t, "schema-ratchet", "offending-tools"), Filters{})
 	var top []string
-	for _, row := range res.Rows[:min(2, len(res.Rows))] {
-		top = append(top, fmt.Sprint(row[col(t, res, "server")], "/", row[col(t, res, "tool_name")], " ", row[col(t, res, "why")]))
+	for _, row := range res.Rows {
+		if server := row[col(t, res, "server")].(string); len(top) < 2 && !strings.HasSuffix(server, "-traffic") {
+			top = append(top, fmt.Sprint(server, "/", row[col(t, res, "tool_name")], " ", row[col(t, res, "why")]))
+		}
 	}
 	slices.Sort(top)
 	if fmt.Sprint(top) != "[posthog/exec oversized posthog/survey-create oversized; undescribed nested properties]" {
@@ -498,5 +504,23 @@ func TestResetsAndSchemaBesideRates(t *testing.T) {
 	// query-run is a tool of PostHog's retired standalone server, which the demo does not check.
 	if q := byTool["query-run"]; q == nil || q[col(t, res, "server")] != nil || q[col(t, res, "schema_chars")] != nil {
 		t.Errorf("query-run: %v, want NULL schema columns", q)
+	}
+}
+
+// The schemas seen in traffic: each demo server's two versions, the older one listing three
+// tools fewer, none cut (the demo sends whole listings).
+func TestServedSchemasPanelShowsTheDemoVersions(t *testing.T) {
+	withDemoData(t)
+	res := run(t, panelByID(t, "schema-ratchet", "schemas-seen-in-traffic"), Filters{})
+	tools := map[string]float64{}
+	for _, row := range res.Rows {
+		key := row[col(t, res, "server_name")].(string) + "@" + row[col(t, res, "server_version")].(string)
+		tools[key] = num(row[col(t, res, "tools")])
+		if num(row[col(t, res, "truncated_tools")]) != 0 || num(row[col(t, res, "schema_changes")]) != 0 {
+			t.Errorf("%s: %v, want whole snapshots and no change within the version", key, row)
+		}
+	}
+	if len(tools) != 8 || tools["posthog@1.0.0"]-tools["posthog@0.9.0"] != 3 || tools["sentry-mcp@1.0.0"] < 10 {
+		t.Errorf("versions seen in traffic %v; want 4 servers × 2 versions, the older three tools short", tools)
 	}
 }

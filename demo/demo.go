@@ -189,6 +189,14 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	// After the comparison, so it is unchanged: history for the dashboards that the corpus
 	// does not hold (the consumers are still running to store the resets' audit events).
 	if !cfg.NoHistory {
+		listings, err := PublishServedSchemas(ctx, pub, genCfg.End)
+		if err != nil {
+			return nil, err
+		}
+		if err := waitDrained(ctx, consumer, cfg.Progress); err != nil {
+			return nil, err
+		}
+		step("published %d tools/list events of the demo servers' SDK (schemas seen in traffic)", listings)
 		runs, err := RecordSchemaChecks(ctx, ch, genCfg.End)
 		if err != nil {
 			return nil, err

@@ -79,15 +79,24 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	}
 
 	// After the comparison the demo left history for the dashboards: every corpus server
-	// checked once per planned run (stored by the scheduler's job, distinct start times), and
-	// two identities reset through the ops path (records gone, audit stored by the consumers).
+	// checked once per planned run (stored by the scheduler's job, distinct start times), once
+	// more from the schemas its SDK sent in traffic (the latest of two versions), and two
+	// identities reset through the ops path (records gone, audit stored by the consumers).
 	var runs, starts, servers, audits uint64
-	if err := ch.QueryRow(ctx, `SELECT count(), uniqExact(started_at), uniqExact(server) FROM mcpulse.schema_check_runs FINAL WHERE reached = 1`).
+	if err := ch.QueryRow(ctx, `SELECT count(), uniqExact(started_at), uniqExact(server) FROM mcpulse.schema_check_runs FINAL WHERE reached = 1 AND source = 'server'`).
 		Scan(&runs, &starts, &servers); err != nil {
 		t.Fatal(err)
 	}
 	if servers != 4 || runs != servers*4 || starts != runs {
 		t.Errorf("%d schema check runs of %d servers at %d start times; want 4 runs of each of 4 servers, all distinct", runs, servers, starts)
+	}
+	var trafficRuns, latestVersion uint64
+	if err := ch.QueryRow(ctx, `SELECT count(), countIf(server_version = '1.0.0') FROM mcpulse.schema_check_runs FINAL WHERE reached = 1 AND source = 'traffic'`).
+		Scan(&trafficRuns, &latestVersion); err != nil {
+		t.Fatal(err)
+	}
+	if trafficRuns != 4 || latestVersion != 4 {
+		t.Errorf("%d runs from traffic (%d of version 1.0.0); want one per server, of its latest version", trafficRuns, latestVersion)
 	}
 	rows, err := ch.Query(ctx, `SELECT identity_hash FROM mcpulse.suppression_audit FINAL WHERE actor = 'mcpulse demo'`)
 	if err != nil {

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,12 +16,14 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpulse/mcpulse/demo/gen"
 	"github.com/mcpulse/mcpulse/demo/mcptest"
 	"github.com/mcpulse/mcpulse/demo/outcome"
+	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/jobs"
 	"github.com/mcpulse/mcpulse/schemacheck"
 	"github.com/mcpulse/mcpulse/suppression"
@@ -98,12 +101,98 @@ func corpusServers() (map[string][]servedTool, error) {
 	return out, nil
 }
 
+// servedVersions are the versions of each demo server seen in traffic, oldest first: an older
+// one that listed all but its last tools, and the current one.
+var servedVersions = []struct {
+	version  string
+	before   time.Duration // how long before the corpus end its tools/list was seen
+	withheld int           // tools the version did not list yet
+}{
+	{"0.9.0", 40 * time.Hour, 3},
+	{"1.0.0", 3 * time.Hour, 0},
+}
+
+// servedPage is how many tools one tools/list page lists: the SDK sends one $mcp_tools_list
+// event per page it captures.
+const servedPage = 10
+
+// PublishServedSchemas publishes, for every corpus server, the $mcp_tools_list events its
+// PostHog MCP analytics SDK would have sent for each servedVersions entry: every tool's schema
+// as served (the SDK's context parameter injected), a page of servedPage tools per event. The
+// consumer stores them in served_tool_schemas, so the schema ratchet dashboard shows the
+// schemas seen in traffic and RecordSchemaChecks checks them from traffic. Event uuids are
+// derived from the server, version and page, so publishing twice stores nothing twice. It
+// returns how many events it published.
+func PublishServedSchemas(ctx context.Context, pub *ingest.Publisher, end time.Time) (int, error) {
+	servers, err := corpusServers()
+	if err != nil {
+		return 0, fmt.Errorf("demo served schemas: %w", err)
+	}
+	var lines bytes.Buffer
+	enc := json.NewEncoder(&lines)
+	enc.SetEscapeHTML(false)
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		tools := servers[name]
+		for _, v := range servedVersions {
+			listed := tools[:max(len(tools)-v.withheld, 1)]
+			for page := 0; page*servedPage < len(listed); page++ {
+				chunk := listed[page*servedPage : min((page+1)*servedPage, len(listed))]
+				type servedEntry struct {
+					Name        string          `json:"name"`
+					Description string          `json:"description,omitempty"`
+					InputSchema json.RawMessage `json:"inputSchema"`
+				}
+				entries := make([]servedEntry, len(chunk))
+				names := make([]string, len(chunk))
+				for i, t := range chunk {
+					schema, _, err := schemacheck.InjectContext(t.InputSchema, "")
+					if err != nil {
+						schema = t.InputSchema // served as it is: not JSON to inject into
+					}
+					entries[i] = servedEntry{Name: t.Name, Description: t.Description, InputSchema: schema}
+					names[i] = t.Name
+				}
+				at := end.Add(-v.before + time.Duration(page)*time.Second)
+				event := map[string]any{
+					"uuid":        uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprintf("mcpulse-demo/tools-list/%s/%s/%d", name, v.version, page))).String(),
+					"event":       "$mcp_tools_list",
+					"distinct_id": "ses_demo_" + name,
+					"timestamp":   at.UTC().Format(time.RFC3339Nano),
+					"properties": map[string]any{
+						"$mcp_source":            "posthog_mcp_analytics",
+						"$session_id":            "ses_demo_" + name,
+						"$mcp_server_name":       name,
+						"$mcp_server_version":    v.version,
+						"$mcp_client_name":       "claude-code",
+						"$mcp_protocol_version":  "2025-11-25",
+						"$mcp_is_error":          false,
+						"$mcp_listed_tool_names": names,
+						"$mcp_response":          map[string]any{"tools": entries},
+					},
+				}
+				if err := enc.Encode(event); err != nil {
+					return 0, err
+				}
+			}
+		}
+	}
+	stats, err := ingest.PublishFile(ctx, pub, &lines, "demo-tools-lists.jsonl", nil)
+	if err != nil {
+		return stats.Published, fmt.Errorf("demo served schemas: %w", err)
+	}
+	if stats.DeadLettered > 0 {
+		return stats.Published, fmt.Errorf("demo served schemas: %d tools/list events dead-lettered", stats.DeadLettered)
+	}
+	return stats.Published, nil
+}
+
 // RecordSchemaChecks serves every corpus server over Streamable HTTP on loopback and runs the
 // scheduler's schema ratchet job (jobs.SchemaRatchet.RunOnce, which stores each run in
 // schema_check_runs and schema_check_tools) once per schemaCheckRuns entry, its clock set to
 // that run's start before end. Each corpus server whose tools/list was seen in traffic (the
-// consumer stored its snapshots) is then checked from traffic too, at end, as a ratchets.yaml
-// traffic: server would be. It returns how many runs it stored.
+// consumer stored its snapshots, see PublishServedSchemas) is then checked from traffic too, as
+// a ratchets.yaml traffic: server named "<server>-traffic" would be. It returns how many runs
+// it stored.
 func RecordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int, error) {
 	servers, err := corpusServers()
 	if err != nil {
@@ -154,7 +243,11 @@ func RecordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int
 			stored++
 		}
 	}
-	for _, name := range names {
+	// From traffic, against the latest ratchets, between the last two listing runs (so each
+	// tool's latest check stays the listing's).
+	latest := schemaCheckRuns[len(schemaCheckRuns)-1]
+	trafficAt := end.Add(-(schemaCheckRuns[len(schemaCheckRuns)-2].before + latest.before) / 2)
+	for i, name := range names {
 		// Only servers seen in traffic: a never-seen server would be a failed run.
 		src := schemacheck.TrafficSource{ServerName: name}
 		if _, err := schemacheck.LoadFromTraffic(ctx, ch, src); errors.Is(err, schemacheck.ErrNoTraffic) {
@@ -162,10 +255,12 @@ func RecordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int
 		} else if err != nil {
 			return stored, fmt.Errorf("demo schema check of %s from traffic: %w", name, err)
 		}
+		maxOversized, minCoverage := latest.maxOversized, latest.minCoverage
 		job := &jobs.SchemaRatchet{
-			Server:     schemacheck.ServerConfig{Name: name + "-traffic", Traffic: &schemacheck.TrafficConfig{ServerName: name}},
+			Server: schemacheck.ServerConfig{Name: name + "-traffic", Traffic: &schemacheck.TrafficConfig{ServerName: name},
+				MaxOversized: &maxOversized, MinNestedCoverage: &minCoverage},
 			ClickHouse: ch,
-			Now:        func() time.Time { return end },
+			Now:        func() time.Time { return trafficAt.Add(time.Duration(i) * 7 * time.Second) },
 			Timeout:    time.Minute,
 		}
 		run, err := job.RunOnce(ctx)
