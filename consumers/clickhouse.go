@@ -69,7 +69,7 @@ const (
 	insertAudit = `INSERT INTO mcpulse.suppression_audit (audit_id, at, action, identity_hash, distinct_id,
 instance_url, actor, reason, deleted_keys, previous_record, kafka_partition, kafka_offset, at_ms)`
 	insertDeadLetters = `INSERT INTO mcpulse.dead_letters (dead_letter_id, received_at, source_topic,
-reason, event_uuid, event, distinct_id, payload, dlq_partition, dlq_offset)`
+reason, event_uuid, event, distinct_id, payload, dlq_partition, dlq_offset, reason_class)`
 )
 
 // row is one validated set of column values, kept so a failed batch can be rebuilt: a

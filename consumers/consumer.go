@@ -410,7 +410,7 @@ const maxPayload = 64 << 10
 // mcpulse-dead-letter-id header (the source position or publishing file and line), so a
 // dead letter published twice is stored once.
 func deadLetterRow(m *kafka.Message) row {
-	id, reason, source := "", "", ""
+	id, reason, source, class := "", "", "", ingest.DeadLetterClass("")
 	for _, h := range m.Headers {
 		switch h.Key {
 		case ingest.HeaderDeadLetterID:
@@ -419,6 +419,8 @@ func deadLetterRow(m *kafka.Message) row {
 			reason = string(h.Value)
 		case ingest.HeaderSourceTopic:
 			source = string(h.Value)
+		case ingest.HeaderErrorClass:
+			class = ingest.ParseDeadLetterClass(string(h.Value))
 		}
 	}
 	if id == "" {
@@ -435,7 +437,7 @@ func deadLetterRow(m *kafka.Message) row {
 		payload = payload[:maxPayload]
 	}
 	return row{id, m.Time.UTC(), source, reason, peekString(peek.UUID), peekString(peek.Event), peekString(peek.DistinctID),
-		string(payload), int32(m.Partition), m.Offset}
+		string(payload), int32(m.Partition), m.Offset, string(class)}
 }
 
 func peekString(v any) string {

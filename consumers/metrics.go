@@ -1,11 +1,11 @@
 package consumers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +47,7 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_consumer_lag{topic,partition}                 gauge      messages the group has not committed, asked on scrape
 //	mcpulse_consumer_lag_errors_total                     counter    scrapes whose lag request to Kafka failed
 //
-// The class label of dead letters is DeadLetterClass of the reason: a small fixed set, never
+// The class label of dead letters is their ingest.DeadLetterClass: a small fixed set, never
 // the reason's free text (which quotes caller-chosen values).
 type Metrics struct {
 	c *Consumer
@@ -181,28 +181,29 @@ func (r *batchResult) duplicate(k *ingest.Kind) {
 }
 
 // classifyDeadLetters counts the batch's dead letters by class: bad (sent to the dead-letter
-// topic by this batch) and the dead-letter topic messages among msgs (stored in dead_letters).
+// topic by this batch) and the dead-letter topic messages among msgs (stored in dead_letters,
+// by their HeaderErrorClass; ClassOther for one without).
 func (r *batchResult) classifyDeadLetters(bad []ingest.DeadLetter, msgs []kafka.Message) {
 	for _, d := range bad {
 		if r.deadLetteredByClass == nil {
 			r.deadLetteredByClass = map[string]int64{}
 		}
-		r.deadLetteredByClass[DeadLetterClass(d.Reason)]++
+		r.deadLetteredByClass[string(cmp.Or(d.Class, ingest.ClassOther))]++
 	}
 	for i := range msgs {
 		if msgs[i].Topic != ingest.TopicDeadLetters {
 			continue
 		}
-		reason := ""
+		class := ingest.ClassOther
 		for _, h := range msgs[i].Headers {
-			if h.Key == ingest.HeaderError {
-				reason = string(h.Value)
+			if h.Key == ingest.HeaderErrorClass {
+				class = cmp.Or(ingest.ParseDeadLetterClass(string(h.Value)), ingest.ClassOther)
 			}
 		}
 		if r.recordedByClass == nil {
 			r.recordedByClass = map[string]int64{}
 		}
-		r.recordedByClass[DeadLetterClass(reason)]++
+		r.recordedByClass[string(class)]++
 	}
 }
 
@@ -220,55 +221,6 @@ func (m *Metrics) account(r *batchResult) {
 	for class, n := range r.recordedByClass {
 		m.deadLettersStored.WithLabelValues(class).Add(float64(n))
 	}
-}
-
-// Dead-letter reason classes (DeadLetterClass).
-const (
-	ClassBadJSON      = "bad_json"      // not JSON, or not a JSON object
-	ClassUnknownEvent = "unknown_event" // an event name that is none of the kinds
-	ClassTooLarge     = "too_large"     // a JSONL line over ingest.MaxLineBytes
-	ClassAudit        = "audit"         // an audit-topic event that failed to parse
-	ClassOther        = "other"         // anything else, including an empty reason
-	// A field problem is "invalid_" + the top-level field: invalid_uuid, invalid_event,
-	// invalid_distinct_id, invalid_timestamp, invalid_properties.
-)
-
-// topFields are the envelope fields a field problem's class may name (ingest.Envelope).
-var topFields = map[string]bool{"uuid": true, "event": true, "distinct_id": true, "timestamp": true, "properties": true}
-
-// DeadLetterClass maps a dead letter's free-text reason to one of a small fixed set of
-// classes fit for a metric label: ClassBadJSON, ClassUnknownEvent, ClassTooLarge,
-// ClassAudit, "invalid_<field>" for a problem at an envelope field (the first problem
-// listed), or ClassOther. A "line N: " prefix (ingest.PublishFile) is ignored.
-func DeadLetterClass(reason string) string {
-	if rest, ok := strings.CutPrefix(reason, "line "); ok {
-		if i := strings.Index(rest, ": "); i > 0 {
-			if _, err := strconv.Atoi(rest[:i]); err == nil {
-				reason = rest[i+2:]
-			}
-		}
-	}
-	switch {
-	case strings.HasPrefix(reason, "audit event: "):
-		return ClassAudit
-	case strings.HasPrefix(reason, "bad JSON"):
-		return ClassBadJSON
-	case strings.HasPrefix(reason, "event is not one of the"): // recorded before every name became valid
-		return ClassUnknownEvent
-	case strings.HasPrefix(reason, "line is ") && strings.Contains(reason, "longer than"):
-		return ClassTooLarge
-	}
-	path, _, ok := strings.Cut(reason, ": ")
-	if !ok {
-		return ClassOther
-	}
-	if i := strings.IndexAny(path, ".["); i >= 0 {
-		path = path[:i]
-	}
-	if topFields[path] {
-		return "invalid_" + path
-	}
-	return ClassOther
 }
 
 // instrumentStores returns cfg's Redis client and ClickHouse connection wrapped to feed the

@@ -81,7 +81,7 @@ func TestMetricsFollowAConsumeRun(t *testing.T) {
 		response(11, "carol", "inv-1", "decline", base.Add(1)),
 	)
 	if err := h.pub.DeadLetter(context.Background(), ingest.DeadLetter{
-		ID: "publish:events.jsonl:7", Payload: []byte(`{}`), Reason: "line 7: timestamp: required", Source: ingest.SourcePublish,
+		ID: "publish:events.jsonl:7", Payload: []byte(`{}`), Reason: "line 7: timestamp: required", Source: ingest.SourcePublish, Class: ingest.ClassInvalidTimestamp,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -103,12 +103,12 @@ func TestMetricsFollowAConsumeRun(t *testing.T) {
 		{"mcpulse_consumer_events_stored_total", map[string]string{"kind": "response"}, 1},
 		{"mcpulse_consumer_duplicates_total", map[string]string{"kind": "tool_call"}, 1},
 		{"mcpulse_consumer_duplicates_total", map[string]string{"kind": "invitation_sent"}, 0},
-		{"mcpulse_consumer_dead_lettered_total", map[string]string{"class": consumers.ClassBadJSON}, 1},
+		{"mcpulse_consumer_dead_lettered_total", map[string]string{"class": string(ingest.ClassBadJSON)}, 1},
 		{"mcpulse_consumer_dead_lettered_total", map[string]string{"class": "invalid_distinct_id"}, 1},
 		{"mcpulse_consumer_events_stored_total", map[string]string{"kind": "other"}, 1},
 		// The publisher's dead letter and the consumer's two, read back from the topic.
 		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": "invalid_timestamp"}, 1},
-		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": consumers.ClassBadJSON}, 1},
+		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": string(ingest.ClassBadJSON)}, 1},
 		{"mcpulse_consumer_dead_letters_recorded_total", map[string]string{"class": "invalid_distinct_id"}, 1},
 		{"mcpulse_consumer_suppression_outcomes_total", map[string]string{"outcome": string(suppression.Written)}, 1},
 		{"mcpulse_consumer_store_errors_total", map[string]string{"store": "redis"}, 0},
@@ -147,29 +147,5 @@ func TestMetricsFollowAConsumeRun(t *testing.T) {
 	// A second consumer cannot register the same metrics on the same registry.
 	if _, err := consumers.New(consumers.Config{Brokers: h.stack.KafkaBrokers, Redis: h.rdb, ClickHouse: h.ch, DeadLetters: h.pub, Registerer: reg}); err == nil {
 		t.Error("a second consumer on the same registry: New succeeded, want a registration error")
-	}
-}
-
-func TestDeadLetterClassIsBoundedWhateverTheReason(t *testing.T) {
-	for reason, want := range map[string]string{
-		"line 7: timestamp: required":                          "invalid_timestamp",
-		"timestamp: required":                                  "invalid_timestamp",
-		"properties.$mcp_tool_name: want a string; uuid: bad":  "invalid_properties",
-		"properties[3]: want an object":                        "invalid_properties",
-		"distinct_id: required":                                "invalid_distinct_id",
-		"bad JSON: unexpected end of JSON input":               consumers.ClassBadJSON,
-		"line 12: bad JSON: an event must be a JSON object":    consumers.ClassBadJSON,
-		"event is not one of the mcpulse kinds: \"$x\"":        consumers.ClassUnknownEvent,
-		"line 3: line is 2000000 bytes, longer than the limit": consumers.ClassTooLarge,
-		"audit event: uuid: not a UUID":                        consumers.ClassAudit,
-		"":                                                     consumers.ClassOther,
-		"hostile\u202e: value":                                 consumers.ClassOther,
-		"line x: timestamp: required":                          consumers.ClassOther,
-		"properties\u202e.$x: nope":                            consumers.ClassOther,
-		"line 7: " + strings.Repeat("a", 500) + ": required":   consumers.ClassOther,
-	} {
-		if got := consumers.DeadLetterClass(reason); got != want {
-			t.Errorf("DeadLetterClass(%q) = %q, want %q", reason, got, want)
-		}
 	}
 }

@@ -120,7 +120,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 		case ingest.TopicAudit:
 			a, err := ingest.ParseAuditEvent(m.Value)
 			if err != nil {
-				p.bad = append(p.bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: "audit event: " + err.Error(), Source: m.Topic})
+				p.bad = append(p.bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: "audit event: " + err.Error(), Source: m.Topic, Class: ingest.ClassAuditInvalid})
 				continue
 			}
 			p.auditRows = append(p.auditRows, auditRow(m, a))
@@ -132,7 +132,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 			err = ingest.CheckClock(ev, now)
 		}
 		if err != nil {
-			p.bad = append(p.bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: err.Error(), Source: m.Topic})
+			p.bad = append(p.bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: err.Error(), Source: m.Topic, Class: ingest.ClassOf(err)})
 			continue
 		}
 		pos := position(m)

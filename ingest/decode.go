@@ -3,7 +3,7 @@ package ingest
 import (
 	"bytes"
 	stdjson "encoding/json"
-	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,7 +73,7 @@ func (d *decodeState) scan(data []byte) error {
 		if !json.Valid(data) {
 			return badJSON(data)
 		}
-		return errors.New("bad JSON: an event must be a JSON object, got " + jsonType(data[start:]))
+		return fmt.Errorf("%w: an event must be a JSON object, got %s", ErrBadJSON, jsonType(data[start:]))
 	}
 	rest, err := json.Parse(data, &d.top, parseFlags)
 	if err != nil || skipSpace(rest, 0) != len(rest) {

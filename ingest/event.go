@@ -60,6 +60,7 @@ func (f FieldError) String() string { return f.Path + ": " + f.Problem }
 // Parse returns for an event that decoded as JSON but breaks the contract.
 type ValidationError struct {
 	Problems []FieldError
+	clock    bool // CheckClock's: class ClassClock
 }
 
 // Error joins the problems on one line ("uuid: required; timestamp: not RFC 3339 ...").
@@ -310,10 +311,10 @@ func Parse(data []byte) (*Event, error) {
 func badJSON(data []byte) error {
 	var top map[string]stdjson.RawMessage
 	err := stdjson.Unmarshal(data, &top)
-	if err == nil { // json.Valid and encoding/json disagree: keep the verdict, say so
-		return errors.New("bad JSON: not a valid JSON value")
+	if err == nil { // the two decoders disagree: keep the verdict, say so
+		return fmt.Errorf("%w: not a valid JSON value", ErrBadJSON)
 	}
-	return fmt.Errorf("bad JSON: %w", err)
+	return fmt.Errorf("%w: %w", ErrBadJSON, err)
 }
 
 // Validate checks a decoded envelope and builds the Event; see Parse for the errors. A nil
@@ -321,7 +322,7 @@ func badJSON(data []byte) error {
 func Validate(env *Envelope) (*Event, error) {
 	data, err := json.Marshal(env)
 	if err != nil {
-		return nil, fmt.Errorf("bad JSON: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrBadJSON, err)
 	}
 	return Parse(data)
 }
@@ -471,7 +472,7 @@ func CheckClock(ev *Event, now time.Time) error {
 	if ahead <= MaxResponseClockSkew {
 		return nil
 	}
-	v := &ValidationError{}
+	v := &ValidationError{clock: true}
 	v.add("properties.responded_at", "%s is %s ahead of the receiving clock (%s), more than the %s allowed: a response cannot come from the future",
 		ev.Recruitment.RespondedAt.Format(time.RFC3339Nano), ahead.Round(time.Second), now.UTC().Format(time.RFC3339), MaxResponseClockSkew)
 	return v

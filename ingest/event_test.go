@@ -442,3 +442,35 @@ func TestParseExtraHoldsOnlyPropertiesNoColumnHolds(t *testing.T) {
 		})
 	}
 }
+
+// Every refused event has a class from the fixed set, whatever its text says; an untrusted
+// header reads as one of the set.
+func TestDeadLetterClasses(t *testing.T) {
+	parse := func(in []byte) error { _, err := ingest.Parse(in); return err }
+	future := mustParse(t, envelope(t, ingest.KindInvitationResponse, nil, map[string]any{"responded_at": "2099-01-01T00:00:00Z"}))
+	for _, c := range []struct {
+		err  error
+		want ingest.DeadLetterClass
+	}{
+		{parse([]byte(`{"uuid": "x`)), ingest.ClassBadJSON},
+		{parse([]byte(`[1]`)), ingest.ClassBadJSON},
+		{parse(envelope(t, ingest.KindToolCall, map[string]any{"uuid": nil, "timestamp": "x"}, nil)), ingest.ClassInvalidUUID},
+		{parse(envelope(t, ingest.KindToolCall, map[string]any{"event": 42}, nil)), ingest.ClassInvalidEvent},
+		{parse(envelope(t, ingest.KindToolCall, map[string]any{"distinct_id": ""}, nil)), ingest.ClassInvalidDistinctID},
+		{parse(envelope(t, ingest.KindToolCall, map[string]any{"timestamp": "soon"}, nil)), ingest.ClassInvalidTimestamp},
+		{parse(envelope(t, ingest.KindToolCall, nil, map[string]any{"$mcp_tool_name": 1})), ingest.ClassInvalidProperties},
+		{parse(envelope(t, ingest.KindToolCall, map[string]any{"properties": nil}, nil)), ingest.ClassInvalidProperties},
+		{ingest.CheckClock(future, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), ingest.ClassClock},
+		{fmt.Errorf("x: %w", ingest.ErrNotEncodable), ingest.ClassNotEncodable},
+		{errors.New("something else"), ingest.ClassOther},
+	} {
+		if got := ingest.ClassOf(c.err); got != c.want {
+			t.Errorf("ClassOf(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	for header, want := range map[string]ingest.DeadLetterClass{"": "", "bad_json": ingest.ClassBadJSON, "store_refused": ingest.ClassStoreRefused, "x\u202e": ingest.ClassOther} {
+		if got := ingest.ParseDeadLetterClass(header); got != want {
+			t.Errorf("ParseDeadLetterClass(%q) = %q, want %q", header, got, want)
+		}
+	}
+}

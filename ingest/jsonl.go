@@ -96,12 +96,13 @@ func PublishFile(ctx context.Context, p *Publisher, r io.Reader, name string, pr
 		letterLine []int
 		batchBytes int
 	)
-	deadLetter := func(line int, payload []byte, reason string) {
+	deadLetter := func(line int, payload []byte, reason string, class DeadLetterClass) {
 		letters = append(letters, DeadLetter{
 			ID:      DeadLetterIDForLine(name, line, payload),
 			Payload: payload,
 			Reason:  "line " + strconv.Itoa(line) + ": " + reason,
 			Source:  SourcePublish,
+			Class:   class,
 		})
 		letterLine = append(letterLine, line)
 		// Keep the first MaxReportedBadLines in line order (a line refused by Kafka is known
@@ -139,9 +140,9 @@ func PublishFile(ctx context.Context, p *Publisher, r io.Reader, name string, pr
 					}
 					payload, _ := events[f.Index].MarshalJSON()
 					if errors.Is(f.Err, ErrNotEncodable) {
-						deadLetter(line, payload, "could not be published: "+f.Err.Error())
+						deadLetter(line, payload, "could not be published: "+f.Err.Error(), ClassNotEncodable)
 					} else {
-						deadLetter(line, payload, "refused by Kafka: "+f.Err.Error())
+						deadLetter(line, payload, "refused by Kafka: "+f.Err.Error(), ClassOf(f.Err))
 					}
 				}
 				if len(lost) > 0 {
@@ -202,13 +203,13 @@ func PublishFile(ctx context.Context, p *Publisher, r io.Reader, name string, pr
 		}
 		switch {
 		case size > MaxLineBytes:
-			deadLetter(n, line, fmt.Sprintf("line is %d bytes, longer than the %d-byte limit", size, MaxLineBytes))
+			deadLetter(n, line, fmt.Sprintf("line is %d bytes, longer than the %d-byte limit", size, MaxLineBytes), ClassTooLarge)
 		case len(bytes.TrimSpace(line)) == 0:
 			st.Blank++
 		default:
 			ev, err := Parse(line)
 			if err != nil {
-				deadLetter(n, line, err.Error())
+				deadLetter(n, line, err.Error(), ClassOf(err))
 			} else {
 				events = append(events, ev)
 				eventLines = append(eventLines, n)

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -369,6 +370,9 @@ type DeadLetter struct {
 	// Source is the topic the event was read from, or SourcePublish / "gateway" when it was
 	// refused before reaching a topic. Required.
 	Source string
+	// Class says why, from a fixed set (ClassOf gives it for an error); sent as the header
+	// HeaderErrorClass. Empty means ClassOther.
+	Class DeadLetterClass
 }
 
 // DeadLetter writes dead letters to TopicDeadLetters, keyed by ID, with headers HeaderError
@@ -425,6 +429,7 @@ func deadLetterMessage(dl DeadLetter) kafka.Message {
 		Value: payload,
 		Headers: []kafka.Header{
 			{Key: HeaderError, Value: []byte(reason)},
+			{Key: HeaderErrorClass, Value: []byte(cmp.Or(dl.Class, ClassOther))},
 			{Key: HeaderSourceTopic, Value: []byte(dl.Source)},
 			{Key: HeaderDeadLetterID, Value: []byte(dl.ID)},
 		},

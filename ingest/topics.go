@@ -8,7 +8,8 @@ const (
 	// TopicRecruitment carries invitation, link-open and response events, keyed by identity hash.
 	TopicRecruitment = "mcp_recruitment"
 	// TopicDeadLetters receives events the pipeline could not accept, with headers
-	// HeaderError (a one-line reason), HeaderSourceTopic and HeaderDeadLetterID; the message
+	// HeaderError (a one-line reason), HeaderErrorClass (its DeadLetterClass), HeaderSourceTopic
+	// and HeaderDeadLetterID; the message
 	// key is the dead letter's ID and the value the bad payload.
 	TopicDeadLetters = "mcpulse_dlq"
 	// TopicAudit carries ops audit events (suppression resets).

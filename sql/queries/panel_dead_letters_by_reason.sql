@@ -1,35 +1,21 @@
--- Dead letters by reason class, most frequent first. The stored reason is free text (e.g.
--- "line 7: timestamp: not RFC 3339 with an offset: \"yesterday\""); its class is the first
--- problem it names with the publishing line number dropped, quoted values masked as "..."
--- (or '...') and other numbers as N, cut to 120 characters, so the classes stay few however
--- varied the input. example is the reason of the latest dead letter of the class.
+-- Dead letters by reason class, most frequent first. The class is the typed one the pipeline
+-- gave each dead letter (ingest.DeadLetterClass, Kafka header mcpulse-error-class, column
+-- reason_class: bad_json, invalid_uuid, invalid_timestamp, invalid_properties, clock, ...);
+-- rows recorded before classes existed show as 'unclassified'. The reason text is never parsed.
+-- example is the one-line reason of the latest dead letter of the class.
 -- Parameters, in order: from, to (DateTime UTC: recorded from..to, both included), limit
 -- (UInt64: how many classes).
 SELECT
-    reason_class,
+    class AS reason_class,
     count() AS dead_letters,
     argMax(reason, (received_at, dead_letter_id)) AS example,
     max(received_at) AS last_seen
 FROM
 (
-    SELECT
-        dead_letter_id,
-        reason,
-        received_at,
-        substring(
-            replaceAll(
-                replaceRegexpAll(
-                    replaceRegexpAll(
-                        replaceRegexpAll(
-                            replaceRegexpOne(replaceRegexpOne(reason, '^line [0-9]+: ', ''), '; .*$', ''),
-                            '"(\\\\.|[^"\\\\])*"', '"..."'),
-                        '\\x27[^\\x27]*\\x27', '\x27...\x27'),
-                    '[0-9]+', 'N'),
-                'RFC N', 'RFC 3339'),
-            1, 120) AS reason_class
+    SELECT if(reason_class = '', 'unclassified', reason_class) AS class, reason, received_at, dead_letter_id
     FROM mcpulse.dead_letters FINAL
     WHERE received_at >= ? AND received_at <= ?
 )
-GROUP BY reason_class
-ORDER BY dead_letters DESC, reason_class
+GROUP BY class
+ORDER BY dead_letters DESC, class
 LIMIT ?
