@@ -9,6 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
 func runSchemacheckCmd(t *testing.T, args ...string) (error, string, string) {
@@ -83,5 +88,60 @@ func TestSchemacheckWiring(t *testing.T) {
 		if r.NameRule != rule || (r.NameFailures == r.Tools) != wantFailures || (r.NameFailures == 0) == wantFailures || r.Tools < 10 {
 			t.Errorf("--name-rule %s: %+v", rule, r)
 		}
+	}
+}
+
+// --from-traffic reads the snapshots the consumer stored (ClickHouse 18.16): the latest version
+// by default, --server-version for another; sizes as served, nothing injected.
+func TestSchemacheckFromTraffic(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	batch, err := e.ClickHouse.PrepareBatch(ctx, `INSERT INTO mcpulse.served_tool_schemas_in (server_name, server_version, tool_name,
+schema_sha256, input_schema, description, truncated, seen_at, event_uuid)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	const schema = `{"type":"object","properties":{"q":{"type":"string"}}}`
+	for i, r := range []struct{ version, tool string }{{"1", "list_issues"}, {"2", "list_issues"}, {"2", "get_me"}} {
+		if err := batch.Append("gh", r.version, r.tool, r.version+r.tool, schema, "", uint8(0), at.Add(time.Duration(i)*time.Hour), uuid.New()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	dsn := e.Stack.ClickHouseDSN
+	for version, wantTools := range map[string]int{"": 2, "1": 1} {
+		args := []string{"--from-traffic", "--server-name", "gh", "--clickhouse", dsn, "--name-rule", "mcp", "--format", "json"}
+		if version != "" {
+			args = append(args, "--server-version", version)
+		}
+		err, stdout, stderr := runSchemacheckCmd(t, args...)
+		if err != nil {
+			t.Fatalf("%q: %v %s", args, err, stderr)
+		}
+		var r struct {
+			Tools        int `json:"tools"`
+			NameFailures int `json:"name_failures"`
+			PerTool      []struct {
+				SchemaChars int  `json:"schema_chars"`
+				Injected    bool `json:"injected"`
+			} `json:"per_tool"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Tools != wantTools || r.NameFailures != 0 || r.PerTool[0].SchemaChars != len(schema) || r.PerTool[0].Injected {
+			t.Errorf("version %q: %+v", version, r)
+		}
+	}
+	err, stdout, _ := runSchemacheckCmd(t, "--from-traffic", "--server-name", "gh", "--clickhouse", dsn, "--name-rule", "mcp")
+	if err != nil || !strings.Contains(stdout, `traffic of "gh" (latest version): version "2", seen 2026-11-30T09:00:00Z to 2026-11-30T10:00:00Z`) {
+		t.Errorf("text report: %v\n%s", err, stdout)
+	}
+	err, _, stderr := runSchemacheckCmd(t, "--from-traffic", "--server-name", "nobody", "--clickhouse", dsn)
+	if exitCode(err) != 2 || !strings.Contains(stderr, "no tools/list seen in traffic") {
+		t.Errorf("a server never seen: exit %d, %s", exitCode(err), stderr)
 	}
 }
