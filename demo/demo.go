@@ -30,6 +30,9 @@ type Config struct {
 	Events int
 	// Seed drives the generator. Default: 1.
 	Seed int64
+	// Shape is how the tool calls are written (gen.ShapeDemo or gen.ShapeSDK). Default:
+	// gen.ShapeDemo.
+	Shape gen.Shape
 	// DataDir keeps the stack's data and the corpus; "" uses a temporary directory removed at
 	// the end. A directory that already holds a run's data is refused (the comparison assumes
 	// empty stores).
@@ -112,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 
 	corpus := filepath.Join(dir, "events.jsonl")
 	step("generating %d events (seed %d) into %s", cfg.Events, cfg.Seed, corpus)
-	genCfg := gen.Config{Events: cfg.Events, Seed: cfg.Seed, End: time.Now().UTC().Truncate(time.Hour)}
+	genCfg := gen.Config{Events: cfg.Events, Seed: cfg.Seed, End: time.Now().UTC().Truncate(time.Hour), Shape: cfg.Shape}
 	if _, err := gen.WriteFiles(genCfg, corpus); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/dashboards/server"
 	"github.com/mcpulse/mcpulse/demo"
+	"github.com/mcpulse/mcpulse/demo/gen"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/stack"
 )
@@ -103,6 +104,7 @@ printed. --assets, --token and --basic-auth work as for "mcpulse dashboards".`,
 	f := cmd.Flags()
 	f.IntVar(&cfg.Events, "events", 200000, "events to generate")
 	f.Int64Var(&cfg.Seed, "seed", 1, "generator seed (same seed, same corpus)")
+	f.StringVar((*string)(&cfg.Shape), "shape", string(gen.ShapeDemo), `tool-call shape: "demo" (mcpulse's event contract) or "sdk" (as @posthog/mcp sends them: ignored keys derived from results and served schemas)`)
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data and the corpus here (default: a temporary directory, removed afterwards)")
 	f.BoolVar(&asJSON, "json", false, `print the summary as one JSON object (with "mismatches", empty when all agree)`)
 	f.StringVar(&logLevel, "verbose", "", "log the services' activity to stderr")

@@ -77,15 +77,33 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 	gates := map[gateKey]*gateAcc{}
 	funnel := map[funnelKey]*funnelAcc{}
 	byIdentity := map[string][]*event{}
+	served := map[outcome.ServedSchema]outcome.ServedSchema{} // key fields only → the row
 
 	// events holds each event once (duplicate lines are copies made at write time, and
 	// newUUID never repeats a uuid), so counting events counts distinct uuids.
 	for _, e := range events {
 		if e.sdk != nil {
-			// An SDK session event: counted by kind where this build's ingest knows the kind.
-			if k := ingest.KindOf(e.name); k != nil {
-				o.EventsByKind[k.Name]++
+			if e.name == evToolsList {
+				// A listing is stored as its tools' served schemas, not counted as an event.
+				x := e.sdk
+				at := e.ts.UTC().Truncate(time.Second).Format(hourLayout)
+				for _, tl := range x.server.tools {
+					k := outcome.ServedSchema{ServerName: x.server.name, ServerVersion: x.version, ToolName: tl.Name, SchemaSHA256: x.server.servedSHA[tl.Name]}
+					row, ok := served[k]
+					if !ok {
+						row = k
+						row.FirstSeen, row.LastSeen = at, at
+						if x.server.servedCut[tl.Name] {
+							row.Truncated = 1
+						}
+					}
+					row.FirstSeen, row.LastSeen = min(row.FirstSeen, at), max(row.LastSeen, at)
+					served[k] = row
+				}
+				continue
 			}
+			// $mcp_initialize and $exception: counted by kind.
+			o.EventsByKind[ingest.KindOf(e.name).Name]++
 			continue
 		}
 		o.EventsByKind[ingest.KindOf(e.name).Name]++
@@ -189,6 +207,9 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 			Accepted: int64(len(f.accepted)), Declined: int64(len(f.declined)), Cancelled: int64(len(f.cancelled)),
 			Unanswered: int64(len(f.invitations) - len(f.answered)),
 		})
+	}
+	for _, row := range served {
+		o.ServedSchemas = append(o.ServedSchemas, row)
 	}
 	for h, responses := range byIdentity {
 		if s, ok := foldSuppression(responses); ok {

@@ -1,6 +1,8 @@
 package gen
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -122,8 +124,11 @@ type sdkServer struct {
 	// sanitized and normalized, shallower when the event would pass 100 KB.
 	listing []byte
 	depth   int // the normalize depth the listing needed
-	// served maps a tool name to its inputSchema as the listing holds it.
-	served map[string]any
+	// served maps a tool name to its inputSchema as the listing holds it; servedSHA to the
+	// hex SHA-256 of that schema's JSON text; servedCut tells whether the SDK cut or redacted it.
+	served    map[string]any
+	servedSHA map[string]string
+	servedCut map[string]bool
 	names  []string // $mcp_listed_tool_names
 	// reports: the server names the input keys its schema dropped in the tool result
 	// (PostHog's MCP server does since its pull request #111786).
@@ -214,16 +219,21 @@ func (c *catalog) sdkServers() (map[string]*sdkServer, error) {
 		}
 		var back struct {
 			Tools []struct {
-				Name        string `json:"name"`
-				InputSchema any    `json:"inputSchema"`
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
 			} `json:"tools"`
 		}
 		if err := json.Unmarshal(s.listing, &back); err != nil {
 			return nil, err
 		}
-		s.served = map[string]any{}
+		s.served, s.servedSHA, s.servedCut = map[string]any{}, map[string]string{}, map[string]bool{}
 		for _, t := range back.Tools {
-			s.served[t.Name] = t.InputSchema
+			var schema any
+			if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+				return nil, err
+			}
+			sum := sha256.Sum256(t.InputSchema)
+			s.served[t.Name], s.servedSHA[t.Name], s.servedCut[t.Name] = schema, hex.EncodeToString(sum[:]), hasMarker(schema)
 		}
 	}
 	return servers, nil
@@ -561,6 +571,30 @@ const (
 	walkOK  walkResult = iota
 	walkCut            // a key could hide in something the SDK cut or redacted
 )
+
+// hasMarker tells whether v holds one of the SDK's truncation or redaction markers.
+func hasMarker(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return isMarker(x)
+	case map[string]any:
+		if _, cut := x["..."]; cut {
+			return true
+		}
+		for _, val := range x {
+			if hasMarker(val) {
+				return true
+			}
+		}
+	case []any:
+		for _, val := range x {
+			if hasMarker(val) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // isMarker tells the SDK's truncation and redaction markers apart from ordinary strings.
 func isMarker(v any) bool {

@@ -33,8 +33,29 @@ type Outcome struct {
 	GateReasons     []GateReason     `json:"gate_reasons_hourly"`
 	Funnel          []FunnelDay      `json:"recruitment_funnel_daily"`
 
+	// ServedSchemas are the tool input schemas served per server name and version, as the
+	// $mcp_tools_list events carried them (v_served_tool_schemas): one row per distinct
+	// schema text, with the first and last time it was listed.
+	ServedSchemas []ServedSchema `json:"served_tool_schemas,omitempty"`
+
 	// Suppression maps identity hash to the record Redis must hold at the end of the run.
 	Suppression map[string]Suppression `json:"suppression"`
+}
+
+// ServedSchema is one row of v_served_tool_schemas. Truncated is 1 when the SDK cut or
+// redacted the schema; FirstSeen and LastSeen are hours-format times (to the second).
+type ServedSchema struct {
+	ServerName    string `json:"server_name"`
+	ServerVersion string `json:"server_version"`
+	ToolName      string `json:"tool_name"`
+	SchemaSHA256  string `json:"schema_sha256"`
+	Truncated     uint8  `json:"truncated"`
+	FirstSeen     string `json:"first_seen"`
+	LastSeen      string `json:"last_seen"`
+}
+
+func (s ServedSchema) key() string {
+	return s.ServerName + " " + s.ServerVersion + " " + s.ToolName + " " + s.SchemaSHA256
 }
 
 // Corpus describes a generated JSONL corpus.
@@ -121,6 +142,7 @@ func (o *Outcome) Normalize() {
 		a, b := o.Funnel[i], o.Funnel[j]
 		return less(a.Day, b.Day, a.CampaignID, b.CampaignID, a.FeatureFlag, b.FeatureFlag)
 	})
+	sort.Slice(o.ServedSchemas, func(i, j int) bool { return o.ServedSchemas[i].key() < o.ServedSchemas[j].key() })
 }
 
 func flag(p *uint8) string {
@@ -182,6 +204,7 @@ func Compare(want, got *Outcome, now time.Time) []string {
 		})...)
 	out = append(out, compareRows("recruitment_funnel_daily", want.Funnel, got.Funnel,
 		func(r FunnelDay) string { return r.Day + " " + r.CampaignID + " " + r.FeatureFlag })...)
+	out = append(out, compareRows("served_tool_schemas", want.ServedSchemas, got.ServedSchemas, ServedSchema.key)...)
 
 	live := map[string]Suppression{}
 	for h, s := range want.Suppression {

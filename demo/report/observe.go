@@ -38,6 +38,9 @@ func Observe(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient) (*o
 	if err := readRollups(ctx, ch, "outcome", o); err != nil {
 		return nil, err
 	}
+	if err := scanServedSchemas(ctx, ch, o); err != nil {
+		return nil, err
+	}
 	if err := scanSuppression(ctx, rdb, o.Suppression); err != nil {
 		return nil, err
 	}
@@ -87,6 +90,22 @@ func scanSuppression(ctx context.Context, rdb redis.UniversalClient, into map[st
 		into[h] = outcome.Suppression{DistinctID: rec.DistinctID, CampaignID: rec.CampaignID, Response: rec.Response, RespondedAt: rec.RespondedAt}
 	}
 	return nil
+}
+
+// scanServedSchemas reads v_served_tool_schemas.
+func scanServedSchemas(ctx context.Context, ch driver.Conn, o *outcome.Outcome) error {
+	return each(ctx, ch, "outcome_served_schemas", func(r driver.Rows) error {
+		var (
+			row         outcome.ServedSchema
+			first, last time.Time
+		)
+		if err := r.Scan(&row.ServerName, &row.ServerVersion, &row.ToolName, &row.SchemaSHA256, &row.Truncated, &first, &last); err != nil {
+			return err
+		}
+		row.FirstSeen, row.LastSeen = first.UTC().Format(hourFormat), last.UTC().Format(hourFormat)
+		o.ServedSchemas = append(o.ServedSchemas, row)
+		return nil
+	})
 }
 
 // Recompute derives every rollup row from the deduplicated raw tables (the sql/ queries named
