@@ -129,7 +129,7 @@ type sdkServer struct {
 	served    map[string]any
 	servedSHA map[string]string
 	servedCut map[string]bool
-	names  []string // $mcp_listed_tool_names
+	names     []string // $mcp_listed_tool_names
 	// reports: the server names the input keys its schema dropped in the tool result
 	// (PostHog's MCP server does since its pull request #111786).
 	reports bool
