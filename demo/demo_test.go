@@ -70,7 +70,10 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Not rollups: the counts, the Redis state and the served schemas (a raw store, which also
+	// holds the history the demo left after its comparison) are taken as observed.
 	recomputed.EventsByKind, recomputed.Tables, recomputed.Suppression = observed.EventsByKind, observed.Tables, observed.Suppression
+	recomputed.ServedSchemas = observed.ServedSchemas
 	for _, m := range outcome.Compare(recomputed, observed, time.Now()) {
 		t.Errorf("rollup differs from its recomputation: %s", m)
 	}
