@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
 
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/migrations"
@@ -23,31 +24,58 @@ type rawTable struct {
 	// it); its rows are then left out, with a warning, rather than stall the partition.
 	optional bool
 	len      func(*ingest.Rows) int
-	insert   func(ctx context.Context, conn driver.Conn, rows *ingest.Rows) error
+	// insert stores the table's rows of a batch, splitting a permanently refused insert down
+	// to the rows ClickHouse refuses (insertSplitting); it returns the events of those rows
+	// (uuid → the refusal), how many refused parts it split, and a temporary error.
+	insert func(ctx context.Context, conn driver.Conn, rows *ingest.Rows) (refused map[uuid.UUID]error, splits int, err error)
 }
 
-// table describes a raw table whose rows of type T rows picks from a batch; its column list is
-// the `ch` tags of T.
-func table[T any](name string, rows func(*ingest.Rows) []T) rawTable {
+// table describes a raw table whose rows of type T rows picks from a batch, each row of the
+// event id names; its column list is the `ch` tags of T.
+func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUID) rawTable {
 	var zero T
 	query := insertQuery(name, zero)
+	times := structTimes[T]()
 	return rawTable{
 		name: name,
 		len:  func(r *ingest.Rows) int { return len(rows(r)) },
-		insert: func(ctx context.Context, conn driver.Conn, r *ingest.Rows) error {
-			return insertStructs(ctx, conn, query, rows(r))
+		insert: func(ctx context.Context, conn driver.Conn, r *ingest.Rows) (map[uuid.UUID]error, int, error) {
+			var refused map[uuid.UUID]error
+			splits := 0
+			for _, chunk := range byMonths(rows(r), migrations.MaxPartitionsPerInsert, times) {
+				ref, n, err := insertSplitting(ctx, chunk, func(ctx context.Context, part []T) error {
+					return insertStructBatch(ctx, conn, query, part)
+				})
+				splits += n
+				if err != nil {
+					return refused, splits, err
+				}
+				for _, rr := range ref {
+					if refused == nil {
+						refused = map[uuid.UUID]error{}
+					}
+					refused[id(&chunk[rr.index])] = rr.err
+				}
+			}
+			return refused, splits, nil
 		},
 	}
 }
 
 // rawTables are the raw tables, one per row type of ingest.Rows.
 var rawTables = []rawTable{
-	table("mcpulse.tool_calls", func(r *ingest.Rows) []ingest.ToolCallRow { return r.ToolCalls }),
-	table("mcpulse.recruitment_events", func(r *ingest.Rows) []ingest.RecruitmentRow { return r.Recruitment }),
-	optionalTable(table("mcpulse.served_tool_schemas_in", func(r *ingest.Rows) []ingest.ServedSchemaRow { return r.ServedSchemas })),
-	table("mcpulse.mcp_initialize_events", func(r *ingest.Rows) []ingest.InitializeRow { return r.Initialize }),
-	table("mcpulse.mcp_exceptions", func(r *ingest.Rows) []ingest.ExceptionRow { return r.Exceptions }),
-	table("mcpulse.other_events", func(r *ingest.Rows) []ingest.OtherEventRow { return r.OtherEvents }),
+	table("mcpulse.tool_calls", func(r *ingest.Rows) []ingest.ToolCallRow { return r.ToolCalls },
+		func(r *ingest.ToolCallRow) uuid.UUID { return r.UUID }),
+	table("mcpulse.recruitment_events", func(r *ingest.Rows) []ingest.RecruitmentRow { return r.Recruitment },
+		func(r *ingest.RecruitmentRow) uuid.UUID { return r.UUID }),
+	optionalTable(table("mcpulse.served_tool_schemas_in", func(r *ingest.Rows) []ingest.ServedSchemaRow { return r.ServedSchemas },
+		func(r *ingest.ServedSchemaRow) uuid.UUID { return r.EventUUID })),
+	table("mcpulse.mcp_initialize_events", func(r *ingest.Rows) []ingest.InitializeRow { return r.Initialize },
+		func(r *ingest.InitializeRow) uuid.UUID { return r.UUID }),
+	table("mcpulse.mcp_exceptions", func(r *ingest.Rows) []ingest.ExceptionRow { return r.Exceptions },
+		func(r *ingest.ExceptionRow) uuid.UUID { return r.UUID }),
+	table("mcpulse.other_events", func(r *ingest.Rows) []ingest.OtherEventRow { return r.OtherEvents },
+		func(r *ingest.OtherEventRow) uuid.UUID { return r.UUID }),
 }
 
 func optionalTable(t rawTable) rawTable {
@@ -200,17 +228,6 @@ func insertQuery(table string, row any) string {
 	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ")"
 }
 
-// insertStructs is insertRows for rows of a struct type whose `ch` tags name the query's
-// columns.
-func insertStructs[T any](ctx context.Context, conn driver.Conn, query string, rows []T) error {
-	for _, chunk := range byMonths(rows, migrations.MaxPartitionsPerInsert, structTimes[T]()) {
-		if err := insertStructBatch(ctx, conn, query, chunk); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func insertStructBatch[T any](ctx context.Context, conn driver.Conn, query string, rows []T) error {
 	if len(rows) == 0 {
 		return nil
@@ -222,7 +239,7 @@ func insertStructBatch[T any](ctx context.Context, conn driver.Conn, query strin
 	for i := range rows {
 		if err := batch.AppendStruct(&rows[i]); err != nil {
 			_ = batch.Abort()
-			return fmt.Errorf("BUG: append to %s: %w", tableOf(query), err)
+			return fmt.Errorf("BUG: append to %s: %w: %w", tableOf(query), errAppend, err)
 		}
 	}
 	return batch.Send()

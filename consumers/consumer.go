@@ -73,11 +73,13 @@ type Stats struct {
 	StoreRetries int64            // batch attempts that failed on a store and were retried
 	FetchRetries int64            // Kafka fetches that failed (group not joined or synced) and were retried
 	RowsLeftOut  int64            // rows not stored because their (optional) table did not exist
+	StoreRefused int64            // valid events ClickHouse refused for good, dead-lettered (class store_refused)
+	InsertSplits int64            // permanently refused inserts split in halves to find the refused rows
 }
 
 type counters struct {
 	messages, duplicates, deadLettered, deadLetters, audits atomic.Int64
-	rowsLeftOut                                             atomic.Int64
+	rowsLeftOut, storeRefused, insertSplits                 atomic.Int64
 	batches, retries, fetchRetries, generations             atomic.Int64
 	stored                                                  map[*ingest.Kind]*atomic.Int64 // every kind, made by New
 	suppression                                             map[string]*atomic.Int64
@@ -142,6 +144,8 @@ func (c *Consumer) Stats() Stats {
 		StoreRetries: c.stats.retries.Load(),
 		FetchRetries: c.stats.fetchRetries.Load(),
 		RowsLeftOut:  c.stats.rowsLeftOut.Load(),
+		StoreRefused: c.stats.storeRefused.Load(),
+		InsertSplits: c.stats.insertSplits.Load(),
 		Stored:       map[string]int64{},
 		Suppression:  map[string]int64{},
 	}
@@ -199,6 +203,8 @@ func (c *Consumer) storeWithRetry(ctx, genCtx context.Context, p *prepared) erro
 type batchResult struct {
 	stored       map[*ingest.Kind]int64
 	rowsLeftOut  int64 // rows of an optional table that does not exist
+	storeRefused int64 // events ClickHouse refused for good, dead-lettered
+	insertSplits int64 // permanently refused inserts split in halves
 	duplicates   int64
 	deadLettered int64
 	deadLetters  int64
@@ -214,6 +220,8 @@ func (c *Consumer) account(r batchResult) {
 	}
 	c.stats.duplicates.Add(r.duplicates)
 	c.stats.rowsLeftOut.Add(r.rowsLeftOut)
+	c.stats.storeRefused.Add(r.storeRefused)
+	c.stats.insertSplits.Add(r.insertSplits)
 	c.stats.deadLettered.Add(r.deadLettered)
 	c.stats.deadLetters.Add(r.deadLetters)
 	c.stats.audits.Add(r.audits)
@@ -286,6 +294,7 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 			return res, fmt.Errorf("dead-letter %d events: %w", len(bad), err)
 		}
 	}
+	var refused map[uuid.UUID]string // event → why ClickHouse refuses it for good
 	for _, t := range rawTables {
 		if t.len(&rows) == 0 {
 			continue
@@ -299,9 +308,35 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 				continue
 			}
 		}
-		if err := t.insert(ctx, c.cfg.ClickHouse, &rows); err != nil {
+		ref, splits, err := t.insert(ctx, c.cfg.ClickHouse, &rows)
+		res.insertSplits += int64(splits)
+		if err != nil {
 			return res, fmt.Errorf("insert %s: %w", t.name, err)
 		}
+		for id, err := range ref {
+			if refused == nil {
+				refused = map[uuid.UUID]string{}
+			}
+			if _, seen := refused[id]; !seen {
+				refused[id] = refusalReason(t.name, err)
+			}
+		}
+	}
+	// Events ClickHouse refuses for good are dead-lettered, so that the batch is committed
+	// and nothing else waits on them (refused.go).
+	if len(refused) > 0 {
+		var letters []ingest.DeadLetter
+		for _, d := range events {
+			if reason, ok := refused[d.ev.UUID]; ok {
+				letters = append(letters, ingest.DeadLetter{ID: d.pos, Payload: d.msg.Value, Reason: reason, Source: d.msg.Topic, Class: ingest.ClassStoreRefused})
+			}
+		}
+		if err := c.cfg.DeadLetters.DeadLetter(ctx, letters...); err != nil {
+			return res, fmt.Errorf("dead-letter %d events ClickHouse refused: %w", len(letters), err)
+		}
+		c.cfg.Logger.Warn("events ClickHouse refuses for good were dead-lettered", "events", len(letters), "first", letters[0].Reason)
+		bad = append(bad[:len(bad):len(bad)], letters...)
+		res.storeRefused = int64(len(letters))
 	}
 	if err := insertRows(ctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
 		return res, fmt.Errorf("insert dead_letters: %w", err)
@@ -314,7 +349,9 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 		c.cfg.AuditStored(audits)
 	}
 	for _, d := range events {
-		res.stored[d.ev.Kind]++
+		if _, ok := refused[d.ev.UUID]; !ok {
+			res.stored[d.ev.Kind]++
+		}
 	}
 	res.deadLettered = int64(len(bad))
 	res.classifyDeadLetters(bad, msgs)

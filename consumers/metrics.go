@@ -43,6 +43,8 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_consumer_store_errors_total{store}            counter    failed Redis pipelines and ClickHouse calls
 //	mcpulse_consumer_fetch_retries_total                  counter    Kafka fetches that failed (group not joined) and were retried
 //	mcpulse_consumer_rows_left_out_total                  counter    rows not stored because their optional table does not exist yet
+//	mcpulse_consumer_store_refused_total                  counter    valid events ClickHouse refused for good, dead-lettered (store_refused)
+//	mcpulse_consumer_insert_splits_total                  counter    permanently refused inserts split in halves to find the refused rows
 //	mcpulse_consumer_rebalances_total                     counter    consumer group generations this member joined
 //	mcpulse_consumer_lag{topic,partition}                 gauge      messages the group has not committed, asked on scrape
 //	mcpulse_consumer_lag_errors_total                     counter    scrapes whose lag request to Kafka failed
@@ -61,7 +63,7 @@ type Metrics struct {
 	lagErrors atomic.Int64
 	lagMu     sync.Mutex // one lag request at a time, however many scrapes run
 
-	messages, stored, audits, suppression, batches, retries, fetchRetries, rowsLeftOut, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
+	messages, stored, audits, suppression, batches, retries, fetchRetries, rowsLeftOut, storeRefused, insertSplits, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
 }
 
 // newMetrics wraps c's stores to feed the store metrics (instrumentStores) and registers
@@ -97,6 +99,8 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		batches:        prometheus.NewDesc("mcpulse_consumer_batches_committed_total", "Batches stored and committed.", nil, nil),
 		retries:        prometheus.NewDesc("mcpulse_consumer_store_retries_total", "Batch attempts that failed on a store and were retried.", nil, nil),
 		fetchRetries:   prometheus.NewDesc("mcpulse_consumer_fetch_retries_total", "Kafka fetches that failed (the group could not be joined or synced) and were retried.", nil, nil),
+		storeRefused:   prometheus.NewDesc("mcpulse_consumer_store_refused_total", "Valid events ClickHouse refused for good (their rows were split out of the insert), dead-lettered with class store_refused.", nil, nil),
+		insertSplits:   prometheus.NewDesc("mcpulse_consumer_insert_splits_total", "Permanently refused inserts split in halves to find the rows ClickHouse refuses.", nil, nil),
 		rowsLeftOut:    prometheus.NewDesc("mcpulse_consumer_rows_left_out_total", "Rows not stored because their optional table does not exist yet (run mcpulse migrate up).", nil, nil),
 		rebalancesDesc: prometheus.NewDesc("mcpulse_consumer_rebalances_total", "Consumer group generations this member joined (one per rebalance it took part in).", nil, nil),
 		lag:            prometheus.NewDesc("mcpulse_consumer_lag", "Messages of a partition the consumer group has not committed yet (asked of Kafka on each scrape).", []string{"topic", "partition"}, nil),
@@ -122,7 +126,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 // Describe implements prometheus.Collector for the metrics read from Stats, the reader and
 // Kafka at scrape time.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.rebalancesDesc, m.lag, m.lagErrorsDesc} {
+	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc} {
 		ch <- d
 	}
 }
@@ -146,6 +150,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(m.retries, s.StoreRetries)
 	counter(m.fetchRetries, s.FetchRetries)
 	counter(m.rowsLeftOut, s.RowsLeftOut)
+	counter(m.storeRefused, s.StoreRefused)
+	counter(m.insertSplits, s.InsertSplits)
 	// kafka-go's Reader.Stats reports counts since its previous call: keep the running total.
 	counter(m.rebalancesDesc, m.c.stats.generations.Load())
 
