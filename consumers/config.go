@@ -89,7 +89,9 @@ type Config struct {
 	// keep failing (Kafka unreachable) before RunUntilDrained gives up with an error wrapping
 	// ingest.ErrKafkaUnreachable; Run retries for ever. Default: DefaultDrainUnreachableTimeout.
 	DrainUnreachableTimeout time.Duration
-	// Now returns the current time (tests pin it). Default: time.Now.
+	// Now, when set, is the receiving clock the consumer judges event dates and cooldown ends
+	// by (tests pin it). Default: Redis's clock (TIME), sampled before each batch is prepared,
+	// the clock the reset script stamps resets with (clock.go).
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.
 	Logger *slog.Logger
@@ -139,9 +141,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.IdleToDrain == 0 {
 		c.IdleToDrain = DefaultIdleToDrain
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

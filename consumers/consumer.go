@@ -43,8 +43,10 @@ type Consumer struct {
 
 	metrics *Metrics // nil without Config.Registerer
 
-	tablesSeen sync.Map // optional tables found to exist (name → true); a missing one is asked again
-	served     servedSchemas
+	tablesSeen  sync.Map // optional tables found to exist (name → true); a missing one is asked again
+	served      servedSchemas
+	redisOffset redisOffsetT     // clock.go
+	hostNow     func() time.Time // this host's clock: time.Now (tests skew it)
 }
 
 // optionalTableExists reports whether an optional raw table exists, asking ClickHouse until it
@@ -93,7 +95,7 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, err
 	}
 	keys, _ := ingest.NewKeyFilter(cfg.ClientInjectedKeys) // validated above
-	c := &Consumer{cfg: cfg, keys: keys}
+	c := &Consumer{cfg: cfg, keys: keys, hostNow: time.Now}
 	c.stats.suppression = map[string]*atomic.Int64{}
 	c.stats.stored = map[*ingest.Kind]*atomic.Int64{}
 	for _, k := range ingest.Kinds() {
@@ -259,7 +261,7 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 		for i, d := range events {
 			claims[i] = claim{uuid: d.ev.UUID, pos: d.pos}
 		}
-		owned, err := claimAll(ctx, c.cfg.Redis, c.cfg.DedupWindow, c.cfg.Now(), claims)
+		owned, err := claimAll(ctx, c.cfg.Redis, c.cfg.DedupWindow, c.now(), claims)
 		if err != nil {
 			return res, err
 		}
@@ -374,7 +376,7 @@ func (c *Consumer) applySuppression(ctx context.Context, events []decoded, outco
 	if len(responses) == 0 {
 		return nil
 	}
-	now := c.cfg.Now()
+	now := c.now()
 	calls := make([]scriptCall, len(responses))
 	for i, d := range responses {
 		r := d.ev.Recruitment

@@ -151,7 +151,7 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []decoded, rows []in
 			calls[d.ev.UUID] = d.ev.ToolCall
 		}
 	}
-	now := c.cfg.Now()
+	now := c.now()
 	for i := range rows {
 		k := servedKey{rows[i].ServerName, rows[i].ServerVersion}
 		if k.server == "" || calls[rows[i].UUID] == nil {

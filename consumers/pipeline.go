@@ -49,6 +49,11 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 		if ctx.Err() != nil {
 			return
 		}
+		if len(batch) > 0 {
+			if err := c.syncClock(ctx); err != nil {
+				c.cfg.Logger.Debug("reading Redis's clock failed; keeping the last offset", "err", err)
+			}
+		}
 		select {
 		case out <- c.prepare(batch):
 		case <-ctx.Done():
@@ -107,7 +112,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 		parse(0, len(msgs))
 	}
 
-	now := c.cfg.Now()
+	now := c.now()
 	p := &prepared{msgs: msgs, events: make([]decoded, 0, len(msgs))}
 	at := ingest.RowContext{InsertedAt: now.UTC().Truncate(time.Second), DefaultInstanceURL: c.cfg.DefaultInstanceURL, Keys: c.keys}
 	firstSeen := make(map[[16]byte]string, len(msgs))
