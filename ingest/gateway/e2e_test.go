@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -103,6 +105,29 @@ func TestRealClientsEndToEnd(t *testing.T) {
 		t.Logf("node: %s", strings.TrimSpace(string(out)))
 	})
 
+	// A retried batch (posthog-go's: timestamps, no uuid) is stored once; the same event sent in
+	// two requests without uuid or timestamp is two events, as PostHog capture counts it.
+	t.Run("retries and separate events", func(t *testing.T) {
+		post := func(body []byte) {
+			t.Helper()
+			res, err := http.Post(srv.URL+"/batch/", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("%d", res.StatusCode)
+			}
+		}
+		retried := []byte(`{"api_key":"` + testKey + `","batch":[{"uuid":"","event":"$mcp_tool_call","distinct_id":"retry-user",` +
+			`"timestamp":"` + time.Now().UTC().Add(-time.Minute).Format(time.RFC3339Nano) + `","properties":{"$mcp_tool_name":"retried"}}]}`)
+		bare := []byte(`{"api_key":"` + testKey + `","batch":[{"event":"$mcp_tool_call","distinct_id":"bare-user","properties":{"$mcp_tool_name":"bare"}}]}`)
+		for range 2 {
+			post(retried)
+			post(bare)
+		}
+	})
+
 	var mcpCalls []sdkCall
 	t.Run("@posthog/mcp", func(t *testing.T) {
 		mcpCalls, _ = runMCPClient(t, srv.URL, testKey)
@@ -163,6 +188,12 @@ func TestRealClientsEndToEnd(t *testing.T) {
 		t.Errorf("@posthog/mcp: %d tool_calls rows, want exactly %d", n, len(mcpCalls))
 	}
 	checkMCPRows(t, env.ClickHouse, mcpCalls)
+	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE distinct_id = 'retry-user'`); n != 1 {
+		t.Errorf("a batch sent twice: %d rows, want 1", n)
+	}
+	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE distinct_id = 'bare-user'`); n != 2 {
+		t.Errorf("an event without uuid or timestamp sent in two requests: %d rows, want 2", n)
+	}
 	if n := count(`SELECT count() FROM mcpulse.dead_letters`); n != 0 {
 		t.Errorf("%d dead letters, want 0", n)
 	}
