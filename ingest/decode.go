@@ -3,7 +3,6 @@ package ingest
 import (
 	"bytes"
 	stdjson "encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,11 +11,9 @@ import (
 	"github.com/segmentio/encoding/json"
 )
 
-// One pass over an event's bytes. segmentio's decoder reads the envelope's fields as raw
-// values, validating the whole input as it goes (so everything below may assume well-formed
-// JSON); the properties object is then split into keys and the positions of their values by
-// a scan that only looks for the end of each value. Values are decoded from those positions
-// when a kind reads them; properties are never decoded into a map and never re-encoded.
+// One pass over an event's bytes (scan.go) validates them and splits the properties object
+// into keys and the positions of their values. Values are decoded from those positions when a
+// kind reads them; properties are never decoded into a map and never re-encoded.
 
 // pair is one property of the properties object.
 type pair struct {
@@ -25,17 +22,20 @@ type pair struct {
 	keyEnd  int    // offset just after the key's closing quote
 	value   []byte // the raw value, a sub-slice of the input
 	arena   int32  // offset of the value's content in decodeState.arena, -1 when not there
+	flags   uint8  // flagEscape, flagNonASCII of the value's strings
 	loose   bool   // whitespace between the key and the end of the value (outside strings)
 	dropped bool   // left out of Extra: read into a column, or repeated later
+	// keyNonASCII: the key holds a byte >= 0x80.
+	keyNonASCII bool
 }
 
-// envelopeFields receives the envelope's fields as raw values (nil when absent).
+// envelopeFields holds the raw values of the envelope's fields (nil when absent).
 type envelopeFields struct {
-	UUID       json.RawMessage `json:"uuid"`
-	Event      json.RawMessage `json:"event"`
-	DistinctID json.RawMessage `json:"distinct_id"`
-	Timestamp  json.RawMessage `json:"timestamp"`
-	Properties json.RawMessage `json:"properties"`
+	UUID       []byte
+	Event      []byte
+	DistinctID []byte
+	Timestamp  []byte
+	Properties []byte
 }
 
 // decodeState is the scratch space of one Parse, pooled.
@@ -43,7 +43,8 @@ type decodeState struct {
 	top   envelopeFields
 	props []byte // the properties object, when it is one
 	pairs []pair
-	slots []int // position in a kind's reads → index in pairs, -1 when absent
+	slots []int  // position in a kind's reads → index in pairs, -1 when absent
+	stack []byte // open containers while scanning (scanContainer)
 	// arena holds the content of every plain string value a kind reads, and distinct_id's,
 	// in one allocation: the event's strings are slices of it.
 	arena    string
@@ -59,52 +60,6 @@ func putDecodeState(d *decodeState) {
 	d.top, d.props, d.pairs, d.slots, d.arena = envelopeFields{}, nil, d.pairs[:0], d.slots[:0], ""
 	d.problems.Problems = d.problems.Problems[:0]
 	decodeStates.Put(d)
-}
-
-// parseFlags: exact field names (encoding/json's case-insensitive match is not wanted), and
-// raw values that share the input instead of copies.
-const parseFlags = json.ZeroCopy | json.DontMatchCaseInsensitiveStructFields
-
-// scan decodes the envelope's fields and splits the properties object into pairs. It fails,
-// with Parse's "bad JSON" error, when data is not exactly one JSON object.
-func (d *decodeState) scan(data []byte) error {
-	start := skipSpace(data, 0)
-	if start == len(data) || data[start] != '{' {
-		if !json.Valid(data) {
-			return badJSON(data)
-		}
-		return fmt.Errorf("%w: an event must be a JSON object, got %s", ErrBadJSON, jsonType(data[start:]))
-	}
-	rest, err := json.Parse(data, &d.top, parseFlags)
-	if err != nil || skipSpace(rest, 0) != len(rest) {
-		return badJSON(data)
-	}
-	if p := d.top.Properties; len(p) > 0 && p[0] == '{' {
-		d.props = p
-		d.scanProperties()
-	}
-	return nil
-}
-
-// scanProperties records the pairs of d.props, a well-formed JSON object.
-func (d *decodeState) scanProperties() {
-	b := d.props
-	i := skipSpace(b, 1)
-	for i < len(b) && b[i] != '}' {
-		p := pair{start: i, arena: -1}
-		p.keyEnd = skipString(b, i)
-		p.key = unquote(b[i:p.keyEnd])
-		colon := skipSpace(b, p.keyEnd)
-		j := skipSpace(b, colon+1)
-		end, loose := skipValue(b, j)
-		p.value = b[j:end]
-		p.loose = loose || colon != p.keyEnd || j != colon+1
-		d.pairs = append(d.pairs, p)
-		i = skipSpace(b, end)
-		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
-	}
 }
 
 // skipSpace returns the offset of the first byte at or after i that is not JSON whitespace.
@@ -310,7 +265,7 @@ func (d *decodeState) extra() json.RawMessage {
 		first = false
 		key := d.props[p.start:p.keyEnd]
 		switch {
-		case !utf8.Valid(key) || !utf8.Valid(p.value):
+		case (p.keyNonASCII || p.flags&flagNonASCII != 0) && (!utf8.Valid(key) || !utf8.Valid(p.value)):
 			b = appendReencoded(b, p)
 		case p.loose:
 			b = append(b, key...)
