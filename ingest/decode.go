@@ -3,10 +3,11 @@ package ingest
 import (
 	"bytes"
 	stdjson "encoding/json"
+	"math/bits"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/segmentio/encoding/json"
 )
@@ -40,15 +41,21 @@ type envelopeFields struct {
 
 // decodeState is the scratch space of one Parse, pooled.
 type decodeState struct {
-	top   envelopeFields
-	props []byte // the properties object, when it is one
-	pairs []pair
-	slots []int  // position in a kind's reads → index in pairs, -1 when absent
-	stack []byte // open containers while scanning (scanContainer)
+	top      envelopeFields
+	topFlags [fieldProperties + 1]uint8 // the flags of each envelope field's value
+	props    []byte                     // the properties object, when it is one
+	pairs    []pair
+	// slots holds, for each known property key, the index in pairs of its last pair plus
+	// one (0 when absent).
+	slots [maxPropKeys]int32
+	// unknown holds the indices of the pairs whose keys are not known keys.
+	unknown []int32
+	stack   []byte // open containers while scanning (scanContainer)
 	// arena holds the content of every plain string value a kind reads, and distinct_id's,
 	// in one allocation: the event's strings are slices of it.
 	arena    string
 	problems ValidationError
+	reader   propertyReader // handed to a kind's decode (a pointer into d costs no allocation)
 }
 
 var decodeStates = sync.Pool{New: func() any { return new(decodeState) }}
@@ -57,13 +64,21 @@ func getDecodeState() *decodeState { return decodeStates.Get().(*decodeState) }
 
 func putDecodeState(d *decodeState) {
 	clear(d.pairs) // drop references to the input
-	d.top, d.props, d.pairs, d.slots, d.arena = envelopeFields{}, nil, d.pairs[:0], d.slots[:0], ""
+	d.top, d.topFlags, d.props, d.pairs, d.arena = envelopeFields{}, [fieldProperties + 1]uint8{}, nil, d.pairs[:0], ""
 	d.problems.Problems = d.problems.Problems[:0]
+	d.reader = propertyReader{}
 	decodeStates.Put(d)
 }
 
 // skipSpace returns the offset of the first byte at or after i that is not JSON whitespace.
 func skipSpace(b []byte, i int) int {
+	if i < len(b) && b[i] > ' ' { // the common case, inlined
+		return i
+	}
+	return skipSpaces(b, i)
+}
+
+func skipSpaces(b []byte, i int) int {
 	for i < len(b) {
 		switch b[i] {
 		case ' ', '\t', '\n', '\r':
@@ -153,75 +168,90 @@ func jsonType(tok []byte) string {
 	return "number"
 }
 
-// lastValue returns the raw value of the last property named key, or nil.
-func (d *decodeState) lastValue(key string) []byte {
-	for i := len(d.pairs) - 1; i >= 0; i-- {
-		if string(d.pairs[i].key) == key {
-			return d.pairs[i].value
-		}
+// last returns the last pair of the property named key (after match), or nil.
+func (d *decodeState) last(key propKey) *pair {
+	if i := d.slots[key]; i > 0 {
+		return &d.pairs[i-1]
 	}
 	return nil
 }
 
-// match points k's reads at their pairs (the last of a repeated key) and marks every earlier
-// copy of a repeated key as dropped.
-func (d *decodeState) match(k *Kind) {
-	d.slots = d.slots[:0]
-	for range k.reads {
-		d.slots = append(d.slots, -1)
-	}
+// match records the last pair of each known key in d.slots and marks every earlier copy of
+// a repeated key as dropped.
+func (d *decodeState) match() {
+	clear(d.slots[:])
+	d.unknown = d.unknown[:0]
 	for i := range d.pairs {
 		p := &d.pairs[i]
-		slot, read := k.index[string(p.key)]
-		if read {
-			if prev := d.slots[slot]; prev >= 0 {
-				d.pairs[prev].dropped = true
+		if k, known := lookupPropKey(p.key); known {
+			if prev := d.slots[k]; prev > 0 {
+				d.pairs[prev-1].dropped = true
 			}
-			d.slots[slot] = i
+			d.slots[k] = int32(i + 1)
 			continue
 		}
-		for j := range i { // repeated keys are rare and properties few: a scan beats a map
+		for _, j := range d.unknown { // unknown keys are few: a scan beats a map
 			if q := &d.pairs[j]; !q.dropped && bytes.Equal(q.key, p.key) {
 				q.dropped = true
 				break
 			}
 		}
+		d.unknown = append(d.unknown, int32(i))
 	}
 }
 
-// buildArena copies the content of every plain string a kind reads (after match), and of
-// top (distinct_id), into d.arena, and returns top's offset there (-1 when it is not a plain
-// string).
-func (d *decodeState) buildArena(top []byte) int {
+// plain reports whether the pair's value is a JSON string whose content is its value (see
+// plainString), from the flags the scan found.
+func (p *pair) plain() bool { return plainScanned(p.value, p.flags) }
+
+// plainScanned is plainString of a scanned value, from its flags.
+func plainScanned(raw []byte, flags uint8) bool {
+	if len(raw) == 0 || raw[0] != '"' || flags&flagEscape != 0 {
+		return false
+	}
+	return flags&flagNonASCII == 0 || utf8.Valid(raw[1:len(raw)-1])
+}
+
+// topPlain is plainString of an envelope field's value.
+func (d *decodeState) topPlain(field int, raw []byte) bool {
+	return plainScanned(raw, d.topFlags[field])
+}
+
+// buildArena copies the content of every plain string the kind k reads (after match), and
+// of top (distinct_id's value), into d.arena, and returns top's offset there (-1 when it is not a
+// plain string).
+func (d *decodeState) buildArena(k *Kind, top []byte) int {
+	topPlain := d.topPlain(fieldDistinctID, top)
 	n := 0
-	if plainString(top) {
+	if topPlain {
 		n += len(top) - 2
 	}
-	for _, i := range d.slots {
-		if i >= 0 && plainString(d.pairs[i].value) {
-			n += len(d.pairs[i].value) - 2
+	for reads := uint64(k.reads); reads != 0; reads &= reads - 1 {
+		if i := d.slots[bits.TrailingZeros64(reads)]; i > 0 {
+			if p := &d.pairs[i-1]; p.plain() {
+				p.arena = 0 // a plain string: copied below
+				n += len(p.value) - 2
+			}
 		}
 	}
 	if n == 0 {
 		return -1
 	}
-	var b strings.Builder
-	b.Grow(n)
+	buf := make([]byte, 0, n)
 	topOff := -1
-	if plainString(top) {
+	if topPlain {
 		topOff = 0
-		b.Write(top[1 : len(top)-1])
+		buf = append(buf, top[1:len(top)-1]...)
 	}
-	for _, i := range d.slots {
-		if i < 0 {
-			continue
-		}
-		if p := &d.pairs[i]; plainString(p.value) {
-			p.arena = int32(b.Len())
-			b.Write(p.value[1 : len(p.value)-1])
+	for reads := uint64(k.reads); reads != 0; reads &= reads - 1 {
+		if i := d.slots[bits.TrailingZeros64(reads)]; i > 0 {
+			if p := &d.pairs[i-1]; p.arena == 0 {
+				p.arena = int32(len(buf))
+				buf = append(buf, p.value[1:len(p.value)-1]...)
+			}
 		}
 	}
-	d.arena = b.String()
+	d.arena = unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is never written again
 	return topOff
 }
 
@@ -310,10 +340,20 @@ func stringValue(raw []byte) (s string, ok bool) {
 	if plainString(raw) {
 		return string(raw[1 : len(raw)-1]), true
 	}
-	if err := json.Unmarshal(raw, &s); err != nil {
+	var decoded string // only this path takes an address: s itself stays off the heap
+	if err := json.Unmarshal(raw, &decoded); err != nil {
 		return "", false
 	}
-	return s, true
+	return decoded, true
+}
+
+// timestampText is stringValue of the envelope's timestamp. A plain string is not copied: the
+// text is only parsed (time.Parse keeps nothing of it) and quoted into errors (a copy).
+func (d *decodeState) timestampText() (string, bool) {
+	if raw := d.top.Timestamp; d.topPlain(fieldTimestamp, raw) {
+		return unsafe.String(unsafe.SliceData(raw[1:]), len(raw)-2), true
+	}
+	return stringValue(d.top.Timestamp)
 }
 
 // numberValue decodes a raw finite JSON number; ok false for another JSON type.

@@ -201,26 +201,28 @@ func Parse(data []byte) (*Event, error) {
 	}
 	top := &d.top
 	v := &d.problems
-	ev := &Event{}
 	problem := func(field, p string) { v.add(field, "%s", p) }
 
 	// The kind first, so that one allocation holds every string the event keeps; the problems
 	// are still reported in field order.
+	var kind *Kind
 	name, nameOK := "", true
-	if plainString(top.Event) {
-		if ev.Kind = byName[string(top.Event[1:len(top.Event)-1])]; ev.Kind != nil {
-			name = ev.Kind.Event
+	if d.topPlain(fieldEvent, top.Event) {
+		if kind = byName[string(top.Event[1:len(top.Event)-1])]; kind != nil {
+			name = kind.Event
 		}
 	}
-	if ev.Kind == nil {
+	if kind == nil {
 		name, nameOK = stringValue(top.Event)
-		ev.Kind = KindOf(name)
+		kind = KindOf(name)
 	}
-	d.match(ev.Kind)
-	distinctAt := d.buildArena(top.DistinctID)
+	ev := kind.newEvent()
+	ev.Kind = kind
+	d.match()
+	distinctAt := d.buildArena(ev.Kind, top.DistinctID)
 
 	uuidText := stringContent(top.UUID)
-	if !plainString(top.UUID) { // an escape: decode it first (rare)
+	if !d.topPlain(fieldUUID, top.UUID) { // an escape: decode it first (rare)
 		s, _ := stringValue(top.UUID)
 		uuidText = []byte(s)
 	}
@@ -259,7 +261,7 @@ func Parse(data []byte) (*Event, error) {
 	switch {
 	case !distinctOK:
 		problem("distinct_id", "must be a string")
-	case !jsExact(top.DistinctID):
+	case d.topFlags[fieldDistinctID]&(flagEscape|flagNonASCII) != 0 && !jsExact(top.DistinctID):
 		problem("distinct_id", notJSExact)
 	default:
 		switch n := utf8.RuneCountInString(distinctID); {
@@ -270,10 +272,10 @@ func Parse(data []byte) (*Event, error) {
 		}
 		ev.DistinctID = distinctID
 	}
-	if !jsExact(d.lastValue("instance_url")) {
+	if p := d.last(keyInstanceURL); p != nil && p.flags&(flagEscape|flagNonASCII) != 0 && !jsExact(p.value) {
 		problem("properties.instance_url", notJSExact)
 	}
-	switch s, ok := stringValue(top.Timestamp); {
+	switch s, ok := d.timestampText(); {
 	case !ok:
 		problem("timestamp", "must be a string")
 	case s == "":
@@ -298,7 +300,8 @@ func Parse(data []byte) (*Event, error) {
 		ev.Properties = d.props
 	}
 
-	ev.Kind.decode(&propertyReader{d: d, kind: ev.Kind, v: v}, ev)
+	d.reader = propertyReader{d: d, kind: ev.Kind, v: v}
+	ev.Kind.decode(&d.reader, ev)
 	if len(v.Problems) > 0 {
 		return nil, &ValidationError{Problems: slices.Clone(v.Problems)}
 	}

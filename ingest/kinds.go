@@ -23,13 +23,22 @@ type Kind struct {
 	key func(ev *Event, defaultInstanceURL string) []byte
 	// reads are the property keys the kind's decode reads. A key read into a column is not
 	// kept in Event.Extra; one only peeked at (propertyReader.peek) is.
-	reads []string
+	reads propKeySet
 	// decode reads and validates the kind's properties into ev, recording every problem in p.
 	decode func(p *propertyReader, ev *Event)
 	// rows appends the raw rows an event of the kind stores.
 	rows func(rs *Rows, ev *Event, at RowContext)
+	// alloc, when set, allocates an Event together with the kind's own part (one allocation
+	// instead of two), which decode then fills.
+	alloc func() *Event
+}
 
-	index map[string]int // reads → position, built by register
+// newEvent allocates an event of the kind.
+func (k *Kind) newEvent() *Event {
+	if k.alloc != nil {
+		return k.alloc()
+	}
+	return &Event{}
 }
 
 // String returns the kind's Name ("unknown" for a nil Kind).
@@ -52,13 +61,6 @@ func register(k Kind) *Kind {
 	}
 	if _, dup := byName[k.Event]; dup {
 		panic("ingest: kind registered twice: " + k.Event + " (\"\" is the kind of every other name)")
-	}
-	k.index = make(map[string]int, len(k.reads))
-	for i, key := range k.reads {
-		if _, dup := k.index[key]; dup {
-			panic("ingest: kind " + k.Name + " reads " + key + " twice")
-		}
-		k.index[key] = i
 	}
 	p := &k
 	kinds = append(kinds, p)
@@ -94,40 +96,48 @@ var (
 	// KindToolCall is an MCP tool call, stored in tool_calls.
 	KindToolCall = register(Kind{
 		Event: EventToolCall, Name: "tool_call", Topic: TopicToolCalls,
-		key: distinctIDKey, reads: toolCallReads, decode: decodeToolCall, rows: toolCallRows,
+		key: distinctIDKey, reads: keySet(toolCallReads...), decode: decodeToolCall, rows: toolCallRows,
+		alloc: func() *Event {
+			x := new(struct {
+				Event
+				ToolCall
+			})
+			x.Event.ToolCall = &x.ToolCall
+			return &x.Event
+		},
 	})
 	// KindInvitationSent is an interview invitation, stored in recruitment_events.
 	KindInvitationSent = register(Kind{
 		Event: EventInvitationSent, Name: "invitation_sent", Topic: TopicRecruitment,
-		key: identityKey, reads: recruitmentReads, decode: decodeRecruitment, rows: recruitmentRows,
+		key: identityKey, reads: keySet(recruitmentReads...), decode: decodeRecruitment, rows: recruitmentRows, alloc: newRecruitmentEvent,
 	})
 	// KindBookingLinkOpened is an opened interview booking link, stored in recruitment_events.
 	KindBookingLinkOpened = register(Kind{
 		Event: EventBookingLinkOpened, Name: "link_opened", Topic: TopicRecruitment,
-		key: identityKey, reads: recruitmentReads, decode: decodeRecruitment, rows: recruitmentRows,
+		key: identityKey, reads: keySet(recruitmentReads...), decode: decodeRecruitment, rows: recruitmentRows, alloc: newRecruitmentEvent,
 	})
 	// KindInvitationResponse is an answer to an invitation (accept, decline, cancel), stored
 	// in recruitment_events and applied to the suppression records.
 	KindInvitationResponse = register(Kind{
 		Event: EventInvitationResponse, Name: "response", Topic: TopicRecruitment,
-		key: identityKey, reads: responseReads, decode: decodeResponse, rows: recruitmentRows,
+		key: identityKey, reads: keySet(responseReads...), decode: decodeResponse, rows: recruitmentRows, alloc: newRecruitmentEvent,
 	})
 	// KindToolsList is a tools/list result as the MCP analytics SDK captured it: one row per
 	// listed tool in served_tool_schemas_in (the schemas served, per server name and version).
 	KindToolsList = register(Kind{
 		Event: EventToolsList, Name: "tools_list", Topic: TopicToolCalls,
-		key: distinctIDKey, reads: toolsListReads, decode: decodeToolsList, rows: toolsListRows,
+		key: distinctIDKey, reads: keySet(toolsListReads...), decode: decodeToolsList, rows: toolsListRows,
 	})
 	// KindInitialize is an MCP session's initialize handshake, stored in mcp_initialize_events.
 	KindInitialize = register(Kind{
 		Event: EventInitialize, Name: "initialize", Topic: TopicToolCalls,
-		key: distinctIDKey, reads: initializeReads, decode: decodeInitialize, rows: initializeRows,
+		key: distinctIDKey, reads: keySet(initializeReads...), decode: decodeInitialize, rows: initializeRows,
 	})
 	// KindException is an exception (PostHog error tracking's event; the MCP analytics SDK
 	// sends one beside each failed tool call), stored in mcp_exceptions.
 	KindException = register(Kind{
 		Event: EventException, Name: "exception", Topic: TopicToolCalls,
-		key: distinctIDKey, reads: exceptionReads, decode: decodeException, rows: exceptionRows,
+		key: distinctIDKey, reads: keySet(exceptionReads...), decode: decodeException, rows: exceptionRows,
 	})
 	// KindOther is every other event name ($identify, $mcp_resource_read, $pageview, ...):
 	// counted per name in other_events, its properties not kept.
@@ -136,6 +146,15 @@ var (
 		key: distinctIDKey, decode: func(*propertyReader, *Event) {}, rows: otherRows,
 	})
 )
+
+func newRecruitmentEvent() *Event {
+	x := new(struct {
+		Event
+		Recruitment
+	})
+	x.Event.Recruitment = &x.Recruitment
+	return &x.Event
+}
 
 // distinctIDKey keys an event by its distinct_id, so one person's (or, for the MCP analytics
 // SDK without an identity, one session's) events stay on one partition in order: a session's

@@ -18,11 +18,11 @@ type propertyReader struct {
 	v    *ValidationError
 }
 
-func path(key string) string { return "properties." + key }
+func path(key propKey) string { return "properties." + key.String() }
 
 // raw returns the raw value of a property the kind reads (nil when absent) and marks it as
 // held by a column.
-func (p propertyReader) raw(key string) []byte {
+func (p propertyReader) raw(key propKey) []byte {
 	i := p.slot(key)
 	if i < 0 {
 		return nil
@@ -33,26 +33,26 @@ func (p propertyReader) raw(key string) []byte {
 
 // peek returns the raw value of a property the kind reads (nil when absent), keeping it in
 // Event.Extra.
-func (p propertyReader) peek(key string) []byte {
+func (p propertyReader) peek(key propKey) []byte {
 	if i := p.slot(key); i >= 0 {
 		return p.d.pairs[i].value
 	}
 	return nil
 }
 
-func (p propertyReader) slot(key string) int {
-	i, ok := p.kind.index[key]
-	if !ok {
-		panic("ingest: kind " + p.kind.Name + " reads " + key + " without listing it in its reads")
+// slot returns the index in the pairs of the last property named key, -1 when absent.
+func (p propertyReader) slot(key propKey) int {
+	if !p.kind.reads.has(key) {
+		panic("ingest: kind " + p.kind.Name + " reads " + key.String() + " without listing it in its reads")
 	}
-	return p.d.slots[i]
+	return int(p.d.slots[key]) - 1
 }
 
 // text returns the string a property the kind reads holds, marking it as held by a column:
 // a slice of the event's string arena when it is a plain string (decodeState.buildArena),
 // else decoded on its own. present is false when the property is absent or null, ok false
 // when it is not a string.
-func (p propertyReader) text(key string) (s string, present, ok bool) {
+func (p propertyReader) text(key propKey) (s string, present, ok bool) {
 	i := p.slot(key)
 	if i < 0 {
 		return "", false, true
@@ -67,7 +67,7 @@ func (p propertyReader) text(key string) (s string, present, ok bool) {
 }
 
 // str reads an optional string property ("" when absent or null).
-func (p propertyReader) str(key string) string {
+func (p propertyReader) str(key propKey) string {
 	s, _, ok := p.text(key)
 	if !ok {
 		p.v.add(path(key), "must be a string")
@@ -76,7 +76,7 @@ func (p propertyReader) str(key string) string {
 }
 
 // requiredStr reads a string property that must be present and non-empty.
-func (p propertyReader) requiredStr(key string) string {
+func (p propertyReader) requiredStr(key propKey) string {
 	s, present, ok := p.text(key)
 	if !present {
 		p.v.add(path(key), "required")
@@ -94,7 +94,7 @@ func (p propertyReader) requiredStr(key string) string {
 
 // boolean reads a bool given as JSON true/false or the strings "true"/"false" into *dst and
 // returns dst; nil when absent or null.
-func (p propertyReader) boolean(key string, dst *bool) *bool {
+func (p propertyReader) boolean(key propKey, dst *bool) *bool {
 	raw := p.raw(key)
 	if isNull(raw) {
 		return nil
@@ -112,7 +112,7 @@ func (p propertyReader) boolean(key string, dst *bool) *bool {
 }
 
 // number reads a finite JSON number into *dst and returns dst; nil when absent or null.
-func (p propertyReader) number(key string, dst *float64) *float64 {
+func (p propertyReader) number(key propKey, dst *float64) *float64 {
 	raw := p.raw(key)
 	if isNull(raw) {
 		return nil
@@ -128,7 +128,7 @@ func (p propertyReader) number(key string, dst *float64) *float64 {
 
 // integer reads a non-negative whole JSON number into *dst and returns dst; nil when absent or
 // null.
-func (p propertyReader) integer(key string, dst *int64) *int64 {
+func (p propertyReader) integer(key propKey, dst *int64) *int64 {
 	var f float64
 	if p.number(key, &f) == nil {
 		return nil
@@ -146,84 +146,86 @@ func (p propertyReader) integer(key string, dst *int64) *int64 {
 }
 
 // diagnosticsReads are the properties diagnostics reads.
-var diagnosticsReads = []string{
-	"interview_recruitment_reason", "interview_recruitment_url_supported", "interview_recruitment_form_supported",
-	"interview_recruitment_campaign_id", "interview_recruitment_completed_calls", "interview_recruitment_session_age_seconds",
+var diagnosticsReads = []propKey{
+	keyRecruitmentReason, keyURLSupported, keyFormSupported,
+	keyDiagCampaignID, keyCompletedCalls, keySessionAge,
 }
 
 // diagnostics reads the gate diagnostics into d (its optional values point into d). The
 // campaign id is held by a column only when campaignColumn (a tool call's; a recruitment event
 // has a campaign_id of its own): otherwise it is checked and kept in Event.Extra.
 func (p propertyReader) diagnostics(d *Diagnostics, campaignColumn bool) {
-	d.Reason = p.str("interview_recruitment_reason")
-	d.URLSupported = p.boolean("interview_recruitment_url_supported", &d.values.urlSupported)
-	d.FormSupported = p.boolean("interview_recruitment_form_supported", &d.values.formSupported)
-	const campaign = "interview_recruitment_campaign_id"
+	d.Reason = p.str(keyRecruitmentReason)
+	d.URLSupported = p.boolean(keyURLSupported, &d.values.urlSupported)
+	d.FormSupported = p.boolean(keyFormSupported, &d.values.formSupported)
 	if campaignColumn {
-		d.CampaignID = p.str(campaign)
-	} else if _, ok := stringValue(p.peek(campaign)); !ok {
-		p.v.add(path(campaign), "must be a string")
+		d.CampaignID = p.str(keyDiagCampaignID)
+	} else if _, ok := stringValue(p.peek(keyDiagCampaignID)); !ok {
+		p.v.add(path(keyDiagCampaignID), "must be a string")
 	}
-	d.CompletedCalls = p.integer("interview_recruitment_completed_calls", &d.values.completedCalls)
-	d.SessionAgeSeconds = p.number("interview_recruitment_session_age_seconds", &d.values.sessionAge)
+	d.CompletedCalls = p.integer(keyCompletedCalls, &d.values.completedCalls)
+	d.SessionAgeSeconds = p.number(keySessionAge, &d.values.sessionAge)
 }
 
 // toolCallReads are the properties decodeToolCall reads.
-var toolCallReads = append([]string{
-	"$mcp_tool_name", "$mcp_duration_ms", "$mcp_client_name", "$mcp_client_version", "$mcp_exec_verb",
-	"$mcp_exec_target_tool", "$mcp_mode", "$mcp_conversation_id", "$session_id", "source", "$mcp_source", "$mcp_error_type",
-	"$mcp_is_error", "$mcp_ignored_keys", "$mcp_ignored_keys_total", propServerName, propServerVersion, propProtocolVersion,
-	"$mcp_intent", "$mcp_intent_source", "$mcp_error_message", propParameters, propResponse,
+var toolCallReads = append([]propKey{
+	keyToolName, keyDurationMs, keyClientName, keyClientVersion, keyExecVerb,
+	keyExecTargetTool, keyMode, keyConversationID, keySessionID, keySource, keyMCPSource, keyErrorType,
+	keyIsError, keyIgnoredKeys, keyIgnoredKeysTotal, keyServerName, keyServerVersion, keyProtocolVersion,
+	keyIntent, keyIntentSource, keyErrorMessage, keyParameters, keyResponse,
 }, diagnosticsReads...)
 
 // decodeToolCall reads a $mcp_tool_call's properties (DESIGN.md §2).
 func decodeToolCall(p *propertyReader, ev *Event) {
-	t := &ToolCall{}
-	t.ToolName = p.requiredStr("$mcp_tool_name")
-	t.DurationMs = p.number("$mcp_duration_ms", &t.durationMs)
-	t.ClientName = p.str("$mcp_client_name")
-	t.ClientVersion = p.str("$mcp_client_version")
-	t.ExecVerb = p.str("$mcp_exec_verb")
-	t.ExecTargetTool = p.str("$mcp_exec_target_tool")
-	t.Mode = p.str("$mcp_mode")
-	t.ConversationID = p.str("$mcp_conversation_id")
-	t.SessionID = p.str("$session_id")
+	t := ev.ToolCall // allocated with ev (Kind.alloc)
+	if t == nil {
+		t = &ToolCall{}
+	}
+	t.ToolName = p.requiredStr(keyToolName)
+	t.DurationMs = p.number(keyDurationMs, &t.durationMs)
+	t.ClientName = p.str(keyClientName)
+	t.ClientVersion = p.str(keyClientVersion)
+	t.ExecVerb = p.str(keyExecVerb)
+	t.ExecTargetTool = p.str(keyExecTargetTool)
+	t.Mode = p.str(keyMode)
+	t.ConversationID = p.str(keyConversationID)
+	t.SessionID = p.str(keySessionID)
 	// `source`, or the MCP analytics SDK's name for it; when both are sent, $mcp_source is
 	// checked and kept in properties.
-	if t.Source = p.str("source"); t.Source == "" {
-		t.Source = p.str("$mcp_source")
-	} else if _, ok := stringValue(p.peek("$mcp_source")); !ok {
-		p.v.add(path("$mcp_source"), "must be a string")
+	if t.Source = p.str(keySource); t.Source == "" {
+		t.Source = p.str(keyMCPSource)
+	} else if _, ok := stringValue(p.peek(keyMCPSource)); !ok {
+		p.v.add(path(keyMCPSource), "must be a string")
 	}
-	t.ErrorType = p.str("$mcp_error_type")
+	t.ErrorType = p.str(keyErrorType)
 	p.diagnostics(&t.Diagnostics, true)
-	p.boolean("$mcp_is_error", &t.IsError)
+	p.boolean(keyIsError, &t.IsError)
 	problems := len(p.v.Problems)
-	t.IgnoredKeysReported = !isNull(p.peek("$mcp_ignored_keys"))
+	t.IgnoredKeysReported = !isNull(p.peek(keyIgnoredKeys))
 	t.IgnoredKeys = p.ignoredKeys()
 	listRefused := len(p.v.Problems) > problems // then the total has no list to agree with
 	t.IgnoredKeysTotal = int64(len(t.IgnoredKeys))
 	var n int64
-	if p.integer("$mcp_ignored_keys_total", &n) != nil && !listRefused {
+	if p.integer(keyIgnoredKeysTotal, &n) != nil && !listRefused {
 		switch listed := t.IgnoredKeysTotal; {
 		case n < listed:
-			p.v.add(path("$mcp_ignored_keys_total"), "%d is less than the %d keys listed", n, listed)
+			p.v.add(path(keyIgnoredKeysTotal), "%d is less than the %d keys listed", n, listed)
 		case n > listed && listed < MaxIgnoredKeys:
-			p.v.add(path("$mcp_ignored_keys_total"), "%d, but the list holds %d and is cut only when it reaches %d", n, listed, MaxIgnoredKeys)
+			p.v.add(path(keyIgnoredKeysTotal), "%d, but the list holds %d and is cut only when it reaches %d", n, listed, MaxIgnoredKeys)
 		default:
 			t.IgnoredKeysTotal = n
 		}
 	}
 	if t.DurationMs != nil && *t.DurationMs < 0 {
-		p.v.add(path("$mcp_duration_ms"), "must not be negative")
+		p.v.add(path(keyDurationMs), "must not be negative")
 	}
-	t.ServerName = p.str(propServerName)
-	t.ServerVersion = p.str(propServerVersion)
-	t.ProtocolVersion = p.str(propProtocolVersion)
-	t.Intent = p.str("$mcp_intent")
-	t.IntentSource = p.str("$mcp_intent_source")
-	t.ErrorMessage = p.str("$mcp_error_message")
-	t.Parameters, t.Response = p.peek(propParameters), p.peek(propResponse)
+	t.ServerName = p.str(keyServerName)
+	t.ServerVersion = p.str(keyServerVersion)
+	t.ProtocolVersion = p.str(keyProtocolVersion)
+	t.Intent = p.str(keyIntent)
+	t.IntentSource = p.str(keyIntentSource)
+	t.ErrorMessage = p.str(keyErrorMessage)
+	t.Parameters, t.Response = p.peek(keyParameters), p.peek(keyResponse)
 	if isNull(t.Parameters) {
 		t.Parameters = nil
 	}
@@ -237,7 +239,7 @@ func decodeToolCall(p *propertyReader, ev *Event) {
 // characters are masked as '?' (the MCP server already does; a server that does not must not
 // smuggle them into dashboards).
 func (p propertyReader) ignoredKeys() []string {
-	const key = "$mcp_ignored_keys"
+	key := keyIgnoredKeys
 	raw := p.raw(key)
 	if isNull(raw) {
 		return nil
@@ -289,17 +291,20 @@ func isControl(r rune) bool { return misuse.IsControl(r) }
 // recruitmentReads are the properties decodeRecruitment reads; responseReads those
 // decodeResponse reads.
 var (
-	recruitmentReads = append([]string{"campaign_id", "invitation_id", "feature_flag", "instance_url"}, diagnosticsReads...)
-	responseReads    = append([]string{"response", "responded_at"}, recruitmentReads...)
+	recruitmentReads = append([]propKey{keyCampaignID, keyInvitationID, keyFeatureFlag, keyInstanceURL}, diagnosticsReads...)
+	responseReads    = append([]propKey{keyResponseText, keyRespondedAt}, recruitmentReads...)
 )
 
 // decodeRecruitment reads an invitation's or a booking-link open's properties.
 func decodeRecruitment(p *propertyReader, ev *Event) {
-	r := &Recruitment{}
-	r.CampaignID = p.requiredStr("campaign_id")
-	r.InvitationID = p.requiredStr("invitation_id")
-	r.FeatureFlag = p.requiredStr("feature_flag")
-	r.InstanceURL = p.str("instance_url")
+	r := ev.Recruitment // allocated with ev (Kind.alloc)
+	if r == nil {
+		r = &Recruitment{}
+	}
+	r.CampaignID = p.requiredStr(keyCampaignID)
+	r.InvitationID = p.requiredStr(keyInvitationID)
+	r.FeatureFlag = p.requiredStr(keyFeatureFlag)
+	r.InstanceURL = p.str(keyInstanceURL)
 	p.diagnostics(&r.Diagnostics, false)
 	ev.Recruitment = r
 }
@@ -309,20 +314,20 @@ func decodeRecruitment(p *propertyReader, ev *Event) {
 func decodeResponse(p *propertyReader, ev *Event) {
 	decodeRecruitment(p, ev)
 	r, ts := ev.Recruitment, ev.Timestamp
-	switch resp := p.requiredStr("response"); resp {
+	switch resp := p.requiredStr(keyResponseText); resp {
 	case ResponseAccept, ResponseDecline, ResponseCancel, "":
 		r.Response = resp
 	default:
-		p.v.add(path("response"), "must be accept, decline or cancel, got %s", quoteForError(resp))
+		p.v.add(path(keyResponseText), "must be accept, decline or cancel, got %s", quoteForError(resp))
 	}
 	r.RespondedAt = ts
-	if s := p.str("responded_at"); s != "" {
+	if s := p.str(keyRespondedAt); s != "" {
 		t, err := parseTimestamp(s)
 		switch {
 		case errors.Is(err, errTimestampRange):
-			p.v.add(path("responded_at"), "%v: %s", err, quoteForError(s))
+			p.v.add(path(keyRespondedAt), "%v: %s", err, quoteForError(s))
 		case err != nil:
-			p.v.add(path("responded_at"), "not RFC 3339 with an offset: %s", quoteForError(s))
+			p.v.add(path(keyRespondedAt), "not RFC 3339 with an offset: %s", quoteForError(s))
 		default:
 			r.RespondedAt = t
 		}

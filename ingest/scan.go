@@ -93,14 +93,16 @@ func (d *decodeState) scanEnvelope(b []byte, i int) (int, bool) {
 			return i, false
 		}
 		var end int
+		var vflags uint8
 		if field == fieldProperties && b[i] == '{' {
 			end, ok = d.scanProperties(b, i)
 		} else {
-			end, _, ok = d.scanValue(b, i)
+			end, vflags, ok = d.scanValue(b, i)
 		}
 		if !ok {
 			return end, false
 		}
+		d.topFlags[field] = vflags
 		switch v := b[i:end]; field {
 		case fieldUUID:
 			d.top.UUID = v

@@ -31,7 +31,7 @@ const (
 )
 
 // sdkCommonReads are the SDK's session properties every SDK kind reads.
-var sdkCommonReads = []string{propServerName, propServerVersion, propClientName, propClientVersion, propProtocolVersion, propSessionID}
+var sdkCommonReads = []propKey{keyServerName, keyServerVersion, keyClientName, keyClientVersion, keyProtocolVersion, keySessionID}
 
 // Session holds the MCP session properties the SDK puts on its events.
 type Session struct {
@@ -44,12 +44,12 @@ type Session struct {
 }
 
 func (p propertyReader) session(s *Session) {
-	s.SessionID = p.str(propSessionID)
-	s.ServerName = p.str(propServerName)
-	s.ServerVersion = p.str(propServerVersion)
-	s.ClientName = p.str(propClientName)
-	s.ClientVersion = p.str(propClientVersion)
-	s.ProtocolVersion = p.str(propProtocolVersion)
+	s.SessionID = p.str(keySessionID)
+	s.ServerName = p.str(keyServerName)
+	s.ServerVersion = p.str(keyServerVersion)
+	s.ClientName = p.str(keyClientName)
+	s.ClientVersion = p.str(keyClientVersion)
+	s.ProtocolVersion = p.str(keyProtocolVersion)
 }
 
 // ToolsList holds a $mcp_tools_list event: the tools an MCP server listed to a client.
@@ -71,12 +71,12 @@ type ServedTool struct {
 	InputSchema json.RawMessage
 }
 
-var toolsListReads = append([]string{"$mcp_listed_tool_names", propResponse}, sdkCommonReads...)
+var toolsListReads = append([]propKey{keyListedToolNames, keyResponse}, sdkCommonReads...)
 
 func decodeToolsList(p *propertyReader, ev *Event) {
 	t := &ToolsList{}
 	p.session(&t.Session)
-	const listed = "$mcp_listed_tool_names"
+	listed := keyListedToolNames
 	if raw := p.raw(listed); !isNull(raw) {
 		items, ok := arrayItems(raw)
 		if !ok {
@@ -91,7 +91,7 @@ func decodeToolsList(p *propertyReader, ev *Event) {
 			t.ListedToolNames = append(t.ListedToolNames, s)
 		}
 	}
-	tools, _ := arrayItems(objectValue(p.raw(propResponse), "tools"))
+	tools, _ := arrayItems(objectValue(p.raw(keyResponse), "tools"))
 	for _, item := range tools {
 		name, ok := stringValue(objectValue(item, "name"))
 		if !ok || name == "" {
@@ -146,14 +146,14 @@ type Initialize struct {
 	ServerCapabilities string
 }
 
-var initializeReads = append([]string{propParameters, propResponse}, sdkCommonReads...)
+var initializeReads = append([]propKey{keyParameters, keyResponse}, sdkCommonReads...)
 
 func decodeInitialize(p *propertyReader, ev *Event) {
 	in := &Initialize{}
 	p.session(&in.Session)
 	// Peeked: the request and result stay whole in properties (the server's instructions, ...).
-	params := objectValue(objectValue(p.peek(propParameters), "request"), "params")
-	result := p.peek(propResponse)
+	params := objectValue(objectValue(p.peek(keyParameters), "request"), "params")
+	result := p.peek(keyResponse)
 	in.RequestedProtocolVersion, _ = stringValue(objectValue(params, "protocolVersion"))
 	in.ClientCapabilities = objectText(objectValue(params, "capabilities"))
 	in.ServerCapabilities = objectText(objectValue(result, "capabilities"))
@@ -212,15 +212,15 @@ type Exception struct {
 	Level         string // $exception_level
 }
 
-var exceptionReads = append([]string{"$exception_list", "$exception_level", "$mcp_tool_name"}, sdkCommonReads...)
+var exceptionReads = append([]propKey{keyExceptionList, keyExceptionLevel, keyToolName}, sdkCommonReads...)
 
 func decodeException(p *propertyReader, ev *Event) {
 	x := &Exception{}
 	p.session(&x.Session)
-	x.ToolName = p.str("$mcp_tool_name")
-	x.Level = p.str("$exception_level")
+	x.ToolName = p.str(keyToolName)
+	x.Level = p.str(keyExceptionLevel)
 	// Peeked: the list (stack frames, further exceptions) stays in properties.
-	if list, ok := arrayItems(p.peek("$exception_list")); ok && len(list) > 0 {
+	if list, ok := arrayItems(p.peek(keyExceptionList)); ok && len(list) > 0 {
 		x.Type, _ = stringValue(objectValue(list[0], "type"))
 		x.Message, _ = stringValue(objectValue(list[0], "value"))
 	}
