@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
@@ -34,19 +33,9 @@ type SchemaRatchet struct {
 	Timeout time.Duration
 }
 
-// Run is one schema check's outcome: Report is nil when the server could not be checked.
-type Run struct {
-	ID        string
-	Server    string
-	StartedAt time.Time
-	Duration  time.Duration
-	Err       error
-	Report    *schemacheck.Report
-	// Source is "server" (the tools were listed) or "traffic" (snapshots seen in traffic);
-	// ServerVersion is the version a traffic run checked.
-	Source        string
-	ServerVersion string
-}
+// Run is one schema check's outcome: Report is nil when the server could not be checked
+// (schemacheck.Run, stored by schemacheck.StoreRun).
+type Run = schemacheck.Run
 
 // RunOnce checks the server now and stores the run. A server that cannot be reached (or, for
 // a traffic server, whose tools/list was never seen) is stored as a failed run (reached = 0,
@@ -54,18 +43,17 @@ type Run struct {
 func (j *SchemaRatchet) RunOnce(ctx context.Context) (Run, error) {
 	j.setDefaults()
 	started := j.Now().UTC()
-	run := Run{ID: uuid.Must(uuid.NewV7()).String(), Server: j.Server.Name, StartedAt: started}
+	run := schemacheck.NewRun(j.Server.Name, schemacheck.RunFromServer, started)
 	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
 	defer cancel()
 	var tools []schemacheck.Tool
 	var err error
 	if t := j.Server.Traffic; t != nil {
-		run.Source = "traffic"
+		run.Source = schemacheck.RunFromTraffic
 		var snap schemacheck.Snapshot
 		snap, err = schemacheck.LoadFromTraffic(ctx, j.ClickHouse, t.Source())
 		tools, run.ServerVersion = snap.Tools, snap.ServerVersion
 	} else {
-		run.Source = "server"
 		var src schemacheck.Source
 		if src, err = j.Server.Source(j.Getenv); err == nil {
 			tools, err = schemacheck.LoadFromServer(ctx, src)
@@ -76,7 +64,7 @@ func (j *SchemaRatchet) RunOnce(ctx context.Context) (Run, error) {
 	}
 	run.Err = err
 	run.Duration = j.Now().Sub(started)
-	if serr := j.store(context.WithoutCancel(ctx), run); serr != nil {
+	if serr := schemacheck.StoreRun(context.WithoutCancel(ctx), j.ClickHouse, run); serr != nil {
 		return run, fmt.Errorf("store schema check of %s: %w", j.Server.Name, serr)
 	}
 	if j.Summary != nil {
@@ -131,64 +119,4 @@ func (j *SchemaRatchet) checkAndLog() error {
 			"oversized", run.Report.Oversized, "nested_description_coverage", run.Report.NestedDescriptionCoverage)
 	}
 	return cmp.Or(err, run.Err)
-}
-
-func (j *SchemaRatchet) store(ctx context.Context, run Run) error {
-	r := run.Report
-	if r == nil {
-		r = &schemacheck.Report{Violations: []string{}, Notes: []string{}}
-	}
-	errText, reached, ok := "", uint8(1), uint8(0)
-	if run.Err != nil {
-		errText, reached = run.Err.Error(), 0
-	} else if r.OK() {
-		ok = 1
-	}
-	batch, err := j.ClickHouse.PrepareBatch(ctx, `INSERT INTO mcpulse.schema_check_runs (run_id, server, started_at, duration_ms,
-reached, error, ok, tools, char_limit, oversized, max_oversized, nested_properties, described_nested_properties,
-nested_description_coverage, min_nested_coverage, full_nested_description_coverage, name_failures, violations, notes,
-source, server_version)`)
-	if err != nil {
-		return err
-	}
-	if err := batch.Append(run.ID, run.Server, run.StartedAt, uint32(run.Duration.Milliseconds()), reached, errText, ok,
-		uint32(r.Tools), uint32(r.CharLimit), uint32(r.Oversized), uint32(r.MaxOversized), uint32(r.NestedProperties),
-		uint32(r.DescribedNestedProperties), r.NestedDescriptionCoverage, r.MinNestedCoverage, r.FullNestedDescriptionCoverage,
-		uint32(r.NameFailures), nonNil(r.Violations), nonNil(r.Notes), cmp.Or(run.Source, "server"), run.ServerVersion); err != nil {
-		_ = batch.Abort()
-		return fmt.Errorf("BUG: append run: %w", err)
-	}
-	if err := batch.Send(); err != nil {
-		return err
-	}
-	if len(r.PerTool) == 0 {
-		return nil
-	}
-	tools, err := j.ClickHouse.PrepareBatch(ctx, `INSERT INTO mcpulse.schema_check_tools (run_id, server, started_at, tool_name,
-schema_chars, oversized, nested, described, full_nested, full_described, name_ok, name_warnings, problems, truncated)`)
-	if err != nil {
-		return err
-	}
-	for _, t := range r.PerTool {
-		if err := tools.Append(run.ID, run.Server, run.StartedAt, t.Name, uint32(t.SchemaChars), b2u(t.Oversized), uint32(t.Nested),
-			uint32(t.Described), uint32(t.FullNested), uint32(t.FullDescribed), b2u(t.NameOK), nonNil(t.NameWarnings), nonNil(t.Problems), b2u(t.Truncated)); err != nil {
-			_ = tools.Abort()
-			return fmt.Errorf("BUG: append tool: %w", err)
-		}
-	}
-	return tools.Send()
-}
-
-func b2u(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
