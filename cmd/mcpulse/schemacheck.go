@@ -29,6 +29,7 @@ type schemacheckOptions struct {
 	serverName    string
 	serverVersion string
 	clickhouse    string
+	store         bool
 
 	charLimit          int
 	maxOversized       int
@@ -44,7 +45,7 @@ type schemacheckOptions struct {
 func newSchemacheckCmd() *cobra.Command {
 	var o schemacheckOptions
 	cmd := &cobra.Command{
-		Use:   "schemacheck (--server URL [--header 'Name: value']... | --stdio 'command args' | --tools-file F | --from-traffic --server-name NAME [--server-version V] | --config ratchets.yaml [--name SERVER]) [flags]",
+		Use:   "schemacheck (--server URL [--header 'Name: value']... | --stdio 'command args' | --tools-file F | --from-traffic --server-name NAME [--server-version V] | --config ratchets.yaml [--name SERVER]) [--store] [flags]",
 		Short: "Check an MCP server's tool schemas against the ratchets: size, description coverage, names",
 		Long: `Lists an MCP server's tools (or reads them from a file, or from the schemas seen in traffic)
 and checks their input schemas against the schema ratchets, once, now:
@@ -83,13 +84,21 @@ Where the tools come from (exactly one):
                          the file has several. Ratchet flags given on the command line override
                          the file.
 
+Storing a check (--store): the check is also recorded in ClickHouse (--clickhouse), as the
+same rows the scheduler's ratchet job writes for each of its runs (schema_check_runs and
+schema_check_tools), under the server name (--server-name, or the --config server's name), so
+the Schema ratchet dashboard of "mcpulse dashboards" shows it beside the scheduled runs. The
+run records where its tools came from: "file" for --tools-file, "traffic" for --from-traffic
+(with the version checked), "server" for a listing. A check that could not run stores nothing.
+The ratchet-broken alert watches production: it counts listings and traffic, not files.
+
 Text output lists the offenders first (oversized tools by size, tools with low coverage, name
 failures, structural problems), then the figures, then each broken ratchet with what to do.
 --format json prints the full report instead.
 
 Exit status: 0 when every ratchet holds, 1 when one breaks, 2 when the check could not run
 (server unreachable, authentication refused, timeout, nothing seen in traffic, invalid tools
-or flags).`,
+or flags) or, with --store, could not be stored.`,
 		Example: `  # production, token from the environment (single quotes: expanded by mcpulse, not the shell)
   mcpulse schemacheck --server https://mcp.posthog.com/mcp --header 'Authorization: Bearer $POSTHOG_MCP_TOKEN'
 
@@ -103,7 +112,10 @@ or flags).`,
   mcpulse schemacheck --from-traffic --server-name posthog --clickhouse clickhouse://localhost:9000
 
   # one server of a ratchets file, as the scheduler checks it
-  mcpulse schemacheck --config ratchets.yaml --name posthog`,
+  mcpulse schemacheck --config ratchets.yaml --name posthog
+
+  # a saved tools/list result, stored so the Schema ratchet dashboard shows it
+  mcpulse schemacheck --tools-file tools.json --server-name posthog --store --clickhouse clickhouse://localhost:9000`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return schemacheckUsage(cmd, fmt.Errorf("unexpected argument %q: the source is a flag (--server, --stdio, --tools-file, --from-traffic or --config)", args[0]))
@@ -126,7 +138,8 @@ or flags).`,
 	f.IntVar(&o.limit, "limit", 20, "rows per offender table in text output (0: all)")
 	f.StringVar(&o.serverName, "server-name", "", "server name: the one clients prefix tool names with, for the name limits (default: --config's name); with --from-traffic, the server whose snapshots are read ($mcp_server_name)")
 	f.StringVar(&o.serverVersion, "server-version", "", `with --from-traffic: the server version to check ($mcp_server_version; "" is a server that reports none; default: the version seen most recently)`)
-	f.StringVar(&o.clickhouse, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN for --from-traffic and traffic servers of --config, native protocol (default $"+stores.EnvClickHouseDSN+")")
+	f.StringVar(&o.clickhouse, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN for --from-traffic, traffic servers of --config and --store, native protocol (default $"+stores.EnvClickHouseDSN+")")
+	f.BoolVar(&o.store, "store", false, "also record the check in ClickHouse (schema_check_runs, schema_check_tools: the rows the scheduler writes) under --server-name or the --config server's name, for the Schema ratchet dashboard")
 	f.IntVar(&o.charLimit, "char-limit", schemacheck.DefaultCharLimit, "serialized size at which a tool is oversized")
 	f.IntVar(&o.maxOversized, "max-oversized", schemacheck.DefaultMaxOversized, "ratchet: most oversized tools allowed")
 	f.Float64Var(&o.minNestedCoverage, "min-nested-coverage", schemacheck.DefaultMinNestedCoverage, "ratchet: least share (0 to 1) of nested parameters with a description")
@@ -223,6 +236,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 	var src schemacheck.Source
 	var traffic *schemacheck.TrafficSource
 	var what string
+	source := schemacheck.RunFromServer // where the tools come from, for --store
 	switch {
 	case o.config != "":
 		server, err := schemacheck.PickServer(o.config, o.name)
@@ -233,6 +247,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 		if server.Traffic != nil {
 			t := server.Traffic.Source()
 			traffic = &t
+			source = schemacheck.RunFromTraffic
 			what = fmt.Sprintf("server %s (%s)", server.Name, t)
 			break
 		}
@@ -250,6 +265,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 			t.ServerVersion = &o.serverVersion
 		}
 		traffic = &t
+		source = schemacheck.RunFromTraffic
 		settings.InjectContext = new(false) // the snapshots are served schemas
 		what = t.String()
 	case o.server != "":
@@ -263,6 +279,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 		src.Command = argv
 		what = "stdio server " + o.stdio
 	default:
+		source = schemacheck.RunFromFile
 		what = o.toolsFile
 	}
 	if len(headers) > 0 {
@@ -284,6 +301,13 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 	if flags.Changed("server-name") {
 		settings.ServerName = o.serverName
 	}
+	if o.store && settings.ServerName == "" {
+		return schemacheckUsage(cmd, errors.New("--store needs --server-name: the name the run is stored and charted under"))
+	}
+	if o.store && o.clickhouse == "" {
+		return schemacheckUsage(cmd, fmt.Errorf("--store writes to ClickHouse: give --clickhouse or set $%s", stores.EnvClickHouseDSN))
+	}
+	run := schemacheck.NewRun(settings.ServerName, source, time.Now())
 
 	var tools []schemacheck.Tool
 	switch {
@@ -294,7 +318,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: warning: %s\n", schemacheck.SafeText(w))
 		}
 	case traffic != nil:
-		tools, what, err = loadTraffic(cmd, o, *traffic, what)
+		tools, run.ServerVersion, what, err = loadTraffic(cmd, o, *traffic, what)
 	default:
 		tools, err = schemacheck.LoadFromServer(cmd.Context(), src)
 	}
@@ -303,6 +327,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 	}
 
 	report := schemacheck.Check(tools, settings)
+	run.Report, run.Duration = report, time.Since(run.StartedAt)
 	out := cmd.OutOrStdout()
 	if o.format == "json" {
 		enc := newJSONEncoder(out)
@@ -314,6 +339,13 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 	} else {
 		schemacheck.WriteText(out, what, settings, report, o.limit)
 	}
+	if o.store {
+		if err := storeRun(cmd, o, run); err != nil {
+			return schemacheckCannotRun(cmd, fmt.Errorf("the check ran but was not stored: %w", err))
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: stored as run %s of server %q (source %s) in schema_check_runs and schema_check_tools\n",
+			run.ID, schemacheck.SafeText(run.Server), run.Source)
+	}
 	if !report.OK() {
 		n := len(report.Violations)
 		return exitCodeError{code: 1, msg: fmt.Sprintf("%d schema %s broken", n, map[bool]string{true: "ratchet", false: "ratchets"}[n == 1])}
@@ -323,21 +355,33 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 
 // loadTraffic reads the snapshots of a traffic source from ClickHouse, within --timeout, and
 // says which version was checked.
-func loadTraffic(cmd *cobra.Command, o *schemacheckOptions, t schemacheck.TrafficSource, what string) ([]schemacheck.Tool, string, error) {
+func loadTraffic(cmd *cobra.Command, o *schemacheckOptions, t schemacheck.TrafficSource, what string) (tools []schemacheck.Tool, version, described string, err error) {
 	if o.clickhouse == "" {
-		return nil, what, fmt.Errorf("the schemas seen in traffic are in ClickHouse: give --clickhouse or set $%s", stores.EnvClickHouseDSN)
+		return nil, "", what, fmt.Errorf("the schemas seen in traffic are in ClickHouse: give --clickhouse or set $%s", stores.EnvClickHouseDSN)
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 	defer cancel()
 	ch, err := stores.OpenClickHouse(ctx, o.clickhouse)
 	if err != nil {
-		return nil, what, err
+		return nil, "", what, err
 	}
 	defer ch.Close()
 	snap, err := schemacheck.LoadFromTraffic(ctx, ch, t)
 	if err != nil {
-		return nil, what, err
+		return nil, "", what, err
 	}
-	return snap.Tools, fmt.Sprintf("%s: version %q, seen %s to %s", what, snap.ServerVersion,
+	return snap.Tools, snap.ServerVersion, fmt.Sprintf("%s: version %q, seen %s to %s", what, snap.ServerVersion,
 		snap.FirstSeen.Format(time.RFC3339), snap.LastSeen.Format(time.RFC3339)), nil
+}
+
+// storeRun records a check that ran (--store) through schemacheck.StoreRun, within --timeout.
+func storeRun(cmd *cobra.Command, o *schemacheckOptions, run schemacheck.Run) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+	defer cancel()
+	ch, err := stores.OpenClickHouse(ctx, o.clickhouse)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	return schemacheck.StoreRun(ctx, ch, run)
 }

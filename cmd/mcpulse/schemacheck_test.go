@@ -7,12 +7,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/sql"
 	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
@@ -143,5 +146,149 @@ schema_sha256, input_schema, description, truncated, seen_at, event_uuid)`)
 	err, _, stderr := runSchemacheckCmd(t, "--from-traffic", "--server-name", "nobody", "--clickhouse", dsn)
 	if exitCode(err) != 2 || !strings.Contains(stderr, "no tools/list seen in traffic") {
 		t.Errorf("a server never seen: exit %d, %s", exitCode(err), stderr)
+	}
+}
+
+// The README's by-hand path: a saved tools file checked with --store lands in the rows the
+// scheduler's ratchet job writes, so the Schema ratchet dashboard's panels show it (without
+// --store nothing is stored). A file that breaks a ratchet shows on the dashboard but is not
+// production: the ratchet-broken alert does not count it, while a stored traffic check
+// (version kept) is counted.
+func TestSchemacheckStoreShowsOnTheRatchetDashboard(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	dsn := e.Stack.ClickHouseDSN
+	corpus := filepath.Join("..", "..", "testdata", "mcp-tool-schemas", "posthog")
+	since := time.Now().Add(-time.Minute)
+	ds, err := dashboards.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	panel := func(id string) dashboards.Panel {
+		for _, d := range ds {
+			for _, p := range d.Panels {
+				if d.Name == "schema-ratchet" && p.ID == id {
+					return p
+				}
+			}
+		}
+		t.Fatalf("no panel schema-ratchet/%s", id)
+		return dashboards.Panel{}
+	}
+	// rowsOf runs a panel and keeps the rows of server, each as column name -> cell.
+	rowsOf := func(id, server string) []map[string]any {
+		t.Helper()
+		res, err := dashboards.Run(ctx, e.ClickHouse, panel(id), dashboards.Filters{From: since})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		for _, r := range res.Rows {
+			row := map[string]any{}
+			for i, c := range res.Columns {
+				row[c.Name] = r[i]
+			}
+			if row["server"] == server {
+				rows = append(rows, row)
+			}
+		}
+		return rows
+	}
+
+	if err, _, stderr := runSchemacheckCmd(t, "--tools-file", corpus, "--server-name", "posthog-by-hand", "--clickhouse", dsn); err != nil {
+		t.Fatalf("check: %v %s", err, stderr)
+	}
+	if rows := rowsOf("oversized-vs-ratchet", "posthog-by-hand"); len(rows) != 0 {
+		t.Fatalf("a check without --store stored %v", rows)
+	}
+
+	err, stdout, stderr := runSchemacheckCmd(t, "--tools-file", corpus, "--server-name", "posthog-by-hand", "--store", "--clickhouse", dsn)
+	if err != nil || !strings.Contains(stdout, "OK: every ratchet holds.") || !strings.Contains(stderr, `stored as run `) || !strings.Contains(stderr, `of server "posthog-by-hand" (source file)`) {
+		t.Fatalf("check --store: %v\n%s\n%s", err, stdout, stderr)
+	}
+	oversized := rowsOf("oversized-vs-ratchet", "posthog-by-hand")
+	if len(oversized) != 1 || oversized[0]["oversized"] != 2.0 || oversized[0]["max_oversized"] != 44.0 {
+		t.Fatalf("oversized-vs-ratchet rows %v, want one run: 2 oversized of at most 44", oversized)
+	}
+	coverage := rowsOf("coverage-vs-minimum", "posthog-by-hand")
+	if len(coverage) != 1 || coverage[0]["nested_description_coverage"] != 242.0/363 || coverage[0]["min_nested_coverage"] != 0.55 {
+		t.Fatalf("coverage-vs-minimum rows %v, want one run: 242 of 363 against 0.55", coverage)
+	}
+	var offenders []any
+	for _, r := range rowsOf("offending-tools", "posthog-by-hand") {
+		offenders = append(offenders, r["tool_name"])
+	}
+	if len(offenders) == 0 || offenders[0] != "survey-create" && offenders[0] != "exec" {
+		t.Fatalf("offending-tools of the stored run: %v, want the oversized survey-create and exec first", offenders)
+	}
+
+	// A breaking file check: stored and charted, exit 1, and not a production alert.
+	err, _, stderr = runSchemacheckCmd(t, "--tools-file", corpus, "--server-name", "posthog-by-hand", "--store", "--clickhouse", dsn, "--max-oversized", "1")
+	if exitCode(err) != 1 || !strings.Contains(stderr, "stored as run ") {
+		t.Fatalf("a broken ratchet, stored: exit %d, %s", exitCode(err), stderr)
+	}
+	if rows := rowsOf("oversized-vs-ratchet", "posthog-by-hand"); len(rows) != 2 {
+		t.Fatalf("oversized-vs-ratchet rows %v, want both runs", rows)
+	}
+
+	// A traffic check stored by hand keeps the version it checked and counts for the alert.
+	batch, err := e.ClickHouse.PrepareBatch(ctx, `INSERT INTO mcpulse.served_tool_schemas_in (server_name, server_version, tool_name,
+schema_sha256, input_schema, description, truncated, seen_at, event_uuid)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const schema = `{"type":"object","properties":{"q":{"type":"string"}}}`
+	if err := batch.Append("gh-by-hand", "3.1", "list_issues", "x", schema, "", uint8(0), time.Now().UTC(), uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	err, _, stderr = runSchemacheckCmd(t, "--from-traffic", "--server-name", "gh-by-hand", "--name-rule", "mcp", "--max-tools", "0", "--store", "--clickhouse", dsn)
+	if err != nil || !strings.Contains(stderr, `of server "gh-by-hand" (source traffic)`) {
+		t.Fatalf("traffic check --store: %v %s", err, stderr)
+	}
+	var source, version string
+	var tools uint32
+	if err := e.ClickHouse.QueryRow(ctx, "SELECT source, server_version, tools FROM mcpulse.schema_check_runs FINAL WHERE server = 'gh-by-hand'").Scan(&source, &version, &tools); err != nil {
+		t.Fatal(err)
+	}
+	if source != "traffic" || version != "3.1" || tools != 1 {
+		t.Fatalf("stored traffic run: source %q, version %q, %d tools", source, version, tools)
+	}
+	rows, err := e.ClickHouse.Query(ctx, sql.Query("alert_ratchet_broken"), since.UTC().Truncate(time.Second), time.Now().UTC().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var alerting []string
+	for rows.Next() {
+		var server, violations string
+		var broken float64
+		var runs uint64
+		if err := rows.Scan(&server, &broken, &runs, &violations); err != nil {
+			t.Fatal(err)
+		}
+		alerting = append(alerting, server)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(alerting, "gh-by-hand") || slices.Contains(alerting, "posthog-by-hand") {
+		t.Fatalf("servers the ratchet-broken alert watches: %v, want the traffic check and not the files", alerting)
+	}
+
+	// --store needs a name to store under and a ClickHouse to store in.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tools-file", corpus, "--store", "--clickhouse", dsn}, "--store needs --server-name"},
+		{[]string{"--tools-file", corpus, "--store", "--server-name", "x", "--clickhouse", ""}, "--store writes to ClickHouse"},
+	} {
+		err, _, stderr := runSchemacheckCmd(t, tc.args...)
+		if exitCode(err) != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, %s", tc.args, exitCode(err), stderr)
+		}
 	}
 }
