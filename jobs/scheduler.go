@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -49,6 +50,9 @@ type SchedulerConfig struct {
 	SchemaServers []schemacheck.ServerConfig
 	// SchemaSummary, when set, receives every schema check's outcome (PostHog forwarding).
 	SchemaSummary func(Run)
+	// Getenv reads the environment variables of SchemaServers' tokens (auth_header_env, $NAME
+	// in headers). Default: os.Getenv.
+	Getenv func(string) string
 	// Metrics, when set, records every scheduled run (NewJobMetrics). Default: nil, none.
 	Metrics *JobMetrics
 	// AlertSchedule is the cron spec of the alert evaluation. "" disables it. Default:
@@ -91,6 +95,9 @@ func (c *SchedulerConfig) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
 }
 
 // Validate lists every problem with the configuration.
@@ -117,7 +124,9 @@ func (c *SchedulerConfig) Validate() error {
 // read by ParseSchedule (each wall-clock time runs once, daylight-saving transitions included).
 // Every job runs behind cron.Recover (a panic is logged, the scheduler lives on),
 // cron.SkipIfStillRunning (a slow run is never overlapped by the next) and the run guard
-// (runGuard: each run once across scheduler replicas sharing the Redis).
+// (runGuard: each run once across scheduler replicas sharing the Redis). A schema server whose
+// token variable is unset or empty is logged now, one error line per variable naming the
+// server and the variable; its checks then fail saying so, without asking the server.
 func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -160,8 +169,15 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 		if server.Schedule == "" {
 			server.Schedule = DefaultSchemaCheckSchedule
 		}
+		var missing *schemacheck.MissingEnvError
+		if errors.As(server.MissingEnv(cfg.Getenv), &missing) {
+			for _, v := range missing.Missing {
+				cfg.Logger.Error("schema check: token variable not set; every check of this server fails until the scheduler runs with it",
+					"server", server.Name, "variable", v.Name, "setting", v.UsedBy)
+			}
+		}
 		job := &SchemaRatchet{Server: server, ClickHouse: cfg.ClickHouse, Redis: cfg.Redis, Summary: cfg.SchemaSummary,
-			Logger: cfg.Logger, Now: cfg.Now, Timeout: cfg.Timeout}
+			Getenv: cfg.Getenv, Logger: cfg.Logger, Now: cfg.Now, Timeout: cfg.Timeout}
 		if err := add(JobSchemaCheck, "schema check of "+server.Name, server.Schedule, job.guard(), job.checkAndLog); err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -23,7 +24,7 @@ type SchemaRatchet struct {
 	ClickHouse driver.Conn
 	// Redis, when set, makes each scheduled run happen once across scheduler replicas.
 	Redis redis.UniversalClient
-	// Getenv reads the auth header's environment variable. Default: os.Getenv.
+	// Getenv reads the token variables (auth_header_env, $NAME in headers). Default: os.Getenv.
 	Getenv func(string) string
 	// Summary, when set, receives each run's outcome (PostHog forwarding).
 	Summary func(Run)
@@ -107,9 +108,17 @@ func (j *SchemaRatchet) scheduled(sched cron.Schedule) func() error {
 func (j *SchemaRatchet) checkAndLog() error {
 	j.setDefaults()
 	run, err := j.RunOnce(context.Background())
+	var missing *schemacheck.MissingEnvError
 	switch {
 	case err != nil:
 		j.Logger.Error("schema check could not be stored", "server", j.Server.Name, "err", err)
+	case errors.As(run.Err, &missing):
+		names := make([]string, len(missing.Missing))
+		for i, v := range missing.Missing {
+			names[i] = v.Name
+		}
+		j.Logger.Error("schema check not run: token variable not set, server not asked", "server", j.Server.Name,
+			"variables", names, "err", run.Err)
 	case run.Err != nil:
 		j.Logger.Error("schema check failed: server not checked", "server", j.Server.Name, "err", run.Err)
 	case !run.Report.OK():

@@ -1,15 +1,24 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/robfig/cron/v3"
 
+	"github.com/mcpulse/mcpulse/demo/mcptest"
 	"github.com/mcpulse/mcpulse/schemacheck"
 	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
@@ -155,5 +164,65 @@ schema_sha256, input_schema, description, truncated, seen_at, event_uuid)`)
 	}
 	if n := countRuns(t, e, "server = 'never-seen' AND reached = 0 AND source = 'traffic' AND error LIKE '%no tools/list seen in traffic%'"); n != 1 {
 		t.Fatalf("%d failed traffic runs stored, want 1", n)
+	}
+}
+
+// A server whose token variable is unset is named at scheduler start-up (server, variable,
+// setting), and each of its runs fails saying so, stored with that error, without a request to
+// the server (no 401 to puzzle over); once the variable is set, the check runs with it.
+func TestMissingTokenIsNamedAtStartupAndInEachRun(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	tools, err := mcptest.LoadSet(filepath.Join("..", "testdata", "mcp-tool-schemas"), "sentry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcptest.NewServer(tools, 0).Server
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var requests atomic.Int64
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if r.Header.Get("Authorization") != "Bearer t0k" || r.Header.Get("X-Api-Key") != "k3y" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	defer web.Close()
+	server := schemacheck.ServerConfig{Name: "needs-token", URL: web.URL + "/mcp", AuthHeaderEnv: "MCPULSE_TEST_TOKEN",
+		Headers: map[string]string{"X-Api-Key": "${MCPULSE_TEST_KEY}"}, Schedule: "@every 6h"}
+	env := map[string]string{"MCPULSE_TEST_KEY": "k3y"}
+	getenv := func(k string) string { return env[k] }
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+
+	if _, err := NewScheduler(SchedulerConfig{Redis: e.Redis, ClickHouse: e.ClickHouse, Logger: logger, Getenv: getenv,
+		SchemaServers: []schemacheck.ServerConfig{server}}); err != nil {
+		t.Fatal(err)
+	}
+	startup := strings.TrimSpace(logs.String())
+	if strings.Count(startup, "\n") != 0 || !strings.Contains(startup, "level=ERROR") || !strings.Contains(startup, "token variable not set") ||
+		!strings.Contains(startup, "server=needs-token variable=MCPULSE_TEST_TOKEN setting=auth_header_env") {
+		t.Fatalf("start-up log:\n%s\nwant one error line naming the server and MCPULSE_TEST_TOKEN", startup)
+	}
+
+	logs.Reset()
+	job := &SchemaRatchet{Server: server, ClickHouse: e.ClickHouse, Getenv: getenv, Logger: logger, Timeout: 20 * time.Second}
+	if err := job.checkAndLog(); err == nil || !strings.Contains(err.Error(), "$MCPULSE_TEST_TOKEN (auth_header_env) is not set") {
+		t.Fatalf("run without the token: %v", err)
+	}
+	if line := logs.String(); !strings.Contains(line, "schema check not run: token variable not set") || !strings.Contains(line, "MCPULSE_TEST_TOKEN") {
+		t.Fatalf("run log: %s", line)
+	}
+	if n := countRuns(t, e, "server = 'needs-token' AND reached = 0 AND tools = 0 AND error LIKE '%$MCPULSE_TEST_TOKEN (auth_header_env) is not set%'"); n != 1 {
+		t.Fatalf("%d stored runs name the missing variable, want 1", n)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("the server got %d requests without its token, want none", n)
+	}
+
+	env["MCPULSE_TEST_TOKEN"] = "t0k"
+	run, err := job.RunOnce(context.Background())
+	if err != nil || run.Err != nil || run.Report.Tools != len(tools) {
+		t.Fatalf("run with the token: %v / %v, report %+v", err, run.Err, run.Report)
 	}
 }

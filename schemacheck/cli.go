@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -60,16 +59,9 @@ func ParseHeaders(flags []string, lookup func(string) (string, bool)) (map[strin
 		if !ok || !headerNameRE.MatchString(name) {
 			return nil, fmt.Errorf("--header %q: want \"Name: value\"", headerNameOnly(h))
 		}
-		var missing []string
-		value = os.Expand(strings.TrimSpace(value), func(v string) string {
-			val, ok := lookup(v)
-			if !ok {
-				missing = append(missing, "$"+v)
-			}
-			return val
-		})
+		value, missing := expandEnv(strings.TrimSpace(value), lookup)
 		if len(missing) > 0 {
-			return nil, fmt.Errorf("--header %s: %s not set in the environment", name, strings.Join(missing, ", "))
+			return nil, fmt.Errorf("--header %s: $%s not set in the environment", name, strings.Join(missing, ", $"))
 		}
 		if strings.ContainsAny(value, "\r\n\x00") {
 			return nil, fmt.Errorf("--header %s: the value holds a line break or NUL", name)

@@ -36,7 +36,9 @@ type ServerConfig struct {
 	// "Authorization: Bearer <value>" (read when the server is checked, not when the file is
 	// loaded). URL servers only.
 	AuthHeaderEnv string `yaml:"auth_header_env"`
-	// Headers are sent with every request. URL servers only.
+	// Headers are sent with every request. URL servers only. $NAME and ${NAME} in a value are
+	// read from the environment when the server is checked (as for --header); an unset or
+	// empty one fails the check (MissingEnvError).
 	Headers map[string]string `yaml:"headers"`
 	// Schedule is a cron spec (5 fields) or a descriptor such as "@every 6h" or "@daily";
 	// empty means the scheduler's default.
@@ -240,6 +242,12 @@ func (s ServerConfig) validate() []string {
 		if strings.ContainsAny(value, "\r\n\x00") {
 			p = append(p, fmt.Sprintf("headers: %s: the value holds a line break or NUL", name))
 		}
+		_, refs := expandEnv(value, func(string) (string, bool) { return "", false })
+		for _, ref := range refs {
+			if !envNameRE.MatchString(ref) {
+				p = append(p, fmt.Sprintf("headers: %s: $%s is not an environment variable name (values read $NAME and ${NAME} from the environment)", name, ref))
+			}
+		}
 		if s.AuthHeaderEnv != "" && strings.EqualFold(name, "Authorization") {
 			p = append(p, "headers: Authorization is also set by auth_header_env: keep one")
 		}
@@ -275,9 +283,10 @@ func clonePtr[T any](p *T) *T {
 	return &v
 }
 
-// Source is where LoadFromServer finds this server's tools. It reads auth_header_env through
-// getenv (os.Getenv when nil) and fails when that variable is unset or empty, so a missing
-// token is a failed check, not an unauthenticated one. A value that already starts with
+// Source is where LoadFromServer finds this server's tools. It reads auth_header_env and the
+// $NAME or ${NAME} in header values through getenv (os.Getenv when nil) and fails with a
+// *MissingEnvError when any is unset or empty, so a missing token is a failed check naming the
+// variable, not an unauthenticated request. An auth_header_env value that already starts with
 // "Bearer " is sent as it is.
 func (s ServerConfig) Source(getenv func(string) string) (Source, error) {
 	if s.Traffic != nil {
@@ -293,11 +302,18 @@ func (s ServerConfig) Source(getenv func(string) string) (Source, error) {
 			src.Headers[k] = v
 		}
 	}
+	if err := s.MissingEnv(getenv); err != nil {
+		return Source{}, err
+	}
+	for name, value := range src.Headers {
+		value, _ = expandEnv(value, func(v string) (string, bool) { return strings.TrimSpace(getenv(v)), true })
+		if strings.ContainsAny(value, "\r\n\x00") {
+			return Source{}, fmt.Errorf("schemacheck: server %q: headers: %s: the value from the environment holds a line break or NUL", s.Name, name)
+		}
+		src.Headers[name] = value
+	}
 	if s.AuthHeaderEnv != "" {
 		token := strings.TrimSpace(getenv(s.AuthHeaderEnv))
-		if token == "" {
-			return Source{}, fmt.Errorf("schemacheck: server %q: $%s (auth_header_env) is not set: no token to send", s.Name, s.AuthHeaderEnv)
-		}
 		if len(token) < 7 || !strings.EqualFold(token[:7], "Bearer ") {
 			token = "Bearer " + token
 		}

@@ -1,6 +1,7 @@
 package schemacheck
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -233,5 +234,55 @@ func TestLoadConfigProblems(t *testing.T) {
 	}
 	if _, err := LoadConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: err = %v", err)
+	}
+}
+
+// Header values name environment variables as --header does ($NAME, ${NAME}), read when the
+// server is checked; an unset or empty one (like auth_header_env's) fails the check with an
+// error naming each variable and the setting that reads it, before any request.
+func TestHeaderValuesReadTheEnvironment(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, `servers:
+  - name: keyed
+    url: http://x/mcp
+    auth_header_env: MCP_TOKEN
+    headers: {X-Team: "team-$TEAM", X-Api-Key: "${MCP_KEY}"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Servers[0]
+	wantNeeded := []EnvVar{{"MCP_TOKEN", "auth_header_env"}, {"MCP_KEY", "headers: X-Api-Key"}, {"TEAM", "headers: X-Team"}}
+	if got := s.NeededEnv(); !reflect.DeepEqual(got, wantNeeded) {
+		t.Fatalf("NeededEnv() = %v, want %v", got, wantNeeded)
+	}
+	env := map[string]string{"MCP_TOKEN": "t0k", "MCP_KEY": "k3y", "TEAM": "7"}
+	getenv := func(k string) string { return env[k] }
+	src, err := s.Source(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"Authorization": "Bearer t0k", "X-Api-Key": "k3y", "X-Team": "team-7"}
+	if !reflect.DeepEqual(src.Headers, want) || s.Headers["X-Api-Key"] != "${MCP_KEY}" {
+		t.Fatalf("Source().Headers = %v (config %v), want %v", src.Headers, s.Headers, want)
+	}
+	if err := s.MissingEnv(getenv); err != nil {
+		t.Fatalf("MissingEnv with every variable set: %v", err)
+	}
+
+	delete(env, "MCP_KEY")
+	env["TEAM"] = " "
+	_, err = s.Source(getenv)
+	var missing *MissingEnvError
+	if !errors.As(err, &missing) || !reflect.DeepEqual(missing.Missing, wantNeeded[1:]) ||
+		!strings.Contains(err.Error(), `server "keyed": $MCP_KEY (headers: X-Api-Key), $TEAM (headers: X-Team) are not set in the environment: no token to send`) {
+		t.Fatalf("Source() without MCP_KEY and TEAM: %v", err)
+	}
+	if err := s.MissingEnv(getenv); err == nil || err.Error() != missing.Error() {
+		t.Fatalf("MissingEnv() = %v, want the error Source gives", err)
+	}
+
+	_, err = LoadConfig(writeConfig(t, "servers:\n  - name: priced\n    url: http://x/mcp\n    headers: {X-Price: \"costs $5\"}\n"))
+	if err == nil || !strings.Contains(err.Error(), `server "priced": headers: X-Price: $5 is not an environment variable name`) {
+		t.Fatalf("a header value naming no variable: %v", err)
 	}
 }

@@ -44,7 +44,10 @@ func newSchedulerCmd() *cobra.Command {
                  rate rollup as exact counts in ignored_key_rates_hourly_sealed, which the
                  tool-diagnostics panels read instead of the uuid states
   schema check   (with --ratchets) lists each MCP server's tools and checks the schema
-                 ratchets; every run lands in schema_check_runs and schema_check_tools
+                 ratchets; every run lands in schema_check_runs and schema_check_tools. A
+                 server whose token variable (auth_header_env, $NAME in headers) is not set
+                 is named at start-up (server, variable), and each of its runs fails saying so
+                 without asking the server
   alerts         evaluates the alert rules (dashboards/alerts/*.yaml, plus --alert-rules DIR)
                  and notifies their receivers (--alert-receivers FILE: Alertmanager-format
                  webhooks, Slack incoming webhooks) once when an alert fires and once when it
