@@ -16,17 +16,17 @@ const (
 	// DefaultCharLimit: Claude web and desktop silently drop a tool whose serialized
 	// inputSchema reaches 16,384 characters (PostHog PR #111786, "feat(mcp): report ignored
 	// input keys and cap tool schema growth", constant CLAUDE_REGISTRY_INPUT_SCHEMA_CHAR_LIMIT;
-	// also PostHog's MCP tool guide). Issue 4: "default 16,384".
+	// also PostHog's MCP tool guide). The ratchet's definitions: "default 16,384".
 	DefaultCharLimit = 16384
 	// DefaultNameMaxLen: PostHog's MCP tool guide, "tool names must be 52 characters or
 	// fewer" (with the server name "posthog" and separators, the safe zone under Claude
-	// Code's 64 and Cursor's 60). Issue 4: "default 52".
+	// Code's 64 and Cursor's 60). The ratchet's definitions: "default 52".
 	DefaultNameMaxLen = 52
 	// DefaultMaxOversized: the ratchet PostHog PR #111786 set, "44 tool schemas are already
-	// at or over that size" (measured after the context injection). Issue 4: "default 44".
+	// at or over that size" (measured after the context injection). The ratchet's definitions: "default 44".
 	DefaultMaxOversized = 44
 	// DefaultMinNestedCoverage: PostHog PR #111786 fails "when the share of described nested
-	// properties falls below 55%" (about 56% were described). Issue 4: "default 0.55".
+	// properties falls below 55%" (about 56% were described). The ratchet's definitions: "default 0.55".
 	DefaultMinNestedCoverage = 0.55
 )
 
@@ -177,8 +177,8 @@ type Report struct {
 // OK reports whether every ratchet holds (no violations).
 func (r *Report) OK() bool { return r != nil && len(r.Violations) == 0 }
 
-// coverageRatio is described/nested, 1.0 when there is nothing to describe (issue 4: "1.0 when there
-// are none").
+// coverageRatio is described/nested, 1.0 when there is nothing to describe (the ratchet's
+// definitions: "1.0 when there are none").
 func coverageRatio(described, nested int) float64 {
 	if nested <= 0 {
 		return 1
@@ -190,7 +190,7 @@ func coverageRatio(described, nested int) float64 {
 // is not JSON, not an object, too deep or structurally broken is reported in the tool's
 // Problems, and a failure inside the check of one tool is reported there too.
 //
-// Ratchets (issue 4, Definitions, "Ratchets"): a violation when more tools are oversized
+// Ratchets (the ratchet's definitions, "Ratchets"): a violation when more tools are oversized
 // than MaxOversized, when the pooled nested description coverage is below
 // MinNestedCoverage, when there are more than MaxTools tools (if set) and when a tool's size
 // is over MaxToolChars (if set). Notes say when a ratchet can be tightened, and summarizeReport

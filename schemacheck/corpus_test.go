@@ -299,7 +299,7 @@ func TestCorpusFigures(t *testing.T) {
 	}
 }
 
-// TestCorpusCheckIsFast: the whole corpus checks in well under 100 ms (issue 4, Acceptance).
+// TestCorpusCheckIsFast: the whole corpus checks in well under 100 ms (the schema ratchet's acceptance criterion).
 // The bound here is generous for slow CI machines and the race detector; the benchmark gives
 // the real figure.
 func TestCorpusCheckIsFast(t *testing.T) {

@@ -1,6 +1,6 @@
 package schemacheck
 
-// Nested description coverage, issue 4, Definitions:
+// Nested description coverage, the schema ratchet's definitions:
 //
 //	"PostHog's definition, computed on the schema as served, without injection, pooled over
 //	all tools: walk each schema's `properties` map; every entry below the top level counts as

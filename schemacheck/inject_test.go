@@ -265,7 +265,7 @@ func schemaAtBoundary(t *testing.T, target int) json.RawMessage {
 }
 
 // TestOversizedBoundary: 16,383 UTF-16 units is under the limit, 16,384 reaches it
-// (issue 4: "Oversized: serialized size >= the server's char_limit"), counted in UTF-16
+// (the ratchet's definitions: "Oversized: serialized size >= the server's char_limit"), counted in UTF-16
 // units after injection, neither in bytes nor in runes.
 func TestOversizedBoundary(t *testing.T) {
 	for _, tc := range []struct {

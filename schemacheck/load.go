@@ -24,7 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Getting a server's tools (issue 4): LoadFromServer asks a running MCP server with the
+// Getting a server's tools: LoadFromServer asks a running MCP server with the
 // official Go SDK client, LoadFromFile reads saved tools/list results, tool objects and bare
 // input schemas. Both keep each tool's inputSchema as the raw JSON the server (or file) holds:
 // the serialized size is defined on the schema as served, so nothing here re-marshals it.

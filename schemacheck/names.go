@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Tool names, issue 4, Definitions: "at most `name_max_len` (default 52) characters and
+// Tool names, the schema ratchet's definitions: "at most `name_max_len` (default 52) characters and
 // matching `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`; additionally report per-client warnings:
 // over 64 characters once prefixed `mcp__<server>__` (Claude Code), server name + tool name
 // over 60 (Cursor), not matching `^[a-zA-Z0-9_-]{1,64}$` (OpenAI), not matching the MCP

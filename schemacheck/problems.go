@@ -1,6 +1,6 @@
 package schemacheck
 
-// Structural problems, issue 4, Definitions: "Structural problems per tool (reported, never a
+// Structural problems, the schema ratchet's definitions: "Structural problems per tool (reported, never a
 // crash): a non-schema value inside a `properties` map, a `required` entry naming no declared
 // property, an unresolvable or cyclic `$ref`, a root that is not an object schema."
 //

@@ -1,10 +1,10 @@
-// Package schemacheck checks the tool schemas an MCP server serves against the ratchets of
-// issue 4 ("Schema ratchet"): serialized size against the client limit, nested description
+// Package schemacheck checks the tool schemas an MCP server serves against the schema
+// ratchets: serialized size against the client limit, nested description
 // coverage, tool-name rules and structural problems. The check itself (Check, in schema.go,
 // inject.go, coverage.go, names.go, problems.go and check.go) is pure: it takes tools already
 // fetched and does no I/O; fetching tools from a server or files is the loader's job.
 //
-// The figures follow the Definitions section of issue 4, which is the contract:
+// The figures follow the schema ratchet's definitions, which are the contract:
 //
 //   - Serialized size: the length in UTF-16 code units (JavaScript's String.length) of
 //     JSON.stringify(inputSchema), compact, `$schema` kept, measured after the analytics
@@ -759,7 +759,7 @@ func Stringify(text json.RawMessage) (json.RawMessage, error) {
 }
 
 // SerializedSize returns the length in UTF-16 code units (JavaScript's String.length) of
-// JSON.stringify(JSON.parse(text)): the "serialized size" of issue 4's Definitions, before
+// JSON.stringify(JSON.parse(text)): the "serialized size" of the ratchet's definitions, before
 // any context injection (Check measures after injection; see InjectContext). Invalid JSON
 // is an error.
 func SerializedSize(schema json.RawMessage) (int, error) {

@@ -12,7 +12,7 @@
 //           that are not valid UTF-8 are given as input_b64 and decoded the way a JS client
 //           decodes bytes (TextDecoder, U+FFFD for invalid sequences, BOM kept).
 //   corpus: for every tool of testdata/mcp-tool-schemas, the stringified length of its
-//           inputSchema as served and after the context injection of issue 4's Definitions
+//           inputSchema as served and after the context injection of the ratchet's definitions
 //           (implemented below independently of the Go code, with a 615-character
 //           description of which 8 characters JSON escapes, as the SDK's), and the nested description coverage figures (basic and full),
 //           also implemented independently below.
@@ -161,7 +161,7 @@ for (const c of cases) {
 // schema serializes to the size the SDK serves.
 const DESC = '"q"'.repeat(4) + 'x'.repeat(615 - 12);
 
-// inject follows issue 4, Definitions, "Context injection".
+// inject follows the ratchet's definitions, "Context injection".
 function inject(schema) {
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return null;
   const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
@@ -199,7 +199,7 @@ function resolve(root, ref) {
   return cur;
 }
 
-// coverage: issue 4, Definitions, "Nested description coverage" (see coverage.go for depth).
+// coverage: the ratchet's definitions, "Nested description coverage" (see coverage.go for depth).
 function coverage(root, full) {
   const c = { nested: 0, described: 0 };
   function walk(s, depth) {
