@@ -10,12 +10,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"github.com/mcpulse/mcpulse/consumers/chwrite"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/migrations"
 )
-
-// Column lists of the batch inserts. ClickHouse 18.16 refuses a batch without one ("expected 0
-// arguments"), and an explicit list keeps a later migration's new column from shifting values.
 
 // rawTable is one raw table the consumer inserts a batch's rows into (ingest.Rows).
 type rawTable struct {
@@ -31,10 +29,10 @@ type rawTable struct {
 }
 
 // table describes a raw table whose rows of type T rows picks from a batch, each row of the
-// event id names; its column list is the `ch` tags of T.
+// event id names, inserted column by column (package chwrite); its column list is the `ch`
+// tags of T.
 func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUID) rawTable {
-	var zero T
-	query := insertQuery(name, zero)
+	t := mustTable[T](name)
 	times := structTimes[T]()
 	return rawTable{
 		name: name,
@@ -44,7 +42,7 @@ func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUI
 			splits := 0
 			for _, chunk := range byMonths(rows(r), migrations.MaxPartitionsPerInsert, times) {
 				ref, n, err := insertSplitting(ctx, chunk, func(ctx context.Context, part []T) error {
-					return insertStructBatch(ctx, conn, query, part)
+					return t.Insert(ctx, conn, part)
 				})
 				splits += n
 				if err != nil {
@@ -92,6 +90,18 @@ func tableExists(ctx context.Context, conn driver.Conn, name string) (bool, erro
 	}
 	return n > 0, nil
 }
+
+func mustTable[T any](name string) *chwrite.Table[T] {
+	t, err := chwrite.NewTable[T](name)
+	if err != nil {
+		panic("BUG: " + err.Error())
+	}
+	return t
+}
+
+// Column lists of the other batch inserts. ClickHouse 18.16 refuses a batch without one
+// ("expected 0 arguments"), and an explicit list keeps a later migration's new column from
+// shifting values.
 
 const (
 	insertAudit = `INSERT INTO mcpulse.suppression_audit (audit_id, at, action, identity_hash, distinct_id,
@@ -213,36 +223,6 @@ func structTimes[T any]() func(*T, []time.Time) []time.Time {
 		}
 		return dst
 	}
-}
-
-// insertQuery is the INSERT of table with the columns named by the `ch` tags of row's fields,
-// in field order.
-func insertQuery(table string, row any) string {
-	t := reflect.TypeOf(row)
-	cols := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		if col := t.Field(i).Tag.Get("ch"); col != "" && col != "-" {
-			cols = append(cols, col)
-		}
-	}
-	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ")"
-}
-
-func insertStructBatch[T any](ctx context.Context, conn driver.Conn, query string, rows []T) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	batch, err := conn.PrepareBatch(ctx, query)
-	if err != nil {
-		return err
-	}
-	for i := range rows {
-		if err := batch.AppendStruct(&rows[i]); err != nil {
-			_ = batch.Abort()
-			return fmt.Errorf("BUG: append to %s: %w: %w", tableOf(query), errAppend, err)
-		}
-	}
-	return batch.Send()
 }
 
 func tableOf(query string) string {

@@ -47,10 +47,10 @@ func TestTheReceivingClockIsRedisNotTheHost(t *testing.T) {
 		t.Fatal("test premise: the host's clock would accept a response 8 minutes ahead of Redis's")
 	}
 	p := c.prepare([]kafka.Message{msg(1, ahead8), msg(2, ahead4)})
-	if len(p.bad) != 1 || len(p.events) != 1 {
-		t.Fatalf("prepared %d events and %d dead letters, want 1 and 1: %+v", len(p.events), len(p.bad), p.bad)
+	if len(p.bad) != 1 || len(p.kept) != 1 {
+		t.Fatalf("prepared %d events and %d dead letters, want 1 and 1: %+v", len(p.kept), len(p.bad), p.bad)
 	}
-	if p.bad[0].ID != ingest.TopicRecruitment+"/0/1" || p.events[0].msg.Offset != 2 {
-		t.Errorf("dead-lettered %s and kept offset %d; want the 8-minutes-ahead response (offset 1) refused", p.bad[0].ID, p.events[0].msg.Offset)
+	if kept := p.msgs[p.kept[0].msg].Offset; p.bad[0].ID != ingest.TopicRecruitment+"/0/1" || kept != 2 {
+		t.Errorf("dead-lettered %s and kept offset %d; want the 8-minutes-ahead response (offset 1) refused", p.bad[0].ID, kept)
 	}
 }

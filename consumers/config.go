@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpulse/mcpulse/consumers/dedup"
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
@@ -17,15 +19,27 @@ import (
 const (
 	// DefaultGroupID is the Kafka consumer group of the mcpulse consumers (DESIGN.md §1).
 	DefaultGroupID = "mcpulse-consumers"
-	// DefaultBatchSize is Config.BatchSize's default, in messages.
-	DefaultBatchSize = 5000
-	// DefaultBatchWait is Config.BatchWait's default.
-	DefaultBatchWait = 250 * time.Millisecond
+	// DefaultBatchSize is Config.BatchSize's default, in messages: ClickHouse stores a row of
+	// a 50,000-row insert for about a third of the CPU a row of a 5,000-row one costs (fewer,
+	// larger parts to write and merge).
+	DefaultBatchSize = 50000
+	// DefaultBatchWait is Config.BatchWait's default. A consumer that keeps up closes a batch
+	// after this long, so it bounds the time from publish to queryable (plus one store).
+	DefaultBatchWait = 500 * time.Millisecond
+	// DefaultMemoryLimit is the soft memory limit (bytes) `mcpulse consume` gives the Go
+	// runtime (runtime/debug.SetMemoryLimit): with the default batch size, one batch prepared
+	// while one is stored, the garbage collector keeps the process under about 300 MiB. Add
+	// the dedup windows of the partitions a member reads (Config.DedupWindow × 24 bytes each,
+	// once full) when sizing a container.
+	DefaultMemoryLimit = 256 << 20
 	// DefaultInstanceURL is Config.DefaultInstanceURL's default: PostHog US cloud, the same
 	// instance the publisher and gateway assume (ingest.DefaultInstanceURL).
 	DefaultInstanceURL = ingest.DefaultInstanceURL
-	// DefaultDedupWindow is Config.DedupWindow's default.
-	DefaultDedupWindow = 48 * time.Hour
+	// DefaultDedupWindow is Config.DedupWindow's default, in offsets per partition: about
+	// 24 MiB of dedup state per busy partition.
+	DefaultDedupWindow = 1 << 20
+	// DefaultRollupCacheCells is Config.RollupCacheCells's default.
+	DefaultRollupCacheCells = 100_000
 	// DefaultRetryBackoff is Config.RetryBackoff's default.
 	DefaultRetryBackoff = 250 * time.Millisecond
 	// DefaultMaxRetryBackoff is Config.MaxRetryBackoff's default.
@@ -48,7 +62,7 @@ type Config struct {
 	// dead_letters) and the audit topic (recorded in table suppression_audit). Default:
 	// mcp_tool_calls, mcp_recruitment, mcpulse_dlq, mcpulse_audit.
 	Topics []string
-	// Redis holds suppression state and dedup claims. Required.
+	// Redis holds the suppression state. Required.
 	Redis redis.UniversalClient
 	// ClickHouse holds the raw tables and rollups (migrated). Required.
 	ClickHouse driver.Conn
@@ -67,8 +81,15 @@ type Config struct {
 	// own; they stay in the raw rows but not in the ignored-key rollups.
 	// Default: ingest.DefaultClientInjectedKeys.
 	ClientInjectedKeys []string
-	// DedupWindow is how long a uuid claim is kept. Default: DefaultDedupWindow.
-	DedupWindow time.Duration
+	// DedupWindow is the dedup window, in offsets of a partition (rounded up to a power of
+	// two): an event is dropped as a duplicate when a valid event with its uuid is at most
+	// this many offsets before it in its partition (package consumers/dedup). Each partition
+	// read holds about 24 bytes per offset of it. Default: DefaultDedupWindow.
+	DedupWindow int
+	// RollupCacheCells bounds the rollup cells whose totals the consumer keeps in memory (a few
+	// hundred bytes each); a batch touching others loads them from ClickHouse. Default:
+	// DefaultRollupCacheCells.
+	RollupCacheCells int
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
 	// while the store stays down (consumption pauses; nothing is committed). Default:
 	// DefaultRetryBackoff.
@@ -127,6 +148,9 @@ func (c *Config) setDefaults() {
 	if c.DedupWindow == 0 {
 		c.DedupWindow = DefaultDedupWindow
 	}
+	if c.RollupCacheCells == 0 {
+		c.RollupCacheCells = DefaultRollupCacheCells
+	}
 	if c.RetryBackoff == 0 {
 		c.RetryBackoff = DefaultRetryBackoff
 	}
@@ -168,8 +192,11 @@ func (c *Config) Validate() error {
 	if c.BatchSize < 0 {
 		errs = append(errs, errors.New("consumer: BatchSize must be positive"))
 	}
-	if c.DedupWindow < time.Hour {
-		errs = append(errs, errors.New("consumer: DedupWindow must be at least 1h"))
+	if c.DedupWindow < 1 || c.DedupWindow > dedup.MaxSize {
+		errs = append(errs, fmt.Errorf("consumer: DedupWindow must be between 1 and %d offsets", dedup.MaxSize))
+	}
+	if c.RollupCacheCells < 1 {
+		errs = append(errs, errors.New("consumer: RollupCacheCells must be positive"))
 	}
 	if _, err := ingest.NewKeyFilter(c.ClientInjectedKeys); err != nil {
 		errs = append(errs, err)

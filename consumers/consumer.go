@@ -25,7 +25,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/misuse"
 	"github.com/mcpulse/mcpulse/suppression"
 )
 
@@ -47,6 +49,13 @@ type Consumer struct {
 	served      servedSchemas
 	redisOffset redisOffsetT     // clock.go
 	hostNow     func() time.Time // this host's clock: time.Now (tests skew it)
+	windows     *windows         // dedup state per partition (prepare stage; windows.go)
+	adder       rollup.Adder     // store stage
+	rollups     *rollup.Store    // store stage
+	// rollupsBegun: Begin ran in this generation; rollupCommitted: the generation's event
+	// partitions at their committed offsets.
+	rollupsBegun    bool
+	rollupCommitted map[rollup.Stream]int64
 }
 
 // optionalTableExists reports whether an optional raw table exists, asking ClickHouse until it
@@ -95,6 +104,9 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, err
 	}
 	keys, _ := ingest.NewKeyFilter(cfg.ClientInjectedKeys) // validated above
+	if wrapClickHouse != nil {
+		cfg.ClickHouse = wrapClickHouse(cfg.ClickHouse)
+	}
 	c := &Consumer{cfg: cfg, keys: keys, hostNow: time.Now}
 	c.stats.suppression = map[string]*atomic.Int64{}
 	c.stats.stored = map[*ingest.Kind]*atomic.Int64{}
@@ -105,10 +117,12 @@ func New(cfg Config) (*Consumer, error) {
 		c.stats.suppression[string(k)] = new(atomic.Int64)
 	}
 	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
+	c.windows = &windows{size: cfg.DedupWindow, byKey: map[topicPartition]*window{}}
 	var err error
 	if c.metrics, err = newMetrics(cfg.Registerer, c); err != nil { // last: a scrape may come at once
 		return nil, err
 	}
+	c.rollups = rollup.NewStore(c.cfg.ClickHouse, rollup.Tables(), cfg.RollupCacheCells, cfg.Logger)
 	return c, nil
 }
 
@@ -234,62 +248,33 @@ func (c *Consumer) account(r batchResult) {
 	}
 }
 
-type decoded struct {
-	msg *kafka.Message
-	ev  *ingest.Event
-	pos string
-}
-
 func position(m *kafka.Message) string {
 	return m.Topic + "/" + strconv.Itoa(m.Partition) + "/" + strconv.FormatInt(m.Offset, 10)
 }
 
-// store runs dedup ▸ Redis ▸ ClickHouse for one prepared batch. It is idempotent: running it
-// again on the same batch changes no store, and it does not modify p, so a failed attempt can
-// be retried with the same p.
+// store runs Redis ▸ ClickHouse for one prepared batch. It is idempotent: running it again on
+// the same batch changes no store, so a failed attempt is retried with the same p (which
+// keeps the rollup rows computed by the first attempt, p.rollupWrite).
 func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) {
 	res := batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}}
-	msgs, events, bad, deadRows, auditRows, audits := p.msgs, p.events, p.bad, p.deadRows, p.auditRows, p.audits
+	msgs, bad, deadRows, auditRows, audits := p.msgs, p.bad, p.deadRows, p.auditRows, p.audits
 	rows := p.rows
-	for _, k := range p.inBatchDups {
+	for _, k := range p.duplicates {
 		res.duplicate(k)
 	}
 
-	// Dedup across batches and consumers: keep the events whose uuid this position owns.
-	if len(events) > 0 {
-		claims := make([]claim, len(events))
-		for i, d := range events {
-			claims[i] = claim{uuid: d.ev.UUID, pos: d.pos}
-		}
-		owned, err := claimAll(ctx, c.cfg.Redis, c.cfg.DedupWindow, c.now(), claims)
-		if err != nil {
-			return res, err
-		}
-		kept := make([]decoded, 0, len(events)) // not in place: p serves a retry
-		var dropped map[[16]byte]bool
-		for i, d := range events {
-			if owned[i] {
-				kept = append(kept, d)
-				continue
-			}
-			res.duplicate(d.ev.Kind)
-			if dropped == nil {
-				dropped = map[[16]byte]bool{}
-			}
-			dropped[d.ev.UUID] = true
-		}
-		events = kept
-		rows = rows.Filtered(func(id uuid.UUID) bool { return !dropped[id] }) // a copy, even when nothing is dropped
-	}
-
-	if err := c.applySuppression(ctx, events, res.suppression); err != nil {
+	if err := c.applySuppression(ctx, p.responses, res.suppression); err != nil {
 		return res, err
 	}
 	if err := c.fillInvitationSentAt(ctx, rows.Recruitment); err != nil {
 		return res, err
 	}
-	if err := c.deriveMisuse(ctx, events, rows.ToolCalls); err != nil {
-		return res, err
+	if !p.derived {
+		// Once per batch: the derivation fills the rows in place.
+		if err := c.deriveMisuse(ctx, p.misuse, rows.ToolCalls); err != nil {
+			return res, err
+		}
+		p.misuse, p.derived = nil, true
 	}
 	if len(bad) > 0 {
 		if err := c.cfg.DeadLetters.DeadLetter(ctx, bad...); err != nil {
@@ -328,10 +313,17 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 	// and nothing else waits on them (refused.go).
 	if len(refused) > 0 {
 		var letters []ingest.DeadLetter
-		for _, d := range events {
-			if reason, ok := refused[d.ev.UUID]; ok {
-				letters = append(letters, ingest.DeadLetter{ID: d.pos, Payload: d.msg.Value, Reason: reason, Source: d.msg.Topic, Class: ingest.ClassStoreRefused})
+		var at []*kafka.Message
+		for _, k := range p.kept {
+			if reason, ok := refused[k.id]; ok {
+				m := &msgs[k.msg]
+				letters = append(letters, ingest.DeadLetter{ID: position(m), Reason: reason, Source: m.Topic, Class: ingest.ClassStoreRefused})
+				at = append(at, m)
 			}
+		}
+		// The messages' bytes were let go after prepare: read the few refused back.
+		if err := c.refetchPayloads(ctx, at, letters); err != nil {
+			return res, err
 		}
 		if err := c.cfg.DeadLetters.DeadLetter(ctx, letters...); err != nil {
 			return res, fmt.Errorf("dead-letter %d events ClickHouse refused: %w", len(letters), err)
@@ -346,13 +338,20 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 	if err := insertRows(ctx, c.cfg.ClickHouse, insertAudit, auditRows); err != nil {
 		return res, fmt.Errorf("insert suppression_audit: %w", err)
 	}
+	if !p.counted {
+		c.countRollups(p, refused)
+		p.counted = true
+	}
+	if err := c.storeRollups(ctx, p); err != nil {
+		return res, err
+	}
 	res.audits = int64(len(auditRows))
 	if len(audits) > 0 && c.cfg.AuditStored != nil {
 		c.cfg.AuditStored(audits)
 	}
-	for _, d := range events {
-		if _, ok := refused[d.ev.UUID]; !ok {
-			res.stored[d.ev.Kind]++
+	for _, k := range p.kept {
+		if _, ok := refused[k.id]; !ok {
+			res.stored[k.kind]++
 		}
 	}
 	res.deadLettered = int64(len(bad))
@@ -366,21 +365,15 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 // applied in (it keeps the maximum under the precedence order), so one round trip serves the
 // whole batch; on a Redis Cluster
 // the pipeline is split by slot, and an identity's two keys share one slot (hash tag).
-func (c *Consumer) applySuppression(ctx context.Context, events []decoded, outcomes map[string]int64) error {
-	var responses []decoded
-	for _, d := range events {
-		if d.ev.Kind == ingest.KindInvitationResponse {
-			responses = append(responses, d)
-		}
-	}
+func (c *Consumer) applySuppression(ctx context.Context, responses []*ingest.Event, outcomes map[string]int64) error {
 	if len(responses) == 0 {
 		return nil
 	}
 	now := c.now()
 	calls := make([]scriptCall, len(responses))
-	for i, d := range responses {
-		r := d.ev.Recruitment
-		keys, args := suppression.ApplyCall(c.identity(d.ev), suppression.NewResponse(d.ev.DistinctID, r.CampaignID, r.Response, r.RespondedAt), now)
+	for i, ev := range responses {
+		r := ev.Recruitment
+		keys, args := suppression.ApplyCall(c.identity(ev), suppression.NewResponse(ev.DistinctID, r.CampaignID, r.Response, r.RespondedAt), now)
 		calls[i] = scriptCall{keys: keys, args: args}
 	}
 	cmds, err := runScripts(ctx, c.cfg.Redis, suppression.ApplyScript(), calls)
@@ -494,4 +487,65 @@ func auditRow(m *kafka.Message, a *ingest.AuditEvent) row {
 	}
 	return row{a.UUID, a.At, a.Action, a.IdentityHash, a.DistinctID, a.InstanceURL, a.Actor, a.Reason,
 		nonNilStrings(a.DeletedKeys), prev, int32(m.Partition), m.Offset, a.At.UnixMilli()}
+}
+
+// storeRollups writes what p adds to the rollups: once per generation it first takes the
+// generation's epoch and resets what a batch stored but not committed left (rollup.Store.Begin);
+// the rows are computed once (rollup.Store.Prepare, which advances the cache) and kept in p,
+// so a retry writes the same rows.
+func (c *Consumer) storeRollups(ctx context.Context, p *prepared) error {
+	if !c.rollupsBegun {
+		if err := c.rollups.Begin(ctx, c.rollupCommitted); err != nil {
+			return err
+		}
+		c.rollupsBegun = true
+	}
+	if p.rollupWrite == nil {
+		w, err := c.rollups.Prepare(ctx, p.rollup)
+		if err != nil {
+			return err
+		}
+		p.rollupWrite = w
+	}
+	return p.rollupWrite.Insert(ctx)
+}
+
+// countRollups adds the batch's stored events to its rollups: every event to
+// events_by_name_hourly, every tool call's row (filled by deriveMisuse) to the tool-call
+// rollups; an event ClickHouse refused is in no raw table, so in no rollup either.
+func (c *Consumer) countRollups(p *prepared, refused map[uuid.UUID]string) {
+	for _, k := range p.kept {
+		if _, ok := refused[k.id]; !ok {
+			m := &p.msgs[k.msg]
+			c.adder.AddEvent(p.rollup, rollup.Stream{Topic: m.Topic, Partition: int32(m.Partition)}, k.name, k.at)
+		}
+	}
+	for i := range p.rows.ToolCalls {
+		r := &p.rows.ToolCalls[i]
+		if _, ok := refused[r.UUID]; !ok {
+			c.addToolCallRollups(p.rollup, p.toolCallStreams[i], r)
+		}
+	}
+}
+
+// addToolCallRollups adds a stored tool call's row, read from stream s, to the batch's
+// rollups.
+func (c *Consumer) addToolCallRollups(b *rollup.Batch, s rollup.Stream, r *ingest.ToolCallRow) {
+	tc := rollup.ToolCall{
+		Timestamp: r.Timestamp, Tool: r.ToolName, Client: r.ClientName, Server: r.ServerName, ServerVersion: r.ServerVersion,
+		IsError: r.IsError == 1, DurationMs: r.DurationMs, CountedIgnoredKeys: r.CountedIgnoredKeys,
+		Source: misuse.Source(r.IgnoredKeysSource), Reason: misuse.Reason(r.IgnoredKeysReason), ErrorClass: misuse.ErrorClass(r.ErrorClass),
+		UnknownTool: r.UnknownTool == 1,
+		CampaignID:  r.CampaignID, GateReason: r.RecruitmentReason, URLSupport: support(r.URLSupported), FormSupport: support(r.FormSupported),
+	}
+	c.adder.AddToolCall(b, s, &tc)
+}
+
+// support stores a capability flag (a row's Nullable(UInt8)) as the rollups' UInt8: 0 no,
+// 1 yes, 2 unknown.
+func support(v *uint8) uint8 {
+	if v == nil {
+		return 2
+	}
+	return *v
 }

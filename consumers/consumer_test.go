@@ -2,6 +2,7 @@ package consumers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/demo/report"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/suppression"
 )
@@ -370,5 +372,43 @@ func TestResponseFromTheFutureIsDeadLettered(t *testing.T) {
 	}
 	if got := c.Stats().Suppression[string(suppression.Written)]; got != 1 {
 		t.Errorf("suppression records written = %d, want 1 (frank's)", got)
+	}
+}
+
+// Many small batches, so the prepare stage adds one batch's events to the rollups while the
+// store stage adds another's tool calls: every rollup equals its recomputation from the raw
+// rows (the two stages once shared a key buffer and wrote calls into wrong cells).
+func TestRollupsOfManyPipelinedBatchesEqualTheRawRows(t *testing.T) {
+	h := newHarness(t)
+	var calls [][]byte
+	tools := []string{"create_issue", "list_issues", "search_code", "get_file_contents"}
+	for n := 1; n <= 6000; n++ {
+		var ignored []string
+		if n%5 == 0 {
+			ignored = []string{"titel", fmt.Sprintf("labels.%d", n%3)}
+		}
+		calls = append(calls, envelope(uuidN(n), ingest.EventToolCall, fmt.Sprintf("user-%d", n%97), base.Add(time.Duration(n)*17*time.Second),
+			map[string]any{"$mcp_tool_name": tools[n%len(tools)], "$mcp_client_name": []string{"cursor", "claude-code"}[n%2],
+				"$mcp_is_error": n%9 == 0, "$mcp_duration_ms": float64(n%700) * 1.5, "$mcp_ignored_keys": ignored, "$mcp_ignored_keys_total": len(ignored)}))
+	}
+	h.publish(ingest.TopicToolCalls, calls...)
+	c := h.consumer(func(cfg *consumers.Config) { cfg.BatchSize = 400 })
+	h.drain(c)
+	if got := h.count("SELECT sum(calls) FROM mcpulse.v_tool_call_stats_hourly"); got != 6000 {
+		t.Errorf("calls in the rollup = %d, want 6000", got)
+	}
+	mismatches, err := report.RollupMismatches(context.Background(), h.ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range mismatches {
+		if i == 10 {
+			t.Errorf("... and %d more", len(mismatches)-i)
+			break
+		}
+		t.Error(m)
+	}
+	if s := c.Stats(); s.StoreRetries != 0 || s.Batches < 10 {
+		t.Errorf("%d store retries over %d batches, want none over many", s.StoreRetries, s.Batches)
 	}
 }

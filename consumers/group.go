@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
@@ -122,8 +123,8 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation, untilDrained bool, lastMessage *time.Time) (done bool) {
 	runCtx, stopRun := context.WithCancel(ctx) // returning stops the fetch stage, which ends the generation
 	defer stopRun()
-	batches := make(chan *prepared, 1)
-	stored := make(chan struct{}) // closed when the store stage is done with this generation
+	batches := make(chan *prepared) // unbuffered: one batch prepared while one is stored, not two
+	stored := make(chan struct{})   // closed when the store stage is done with this generation
 	genCtxs := make(chan context.Context, 1)
 	gen.Start(func(genCtx context.Context) {
 		genCtxs <- genCtx
@@ -135,6 +136,15 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	})
 	genCtx := <-genCtxs
 	defer close(stored)
+	c.rollupsBegun = false
+	c.rollupCommitted = map[rollup.Stream]int64{}
+	for topic, parts := range gen.Assignments {
+		if dedupTopic(topic) {
+			for _, pa := range parts {
+				c.rollupCommitted[rollup.Stream{Topic: topic, Partition: int32(pa.ID)}] = max(pa.Offset, 0)
+			}
+		}
+	}
 
 	for {
 		var batch *prepared
@@ -182,6 +192,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			c.cfg.Logger.Warn("commit failed; rejoining the group to read the batch again", "messages", len(msgs), "generation", gen.ID, "err", err)
 			return false
 		}
+		c.windows.commit(msgs)
 		c.stats.batches.Add(1)
 	}
 }

@@ -62,11 +62,17 @@ func (h *harness) drain(c *consumers.Consumer) {
 	}
 }
 
-// publish sends raw message values to a topic.
+// publish sends raw message values to a topic, each keyed as the publisher keys its event
+// (ingest.MessageKey: a producer's retries land on one partition, where the dedup window
+// catches them); a value that is no valid event gets no key.
 func (h *harness) publish(topic string, values ...[]byte) {
 	h.t.Helper()
 	for _, v := range values {
-		if err := h.pub.PublishRaw(context.Background(), topic, nil, v); err != nil {
+		var key []byte
+		if ev, err := ingest.Parse(v); err == nil {
+			key = ingest.MessageKey(ev, consumers.DefaultInstanceURL)
+		}
+		if err := h.pub.PublishRaw(context.Background(), topic, key, v); err != nil {
 			h.t.Fatal(err)
 		}
 	}

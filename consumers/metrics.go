@@ -48,6 +48,8 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_consumer_rebalances_total                     counter    consumer group generations this member joined
 //	mcpulse_consumer_lag{topic,partition}                 gauge      messages the group has not committed, asked on scrape
 //	mcpulse_consumer_lag_errors_total                     counter    scrapes whose lag request to Kafka failed
+//	mcpulse_consumer_dedup_window_bytes                   gauge      memory of the dedup windows (package consumers/dedup)
+//	mcpulse_consumer_rollup_cached_cells                  gauge      rollup cells cached in memory (package consumers/rollup)
 //
 // The class label of dead letters is their ingest.DeadLetterClass: a small fixed set, never
 // the reason's free text (which quotes caller-chosen values).
@@ -64,6 +66,7 @@ type Metrics struct {
 	lagMu     sync.Mutex // one lag request at a time, however many scrapes run
 
 	messages, stored, audits, suppression, batches, retries, fetchRetries, rowsLeftOut, storeRefused, insertSplits, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
+	dedupBytes, rollupCells                                                                                                                            *prometheus.Desc
 }
 
 // newMetrics wraps c's stores to feed the store metrics (instrumentStores) and registers
@@ -105,6 +108,8 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		rebalancesDesc: prometheus.NewDesc("mcpulse_consumer_rebalances_total", "Consumer group generations this member joined (one per rebalance it took part in).", nil, nil),
 		lag:            prometheus.NewDesc("mcpulse_consumer_lag", "Messages of a partition the consumer group has not committed yet (asked of Kafka on each scrape).", []string{"topic", "partition"}, nil),
 		lagErrorsDesc:  prometheus.NewDesc("mcpulse_consumer_lag_errors_total", "Scrapes whose consumer lag request to Kafka failed.", nil, nil),
+		dedupBytes:     prometheus.NewDesc("mcpulse_consumer_dedup_window_bytes", "Memory held by the dedup windows of the partitions this member has read.", nil, nil),
+		rollupCells:    prometheus.NewDesc("mcpulse_consumer_rollup_cached_cells", "Rollup cells whose totals this member keeps in memory.", nil, nil),
 	}
 	for _, k := range ingest.Kinds() {
 		m.duplicates.WithLabelValues(k.Name) // export zeros, so rate() sees the first one
@@ -126,7 +131,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 // Describe implements prometheus.Collector for the metrics read from Stats, the reader and
 // Kafka at scrape time.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc} {
+	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc, m.dedupBytes, m.rollupCells} {
 		ch <- d
 	}
 }
@@ -154,6 +159,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(m.insertSplits, s.InsertSplits)
 	// kafka-go's Reader.Stats reports counts since its previous call: keep the running total.
 	counter(m.rebalancesDesc, m.c.stats.generations.Load())
+	ch <- prometheus.MustNewConstMetric(m.dedupBytes, prometheus.GaugeValue, float64(m.c.windows.Bytes()))
+	ch <- prometheus.MustNewConstMetric(m.rollupCells, prometheus.GaugeValue, float64(m.c.rollups.CachedCells()))
 
 	m.lagMu.Lock()
 	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)

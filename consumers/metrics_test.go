@@ -137,6 +137,13 @@ func TestMetricsFollowAConsumeRun(t *testing.T) {
 			t.Errorf("store_write_seconds{store=%q} has %v observations, want some", store, n)
 		}
 	}
+	// The dedup windows of the partitions read hold their uuids; the rollup cache its cells.
+	if got, _ := gathered(t, reg, "mcpulse_consumer_dedup_window_bytes", nil); got <= 0 {
+		t.Errorf("dedup_window_bytes = %v, want the windows' memory", got)
+	}
+	if got, _ := gathered(t, reg, "mcpulse_consumer_rollup_cached_cells", nil); got < 1 {
+		t.Errorf("rollup_cached_cells = %v, want the cells of the stored events", got)
+	}
 	// A rebalance happens when the member joins the group.
 	if got, _ := gathered(t, reg, "mcpulse_consumer_rebalances_total", nil); got < 1 {
 		t.Errorf("rebalances_total = %v, want at least 1 (the join)", got)

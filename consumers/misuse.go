@@ -141,14 +141,14 @@ func (s *servedSchemas) load(ctx context.Context, conn driver.Conn, k servedKey,
 // deriveMisuse fills the misuse columns of the batch's tool-call rows (ignored keys and their
 // source, the not-measurable reason, unknown_tool). events are the batch's stored events, rows
 // their rows; the rows are modified in place.
-func (c *Consumer) deriveMisuse(ctx context.Context, events []decoded, rows []ingest.ToolCallRow) error {
+func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, rows []ingest.ToolCallRow) error {
 	calls := make(map[uuid.UUID]*ingest.ToolCall, len(rows))
-	for _, d := range events {
+	for _, ev := range events {
 		switch {
-		case d.ev.ToolsList != nil:
-			c.served.learn(d.ev.ToolsList)
-		case d.ev.ToolCall != nil:
-			calls[d.ev.UUID] = d.ev.ToolCall
+		case ev.ToolsList != nil:
+			c.served.learn(ev.ToolsList)
+		case ev.ToolCall != nil:
+			calls[ev.UUID] = ev.ToolCall
 		}
 	}
 	now := c.now()

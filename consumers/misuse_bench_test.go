@@ -30,11 +30,11 @@ func BenchmarkDeriveMisuse(b *testing.B) {
 	c := &Consumer{cfg: Config{Now: time.Now}, keys: keys}
 	c.served.learn(read("tools_list_zod").ToolsList)
 	c.served.learn(read("tools_list_json").ToolsList)
-	var events []decoded
+	var events []*ingest.Event
 	var rows ingest.Rows
 	for _, name := range []string{"tool_call_ok", "tool_call_misnamed_top_level", "tool_call_nested_zod", "tool_call_ref_unions", "tool_call_open_objects", "tool_call_notice_ignored_keys"} {
 		ev := read(name)
-		events = append(events, decoded{ev: ev})
+		events = append(events, ev)
 		rows.Append(ev, ingest.RowContext{Keys: keys})
 	}
 	var ru syscall.Rusage

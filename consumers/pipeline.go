@@ -2,45 +2,89 @@ package consumers
 
 import (
 	"context"
-	"runtime"
-	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
-// Pipelining (issue 7). A batch goes through two stages: prepare (decode ▸ validate ▸ in-batch
-// dedup: pure computation on the messages, no store touched) and store (dedup claims ▸ Redis ▸
-// ClickHouse ▸ commit). The next batch is fetched and prepared while the current one is
-// stored, so decoding overlaps the stores' round trips; stores and commits stay sequential,
-// in fetch order, and a batch's offsets are still committed only after the stores hold it
-// (DESIGN.md §5). Preparing touches no store, so nothing a prepared batch does is visible
-// before its turn; a batch whose store is retried is not prepared again.
+// Pipelining. A batch goes through two stages: prepare (decode ▸ validate ▸ dedup in each
+// partition's window ▸ what the events add to the rollups: computation on the messages, no
+// store touched) and store (Redis ▸ ClickHouse ▸ commit). The next batch is fetched and
+// prepared while the current one is stored, so decoding overlaps the stores' round trips;
+// stores and commits stay sequential, in fetch order, and a batch's offsets are still
+// committed only after the stores hold it (DESIGN.md §5). Preparing touches no store, so
+// nothing a prepared batch does is visible before its turn; a batch whose store is retried
+// is not prepared again.
 
 // prepared is a fetched batch after prepare.
 type prepared struct {
-	msgs   []kafka.Message
-	events []decoded // valid events, the first of each uuid in the batch
-	// rows are the raw rows of events (ingest.Rows.Append); the store stage keeps those of
-	// the events whose uuid the batch owns.
-	rows      ingest.Rows
-	bad       []ingest.DeadLetter
-	deadRows  []row
-	auditRows []row
-	audits    []*ingest.AuditEvent
-	// inBatchDups are the kinds of events dropped because an earlier message of the batch
-	// carried their uuid.
-	inBatchDups []*ingest.Kind
+	msgs []kafka.Message
+	// rows are the raw rows of the valid events kept (ingest.Rows.Append); kept says which
+	// events they are.
+	rows ingest.Rows
+	kept []keptEvent
+	// responses are the invitation responses kept, for the suppression records; misuse the
+	// tool calls and tool listings kept, for deriveMisuse (let go once it ran).
+	responses []*ingest.Event
+	misuse    []*ingest.Event
+	// toolCallStreams is the partition each row of rows.ToolCalls was read from.
+	toolCallStreams []rollup.Stream
+	// derived: deriveMisuse filled the tool-call rows; counted: the stored events were added
+	// to rollup (once, after the raw inserts, leaving out what ClickHouse refused).
+	derived, counted bool
+	bad              []ingest.DeadLetter
+	deadRows         []row
+	auditRows        []row
+	audits           []*ingest.AuditEvent
+	// duplicates are the kinds of the events dropped as duplicates (their partition's dedup
+	// window held their uuid).
+	duplicates []*ingest.Kind
+	// rollup is what the kept events add to the rollups; rollupWrite the rows the store stage
+	// computed from it, kept so a retried store writes the same rows.
+	rollup      *rollup.Batch
+	rollupWrite *rollup.Write
+}
+
+// keptEvent is what the store stage needs of an event prepare kept: to count it, add it to
+// events_by_name_hourly, and dead-letter it if ClickHouse refuses its row.
+type keptEvent struct {
+	id   uuid.UUID
+	kind *ingest.Kind
+	name string
+	at   time.Time
+	msg  int // its message in prepared.msgs
 }
 
 // fetchLoop reads one generation's partitions (partitionReaders), fills and prepares batches
-// and hands them to out (capacity 1: one batch is prepared ahead of the one being stored)
+// and hands them to out (unbuffered: one batch is prepared ahead of the one being stored)
 // until ctx ends, then stops the readers and closes out. An empty batch (nothing arrived for
 // BatchWait) is handed on too, so the store stage can check for drain.
 func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared) {
 	defer close(out)
+	// The dedup windows first: a partition is read only once its window is as of the
+	// committed offset.
+	backoff := c.cfg.RetryBackoff
+	for {
+		err := c.syncWindows(ctx, assignments)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.stats.fetchRetries.Add(1)
+		c.cfg.Logger.Warn("rebuilding the dedup windows failed; retrying", "retry_in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
+	}
 	msgs := make(chan kafka.Message, partitionQueue)
 	wait := c.partitionReaders(ctx, assignments, msgs)
 	defer wait()
@@ -84,38 +128,36 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message) []kafka.
 // parallelDecodeMin is the batch size from which events are decoded on several goroutines.
 const parallelDecodeMin = 1000
 
-// prepare decodes and validates msgs (in parallel chunks for a large batch: ingest.Parse is
-// a pure function), drops in-batch duplicates, keeping the first message of each uuid, and
-// builds the raw rows of the events kept.
+// prepare decodes and validates msgs (in parallel chunks for a large batch: ingest.Parse is a
+// pure function), decides duplicates in each partition's dedup window (windows.go), builds
+// the raw rows of the events kept and adds them to the batch's rollups (package
+// consumers/rollup).
 func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 	type parsed struct {
 		ev  *ingest.Event
 		err error
 	}
 	out := make([]parsed, len(msgs))
-	parse := func(lo, hi int) {
+	parallel(len(msgs), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			if t := msgs[i].Topic; t == ingest.TopicDeadLetters || t == ingest.TopicAudit {
-				continue
+			if dedupTopic(msgs[i].Topic) {
+				out[i].ev, out[i].err = ingest.Parse(msgs[i].Value)
 			}
-			out[i].ev, out[i].err = ingest.Parse(msgs[i].Value)
 		}
-	}
-	if workers := min(runtime.GOMAXPROCS(0), len(msgs)/parallelDecodeMin); workers > 1 {
-		var wg sync.WaitGroup
-		chunk := (len(msgs) + workers - 1) / workers
-		for lo := 0; lo < len(msgs); lo += chunk {
-			wg.Go(func() { parse(lo, min(lo+chunk, len(msgs))) })
-		}
-		wg.Wait()
-	} else {
-		parse(0, len(msgs))
-	}
+	})
 
 	now := c.now()
-	p := &prepared{msgs: msgs, events: make([]decoded, 0, len(msgs))}
+	p := &prepared{msgs: msgs, rollup: c.rollups.NewBatch()}
+	// Room for every row at once: a slice of rows grown by doubling copied them again and again.
+	perTopic := map[string]int{}
+	for i := range msgs {
+		perTopic[msgs[i].Topic]++
+	}
+	p.rows.ToolCalls = make([]ingest.ToolCallRow, 0, perTopic[ingest.TopicToolCalls])
+	p.rows.Recruitment = make([]ingest.RecruitmentRow, 0, perTopic[ingest.TopicRecruitment])
 	at := ingest.RowContext{InsertedAt: now.UTC().Truncate(time.Second), DefaultInstanceURL: c.cfg.DefaultInstanceURL, Keys: c.keys}
-	firstSeen := make(map[[16]byte]string, len(msgs))
+	c.windows.mu.Lock()
+	defer c.windows.mu.Unlock()
 	for i := range msgs {
 		m := &msgs[i]
 		switch m.Topic {
@@ -132,7 +174,27 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 			p.audits = append(p.audits, a)
 			continue
 		}
+		stream := rollup.Stream{Topic: m.Topic, Partition: int32(m.Partition)}
 		ev, err := out[i].ev, out[i].err
+		w, werr := c.windows.get(m.Topic, m.Partition)
+		if werr != nil {
+			panic("BUG: " + werr.Error()) // the window size was validated by New
+		}
+		var id [16]byte
+		if err == nil {
+			id = ev.UUID
+		}
+		dup, oerr := w.Observe(m.Offset, id, err == nil)
+		if oerr != nil {
+			// Observed already in this generation: the same message fetched twice. Its first
+			// copy is stored (or dropped) on its own; this one changes nothing.
+			continue
+		}
+		p.rollup.Advance(stream, m.Offset)
+		if dup {
+			p.duplicates = append(p.duplicates, ev.Kind)
+			continue
+		}
 		if err == nil {
 			err = ingest.CheckClock(ev, now)
 		}
@@ -140,17 +202,33 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 			p.bad = append(p.bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: err.Error(), Source: m.Topic, Class: ingest.ClassOf(err)})
 			continue
 		}
-		pos := position(m)
-		if prev, seen := firstSeen[ev.UUID]; seen {
-			if prev != pos { // the same message fetched twice (after a rebalance) is not a duplicate
-				p.inBatchDups = append(p.inBatchDups, ev.Kind)
-			}
-			continue
-		}
-		firstSeen[ev.UUID] = pos
-		p.events = append(p.events, decoded{msg: m, ev: ev, pos: pos})
 		at.Partition, at.Offset = int32(m.Partition), m.Offset
 		p.rows.Append(ev, at)
+		p.kept = append(p.kept, keptEvent{id: ev.UUID, kind: ev.Kind, name: ev.Name, at: ev.Timestamp, msg: i})
+		switch {
+		case ev.Kind == ingest.KindInvitationResponse:
+			ev.Properties = nil // it shares the message's bytes, which are let go below
+			p.responses = append(p.responses, ev)
+		case ev.ToolCall != nil:
+			// deriveMisuse reads a call's parameters and response only when it reported no
+			// ignored keys: let the others go with the message's bytes they share.
+			ev.Properties = nil
+			if ev.ToolCall.IgnoredKeysReported {
+				ev.ToolCall.Parameters, ev.ToolCall.Response = nil, nil
+			}
+			p.misuse = append(p.misuse, ev)
+			p.toolCallStreams = append(p.toolCallStreams, stream)
+		case ev.ToolsList != nil:
+			p.misuse = append(p.misuse, ev)
+		}
+	}
+	if len(p.toolCallStreams) != len(p.rows.ToolCalls) {
+		panic("BUG: one tool-call row per tool call")
+	}
+	// The rows hold copies of what they need: the messages' bytes go with the last event that
+	// shares them (deriveMisuse's), not with the batch (a dead letter keeps its own payload).
+	for i := range msgs {
+		msgs[i].Value, msgs[i].Key = nil, nil
 	}
 	return p
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	chproto "github.com/ClickHouse/clickhouse-go/v2/lib/proto"
+
+	"github.com/mcpulse/mcpulse/consumers/chwrite"
 )
 
 // Poison batches. A store error is temporary (the network, a server restarting, memory, a
@@ -30,13 +32,11 @@ var permanentCodes = map[int32]string{
 	469: "VIOLATED_CONSTRAINT",
 }
 
-// errAppend marks a row the client library could not append (its values do not fit the
-// column types): permanent, like a refusal by the server.
-var errAppend = errors.New("could not append the row")
-
 // permanent reports whether an insert error refuses the rows themselves.
 func permanent(err error) bool {
-	if errors.Is(err, errAppend) {
+	// A block the client library could not append (its values do not fit the column
+	// types) is refused like a refusal by the server.
+	if errors.Is(err, chwrite.ErrAppend) {
 		return true
 	}
 	var ex *chproto.Exception

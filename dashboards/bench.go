@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	"github.com/mcpulse/mcpulse/jobs"
 )
 
 // Budget is the latency a panel's query must stay under on the demo's data at 1,000,000 events
@@ -61,14 +59,9 @@ type BenchResult struct {
 }
 
 // Bench times every panel of every dashboard (and its raw equivalent) with cfg.Filters: Warmup
-// untimed runs, then the median and 95th percentile (nearest rank) of Runs timed runs. It
-// first seals the rollups once (jobs.SealIgnoredKeyRates at time.Now()), as the scheduler
-// does every 5 minutes, so the panels are timed on the data as they read it in production.
+// untimed runs, then the median and 95th percentile (nearest rank) of Runs timed runs.
 func Bench(ctx context.Context, conn driver.Conn, dashboards []Dashboard, cfg BenchConfig) ([]BenchResult, error) {
 	cfg.setDefaults()
-	if _, err := jobs.SealIgnoredKeyRates(ctx, conn, time.Now()); err != nil {
-		return nil, err
-	}
 	var out []BenchResult
 	for _, d := range dashboards {
 		for _, p := range d.Panels {

@@ -210,11 +210,6 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 		}
 		step("left history for the dashboards: %d schema check runs, %d suppression resets", runs, len(reset))
 	}
-	sealed, err := sealRollups(ctx, ch, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	step("sealed the ignored-key rates of the hours before %s", sealed.SealedThrough.Format(time.RFC3339))
 	stopConsumer()
 	if err := <-consumed; err != nil {
 		return nil, err

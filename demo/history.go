@@ -275,17 +275,6 @@ func RecordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int
 	return stored, nil
 }
 
-// sealRollups runs the scheduler's rollup seal (jobs.SealIgnoredKeyRates) once at now, as the
-// scheduler would within 5 minutes, so the tool-diagnostics panels read the loaded hours as
-// sealed counts.
-func sealRollups(ctx context.Context, ch driver.Conn, now time.Time) (jobs.SealResult, error) {
-	res, err := jobs.SealIgnoredKeyRates(ctx, ch, now)
-	if err != nil {
-		return res, fmt.Errorf("demo seal: %w", err)
-	}
-	return res, nil
-}
-
 // resetReason is the reason the demo's resets are audited with.
 const resetReason = "demo: the person asked to be invited again"
 

@@ -21,7 +21,7 @@ type evaluations struct{ n atomic.Int64 }
 
 func (e *evaluations) EvaluateAndLog(context.Context, time.Time) error { e.n.Add(1); return nil }
 
-// Every job the scheduler runs (reconcile, contact audit, seal, alerts, schema check) runs once per
+// Every job the scheduler runs (reconcile, contact audit, alerts, schema check) runs once per
 // period across scheduler replicas sharing a Redis: two replicas firing the same tick run
 // each job once, a second tick in the same period runs nothing, and the next period runs each
 // once again.
@@ -47,7 +47,7 @@ func TestEveryJobRunsOncePerPeriodAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		c, err := NewScheduler(SchedulerConfig{Redis: e.Redis, ClickHouse: e.ClickHouse, Now: now, Metrics: m,
-			ReconcileSchedule: "@every 15m", ContactAuditSchedule: "@every 15m", SealSchedule: "@every 15m",
+			ReconcileSchedule: "@every 15m", ContactAuditSchedule: "@every 15m",
 			AlertSchedule: "@every 15m", Alerts: alerts,
 			SchemaServers: []schemacheck.ServerConfig{{Name: "replicated", URL: unreachable, Schedule: "@every 15m"}},
 			Timeout:       30 * time.Second})
@@ -56,7 +56,7 @@ func TestEveryJobRunsOncePerPeriodAcrossReplicas(t *testing.T) {
 		}
 		replicas = append(replicas, replica{c, reg})
 	}
-	jobs := []string{JobReconcile, JobContactAudit, JobSeal, JobAlerts, JobSchemaCheck}
+	jobs := []string{JobReconcile, JobContactAudit, JobAlerts, JobSchemaCheck}
 	tick := func() {
 		var wg sync.WaitGroup
 		for _, r := range replicas {
@@ -95,7 +95,7 @@ func TestEveryJobRunsOncePerPeriodAcrossReplicas(t *testing.T) {
 	if n := alerts.n.Load(); n != 2 {
 		t.Errorf("the alert rules were evaluated %d times, want 2", n)
 	}
-	if got := runs(JobReconcile, OutcomeOK) + runs(JobSeal, OutcomeOK); got != 4 {
-		t.Errorf("reconcile and seal succeeded %v times, want 4 (the runs are real, not only counted)", got)
+	if got := runs(JobReconcile, OutcomeOK) + runs(JobContactAudit, OutcomeOK); got != 4 {
+		t.Errorf("reconcile and the contact audit succeeded %v times, want 4 (the runs are real, not only counted)", got)
 	}
 }

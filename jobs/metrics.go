@@ -13,7 +13,6 @@ const (
 	JobReconcile    = "reconcile"
 	JobContactAudit = "contact_audit"
 	JobSchemaCheck  = "schema_check"
-	JobSeal         = "seal"
 	JobAlerts       = "alerts"
 )
 

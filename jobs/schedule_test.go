@@ -60,12 +60,13 @@ func TestScheduledJobsRunOnceOnDaylightSavingDays(t *testing.T) {
 	c := unregisteredScheduler(t, SchedulerConfig{
 		ReconcileSchedule:    "CRON_TZ=America/New_York 30 2 * * *", // in the spring gap
 		ContactAuditSchedule: "TZ=America/New_York 30 1 * * *",      // in the autumn repeat
-		SealSchedule:         "0 * * * *",                           // hourly, on Location
+		AlertSchedule:        "0 * * * *",                           // hourly, on Location
+		Alerts:               &evaluations{},
 		Location:             ny,
 	})
 	entries := map[string]cron.Schedule{}
 	for _, e := range c.Entries() {
-		entries[[]string{"", JobReconcile, JobContactAudit, JobSeal}[e.ID]] = e.Schedule
+		entries[[]string{"", JobReconcile, JobContactAudit, JobAlerts}[e.ID]] = e.Schedule
 	}
 	local := func(day string, h, m int) time.Time {
 		d, _ := time.ParseInLocation("2006-01-02", day, ny)
@@ -101,7 +102,7 @@ func TestScheduledJobsRunOnceOnDaylightSavingDays(t *testing.T) {
 	// Hourly: 23 runs on the 23-hour day (02:00 runs with 03:00), 24 on the 25-hour day (the
 	// repeated 01:00 once), never the same wall-clock hour twice.
 	for day, want := range map[string]int{"2026-03-07": 24, "2026-03-08": 23, "2026-11-01": 24, "2026-11-02": 24} {
-		runs := runsBetween(t, entries[JobSeal], local(day, 0, 0), local(day, 0, 0).AddDate(0, 0, 1))
+		runs := runsBetween(t, entries[JobAlerts], local(day, 0, 0), local(day, 0, 0).AddDate(0, 0, 1))
 		seen := map[string]bool{}
 		for _, r := range runs {
 			label := r.In(ny).Format("15:04")

@@ -1,5 +1,5 @@
 // Package jobs runs mcpulse's scheduled jobs with robfig/cron: suppression reconcile (Redis
-// rebuilt from ClickHouse), the contact-policy audit, the rollup seal, the schema ratchet of
+// rebuilt from ClickHouse), the contact-policy audit, the schema ratchet of
 // each configured MCP server, and the alert rules' evaluation.
 package jobs
 
@@ -31,9 +31,6 @@ type SchedulerConfig struct {
 	// ContactAuditSchedule is the cron spec of the contact-policy audit. "" disables it.
 	// Default: "@hourly".
 	ContactAuditSchedule string
-	// SealSchedule is the cron spec of the rollup seal (SealIgnoredKeyRates). "" disables it.
-	// Default: "@every 5m".
-	SealSchedule string
 	// ContactAuditWindow is how far back each contact-policy audit looks. Default: 30 days.
 	ContactAuditWindow time.Duration
 	// Location is the zone of schedules without CRON_TZ= or TZ= (ParseSchedule). Default:
@@ -73,7 +70,6 @@ type AlertEvaluator interface {
 const (
 	DefaultReconcileSchedule    = "@every 15m"
 	DefaultContactAuditSchedule = "@hourly"
-	DefaultSealSchedule         = "@every 5m"
 	DefaultAlertSchedule        = "@every 1m"
 	// DefaultSchemaCheckSchedule applies to a ratchets.yaml server without a schedule.
 	DefaultSchemaCheckSchedule = "@every 6h"
@@ -109,7 +105,7 @@ func (c *SchedulerConfig) Validate() error {
 	if c.ClickHouse == nil {
 		errs = append(errs, errors.New("scheduler: no ClickHouse connection"))
 	}
-	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "seal": c.SealSchedule, "alerts": c.AlertSchedule} {
+	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "alerts": c.AlertSchedule} {
 		if spec == "" {
 			continue
 		}
@@ -155,7 +151,6 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	}{
 		{JobReconcile, cfg.ReconcileSchedule, ReconcileOnce},
 		{JobContactAudit, cfg.ContactAuditSchedule, ContactAuditOnce},
-		{JobSeal, cfg.SealSchedule, SealOnce},
 		{JobAlerts, alertSchedule, AlertsOnce},
 	} {
 		if j.spec == "" {

@@ -16,7 +16,7 @@ import (
 	"strings"
 )
 
-//go:embed queries/*.sql
+//go:embed queries/*.sql rollup/*.sql
 var files embed.FS
 
 // Query returns the text of the named query (the file name without ".sql"). An unknown name is
@@ -32,6 +32,28 @@ func Query(name string) string {
 // Names lists every query name.
 func Names() []string {
 	entries, _ := files.ReadDir("queries")
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(e.Name(), ".sql"))
+	}
+	return out
+}
+
+// Rollup returns the text of the named statement of the consumer's rollup writer
+// (rollup/NAME.sql). Some are templates whose {table}, {dims} and {values} package
+// consumers/rollup fills from its table definitions; they are kept apart from queries/, whose
+// files run as they are. An unknown name is a BUG in the caller and panics.
+func Rollup(name string) string {
+	data, err := files.ReadFile("rollup/" + name + ".sql")
+	if err != nil {
+		panic(fmt.Sprintf("BUG: no rollup statement named %q", name))
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// RollupNames lists every rollup statement name.
+func RollupNames() []string {
+	entries, _ := files.ReadDir("rollup")
 	out := make([]string, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, strings.TrimSuffix(e.Name(), ".sql"))

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,15 +27,17 @@ func newConsumeCmd() *cobra.Command {
 		posthogHost, posthogKey string
 		metricsListen           string
 		pprofListen             string
+		memoryLimitMiB          int64
 	)
 	cmd := &cobra.Command{
 		Use:   "consume",
 		Short: "Run a member of the consumer group: Kafka → dedup → Redis suppression → ClickHouse",
-		Long: `Joins consumer group "mcpulse-consumers" on topics mcp_tool_calls, mcp_recruitment and
-mcpulse_dlq. Each batch is decoded and validated (malformed events go to mcpulse_dlq with
-their reason), deduplicated by uuid, applied to the Redis suppression and cooldown records,
-and written to the ClickHouse raw tables (materialized views fill the rollups); only then are
-the batch's offsets committed. A store outage pauses consumption and is retried with backoff.
+		Long: `Joins consumer group "mcpulse-consumers" on topics mcp_tool_calls, mcp_recruitment,
+mcpulse_dlq and mcpulse_audit. Each batch is decoded and validated (malformed events go to
+mcpulse_dlq with their reason), deduplicated by uuid within each partition (--dedup-window),
+applied to the Redis suppression and cooldown records, and written to the ClickHouse raw
+tables and rollups; only then are the batch's offsets committed. A store outage pauses
+consumption and is retried with backoff.
 
 Redis must run with maxmemory-policy noeviction (on every master of a cluster): any other
 policy can silently evict suppression and cooldown records. consume checks it at start-up
@@ -58,6 +62,16 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 			log, err := newLogger(logFormat)
 			if err != nil {
 				return err
+			}
+			if memoryLimitMiB < 0 {
+				return fmt.Errorf("--memory-limit-mib must not be negative, got %d", memoryLimitMiB)
+			}
+			if cmd.Flags().Changed("memory-limit-mib") || os.Getenv("GOMEMLIMIT") == "" {
+				if memoryLimitMiB > 0 {
+					debug.SetMemoryLimit(memoryLimitMiB << 20)
+				} else {
+					debug.SetMemoryLimit(math.MaxInt64)
+				}
 			}
 			cfg.Brokers = stores.SplitBrokers(brokers)
 			if len(cfg.Brokers) == 0 {
@@ -133,6 +147,8 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.StringVar(&cfg.GroupID, "group", consumers.DefaultGroupID, "Kafka consumer group")
 	f.IntVar(&cfg.BatchSize, "batch-size", consumers.DefaultBatchSize, "most messages stored and committed together")
+	f.IntVar(&cfg.DedupWindow, "dedup-window", consumers.DefaultDedupWindow, "dedup window in offsets per partition (rounded up to a power of two): an event is a duplicate when its uuid is on a valid event at most this many offsets before it in its partition; about 24 bytes of memory per offset for each busy partition")
+	f.IntVar(&cfg.RollupCacheCells, "rollup-cache-cells", consumers.DefaultRollupCacheCells, "rollup cells whose totals stay in memory (a few hundred bytes each); others are read from ClickHouse when a batch touches them")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", consumers.DefaultSessionTimeout, "consumer-group session timeout: how long a member that died keeps its partitions (the broker must allow it)")
 	f.StringVar(&cfg.DefaultInstanceURL, "instance-url", consumers.DefaultInstanceURL, "PostHog instance URL for events that lack instance_url (part of the identity hash)")
 	f.StringSliceVar(&clientKeys, "client-injected-keys", ingest.DefaultClientInjectedKeys, "dotted-path patterns of input keys MCP clients add on their own; kept raw, not counted in ignored-key rollups (\"*\" matches one segment)")
@@ -144,6 +160,7 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	addMetricsListenFlag(f, &metricsListen)
 	f.StringVar(&pprofListen, "pprof-listen", "", pprofListenUsage)
+	f.Int64Var(&memoryLimitMiB, "memory-limit-mib", consumers.DefaultMemoryLimit>>20, "soft memory limit of the process, in MiB: the garbage collector works harder as the heap nears it (0 = none; without the flag, $GOMEMLIMIT wins when set)")
 	return cmd
 }
 

@@ -33,16 +33,13 @@ func newSchedulerCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
-		Short: "Run the scheduled jobs: suppression reconcile, contact-policy audit, rollup seal, schema checks and alerts",
+		Short: "Run the scheduled jobs: suppression reconcile, contact-policy audit, schema checks and alerts",
 		Long: `Runs mcpulse's scheduled jobs (robfig/cron) until interrupted:
 
   reconcile      rebuilds every live suppression record in Redis from the ClickHouse response
                  history and reset audit, repairing missing, stale and wrong records
   contact audit  checks the event log for invitations sent while suppressed or in cooldown,
                  and repeat invitations within 7 days; stores them in contact_policy_violations
-  seal           recomputes every closed hour (before the previous hour) of the ignored-key
-                 rate rollup as exact counts in ignored_key_rates_hourly_sealed, which the
-                 tool-diagnostics panels read instead of the uuid states
   schema check   (with --ratchets) lists each MCP server's tools and checks the schema
                  ratchets; every run lands in schema_check_runs and schema_check_tools. A
                  server whose token variable (auth_header_env, $NAME in headers) is not set
@@ -113,7 +110,7 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 			}
 			defer stopMetrics()
 			c.Start()
-			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule, "seal", cfg.SealSchedule, "alerts", cfg.AlertSchedule)
+			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule, "alerts", cfg.AlertSchedule)
 			<-ctx.Done()
 			<-c.Stop().Done() // let a running job finish
 			cfg.Logger.Info("scheduler stopped")
@@ -126,7 +123,9 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.StringVar(&cfg.ReconcileSchedule, "reconcile", jobs.DefaultReconcileSchedule, "schedule of the suppression reconcile")
 	f.StringVar(&cfg.ContactAuditSchedule, "contact-audit", jobs.DefaultContactAuditSchedule, "schedule of the contact-policy audit")
-	f.StringVar(&cfg.SealSchedule, "seal", jobs.DefaultSealSchedule, "schedule of the rollup seal (closed hours of the ignored-key rates as exact counts)")
+	var seal string
+	f.StringVar(&seal, "seal", "", "no longer used: the rollups hold plain counts, nothing needs sealing")
+	_ = f.MarkDeprecated("seal", "the rollups hold plain counts now; nothing needs sealing")
 	f.StringVar(&cfg.AlertSchedule, "alerts", jobs.DefaultAlertSchedule, "schedule of the alert rules' evaluation")
 	f.StringVar(&alertReceivers, "alert-receivers", "", "the alert receivers file (see alert-receivers.example.yaml); without it alerts are recorded (alerts dashboard) but sent nowhere")
 	f.StringVar(&alertRules, "alert-rules", "", "a directory of further alert rules (*.yaml, the format of dashboards/alerts), evaluated beside the built-in ones")

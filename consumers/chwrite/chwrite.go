@@ -17,6 +17,7 @@ package chwrite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -26,6 +27,11 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 )
+
+// ErrAppend wraps the error of a column the client library could not append a block's values
+// to: the values do not fit the column's type (an Enum value it does not list, a number out of
+// range), so the same rows would be refused on every retry.
+var ErrAppend = errors.New("values do not fit the column")
 
 // DefaultBlockRows is Table.BlockRows's default: rows per block sent.
 const DefaultBlockRows = 16384
@@ -116,7 +122,7 @@ func (t *Table[T]) Insert(ctx context.Context, conn driver.Conn, rows []T) error
 		for i, c := range t.columns {
 			if err := c.append(batch.Column(i), base, stride, hi-lo); err != nil {
 				_ = batch.Abort()
-				return fmt.Errorf("insert into %s: column %s: %w", t.name, c.name, err)
+				return fmt.Errorf("insert into %s: column %s: %w: %w", t.name, c.name, ErrAppend, err)
 			}
 		}
 		if hi < len(rows) {

@@ -5,6 +5,9 @@ package report
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -191,4 +194,64 @@ func readRollups(ctx context.Context, ch driver.Conn, prefix string, o *outcome.
 		return err
 	}
 	return nil
+}
+
+// RecomputedRollups are the rollups that RollupMismatches checks: each has a query
+// outcome_NAME reading its view and a query recompute_NAME deriving the same columns from the
+// deduplicated raw tables.
+var RecomputedRollups = []string{"tool_call_stats", "ignored_key_paths", "events_by_name"}
+
+// RollupMismatches compares every row of each of RecomputedRollups with its recomputation from
+// the raw tables and describes each difference (nil when every rollup equals its
+// recomputation). Errors are ClickHouse's.
+func RollupMismatches(ctx context.Context, ch driver.Conn) ([]string, error) {
+	var out []string
+	for _, name := range RecomputedRollups {
+		have, err := rowStrings(ctx, ch, "outcome_"+name)
+		if err != nil {
+			return nil, err
+		}
+		want, err := rowStrings(ctx, ch, "recompute_"+name)
+		if err != nil {
+			return nil, err
+		}
+		for row, n := range want {
+			if have[row] != n {
+				out = append(out, fmt.Sprintf("%s: row %s: %d in the rollup, %d recomputed from the raw tables", name, row, have[row], n))
+			}
+		}
+		for row, n := range have {
+			if _, ok := want[row]; !ok {
+				out = append(out, fmt.Sprintf("%s: row %s: %d in the rollup, none recomputed from the raw tables", name, row, n))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// rowStrings runs a query and counts its rows, each written as its values joined by " | ".
+func rowStrings(ctx context.Context, ch driver.Conn, query string) (map[string]int, error) {
+	out := map[string]int{}
+	err := each(ctx, ch, query, func(r driver.Rows) error {
+		types := r.ColumnTypes()
+		vals := make([]any, len(types))
+		for i, ct := range types {
+			vals[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := r.Scan(vals...); err != nil {
+			return err
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			x := reflect.ValueOf(v).Elem().Interface()
+			if t, ok := x.(time.Time); ok {
+				x = t.UTC().Format(hourFormat)
+			}
+			parts[i] = fmt.Sprint(x)
+		}
+		out[strings.Join(parts, " | ")]++
+		return nil
+	})
+	return out, err
 }

@@ -12,14 +12,13 @@ SELECT
     sumIf(support_calls, support = 2) / diagnosed_calls AS unknown
 FROM
 (
-    -- Merged per hour first: many small sets merge faster than a few large ones, and an
-    -- event's uuid is in one hour only, so the hourly counts add up.
-    SELECT url_support, form_support, uniqExactMerge(calls) AS support_calls
-    FROM mcpulse.gate_reasons_hourly
+    -- Plain counts: the newest row of each partition's cell (FINAL), summed.
+    SELECT url_support, form_support, sum(calls) AS support_calls
+    FROM mcpulse.gate_reason_calls_hourly FINAL
     WHERE hour >= ? AND hour <= ?
         AND (? = '' OR campaign_id = ?)
         AND (? = '' OR client_name = ?)
-    GROUP BY hour, url_support, form_support
+    GROUP BY url_support, form_support
 )
 ARRAY JOIN ['URL elicitation', 'Form elicitation'] AS capability, [url_support, form_support] AS support
 GROUP BY capability

@@ -13,17 +13,12 @@ SELECT
     argMaxIf(reason, (reason_calls, reason), reason NOT IN ('invited', 'eligible', 'continuation')) AS top_skip_reason
 FROM
 (
-    -- Merged per hour first (an event's uuid is in one hour only, so the counts add up).
-    SELECT client_name, reason, sum(hour_calls) AS reason_calls
-    FROM
-    (
-        SELECT hour, client_name, reason, uniqExactMerge(calls) AS hour_calls
-        FROM mcpulse.gate_reasons_hourly
-        WHERE hour >= ? AND hour <= ?
-            AND (? = '' OR campaign_id = ?)
-            AND (? = '' OR client_name = ?)
-        GROUP BY hour, client_name, reason
-    )
+    -- Plain counts: the newest row of each partition's cell (FINAL), summed.
+    SELECT client_name, reason, sum(calls) AS reason_calls
+    FROM mcpulse.gate_reason_calls_hourly FINAL
+    WHERE hour >= ? AND hour <= ?
+        AND (? = '' OR campaign_id = ?)
+        AND (? = '' OR client_name = ?)
     GROUP BY client_name, reason
 )
 GROUP BY client

@@ -9,8 +9,8 @@ FROM
     SELECT hour, groupArray(reason) AS reasons, groupArray(reason_calls) AS calls_per_reason, sum(reason_calls) AS hour_calls
     FROM
     (
-        SELECT hour, reason, uniqExactMerge(calls) AS reason_calls
-        FROM mcpulse.gate_reasons_hourly
+        SELECT hour, reason, sum(calls) AS reason_calls
+        FROM mcpulse.gate_reason_calls_hourly FINAL
         WHERE hour >= ? AND hour <= ?
             AND (? = '' OR campaign_id = ?)
             AND (? = '' OR client_name = ?)

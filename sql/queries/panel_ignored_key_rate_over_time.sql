@@ -1,8 +1,7 @@
 -- Ignored-key rate per tool and hour (DESIGN.md §4: calls with at least one counted ignored
 -- key divided by successful calls), every tool with a successful call in the range: the
 -- dashboards keep the tools with the most successful calls and fold the rest into "other"
--- from these counts. Reads v_ignored_key_rate_counts_hourly: sealed exact counts for closed
--- hours, uniqExact states after the seal watermark (migration 0008, jobs.SealIgnoredKeyRates).
+-- from these counts. Reads v_ignored_key_rate_counts_hourly: plain counts (migration 0015).
 -- Parameters, in order: from, to (DateTime UTC: the hours starting from..to, both included),
 -- client twice, tool twice (String, '' = all).
 SELECT

@@ -3,8 +3,7 @@
 -- schema size in UTF-16 units, whether it is oversized, and its nested description coverage
 -- (described / nested properties; 1 when there are none). Tools never checked have NULL
 -- schema columns.
--- Reads v_ignored_key_rate_counts_hourly: sealed exact counts for closed hours, uniqExact
--- states after the seal watermark (migration 0008, jobs.SealIgnoredKeyRates).
+-- Reads v_ignored_key_rate_counts_hourly: plain counts (migration 0015).
 -- Parameters, in order: from, to (DateTime UTC: the hours starting from..to, both included),
 -- client twice, tool twice (String, '' = all), limit (UInt64: how many tools).
 SELECT

@@ -1,8 +1,7 @@
 -- Tools ranked by ignored-key rate in the range, with their call volume (successful calls, and
 -- those with at least one counted ignored key). Tools with fewer successful calls than the
 -- minimum are left out: a rate over a handful of calls says little.
--- Reads v_ignored_key_rate_counts_hourly: sealed exact counts for closed hours, uniqExact
--- states after the seal watermark (migration 0008, jobs.SealIgnoredKeyRates).
+-- Reads v_ignored_key_rate_counts_hourly: plain counts (migration 0015).
 -- Parameters, in order: from, to (DateTime UTC: the hours starting from..to, both included),
 -- client twice, tool twice (String, '' = all), min_calls (UInt64: tools with fewer successful
 -- calls are left out), limit (UInt64: how many tools).

@@ -9,11 +9,12 @@ FROM
     SELECT tool_name, groupArray(key_path) AS paths, groupArray(path_calls) AS calls_per_path, sum(path_calls) AS tool_total
     FROM
     (
-        SELECT tool_name, key_path, uniqExactMerge(occurrences) AS path_calls
-        FROM mcpulse.ignored_keys_hourly
+        SELECT tool_name, key_path, sum(occurrences) AS path_calls
+        FROM mcpulse.ignored_key_paths_hourly FINAL
         WHERE hour >= ? AND hour <= ?
             AND (? = '' OR tool_name = ?)
         GROUP BY tool_name, key_path
+        HAVING path_calls > 0
     )
     GROUP BY tool_name
 )

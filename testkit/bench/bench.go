@@ -240,6 +240,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	for run := 1; run <= cfg.Runs; run++ {
 		r := RunResult{Run: run}
+		if cfg.Live && run > 1 {
+			// Each live run publishes events of its own (seed + run − 1): the earlier runs'
+			// events are still in the topic, within the consumer's dedup window of their
+			// partition, so the same uuids again would all be dropped as duplicates.
+			runCfg := cfg
+			runCfg.Seed = cfg.Seed + int64(run) - 1
+			e.step("run %d: generating its %d events (seed %d)", run, cfg.Events, runCfg.Seed)
+			e.live = nil
+			if e.stats, err = generate(ctx, runCfg, func(m []kafka.Message) error { e.live = append(e.live, m...); return nil }); err != nil {
+				return nil, err
+			}
+		}
 		e.step("run %d of %d: resetting mcpulse's stores (database %s re-created, Redis flushed)", run, cfg.Runs, migrations.Database)
 		if err := resetStores(ctx, e); err != nil {
 			return nil, err

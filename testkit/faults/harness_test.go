@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,7 +51,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "mcpulse")
-	build := exec.Command("go", "build", "-o", binary, "github.com/mcpulse/mcpulse/cmd/mcpulse")
+	// The faultinject build adds one hook, inert unless its environment variable is set
+	// (consumers/faultinject.go): the partial-insert test uses it.
+	build := exec.Command("go", "build", "-tags", "faultinject", "-o", binary, "github.com/mcpulse/mcpulse/cmd/mcpulse")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "faults: building cmd/mcpulse:", err)
@@ -73,6 +76,12 @@ const (
 	outage = 30 * time.Second
 	// stepTimeout bounds every wait for progress; a run that stalls fails instead of hanging.
 	stepTimeout = 3 * time.Minute
+	// memberBatchSize is the members' --batch-size (a later --batch-size in startWith's
+	// arguments wins): batches smaller than a part of the corpus, so a member commits some of
+	// a part before the fault the test injects in it. With the default (50,000), one batch
+	// holds a whole part, and a member killed once its rows are stored is always killed
+	// before its first commit.
+	memberBatchSize = 5000
 )
 
 // pipeline is one test's run: an embedded stack with a persistent Kafka broker, a generated
@@ -357,6 +366,19 @@ func (p *pipeline) verify() map[string]int {
 		}
 		p.t.Error(m)
 	}
+	// Every rollup the generator does not predict must equal its recomputation from the raw
+	// tables.
+	rollupMismatches, err := report.RollupMismatches(p.ctx, p.ch)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for i, m := range rollupMismatches {
+		if i == 20 {
+			p.t.Errorf("... and %d more rollup mismatches", len(rollupMismatches)-i)
+			break
+		}
+		p.t.Error(m)
+	}
 	// The comparison is only as strong as the corpus: it must exercise every part.
 	if p.expected.Corpus.Duplicates == 0 || p.expected.Corpus.Malformed == 0 || len(p.expected.Suppression) == 0 ||
 		len(p.expected.Funnel) == 0 || len(p.expected.IgnoredKeys) == 0 || len(p.expected.GateReasons) == 0 {
@@ -391,6 +413,12 @@ type member struct {
 // start runs a new member of the consumer group with JSON logs in its own file.
 func (p *pipeline) start() *member {
 	p.t.Helper()
+	return p.startWith(nil, nil)
+}
+
+// startWith is start with extra arguments of `mcpulse consume` and extra environment.
+func (p *pipeline) startWith(args, env []string) *member {
+	p.t.Helper()
 	p.started++
 	m := &member{name: fmt.Sprintf("member-%02d", p.started), done: make(chan struct{})}
 	m.logPath = filepath.Join(p.dir, m.name+".log")
@@ -399,8 +427,9 @@ func (p *pipeline) start() *member {
 		p.t.Fatal(err)
 	}
 	defer logf.Close()
-	m.cmd = exec.Command(binary, "consume", "--log-format", "json", "--session-timeout", sessionTimeout.String())
-	m.cmd.Env = append(os.Environ(), p.stack.Env()...)
+	m.cmd = exec.Command(binary, append([]string{"consume", "--log-format", "json", "--session-timeout", sessionTimeout.String(),
+		"--batch-size", strconv.Itoa(memberBatchSize)}, args...)...)
+	m.cmd.Env = append(append(os.Environ(), p.stack.Env()...), env...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test
 	if err := m.cmd.Start(); err != nil {

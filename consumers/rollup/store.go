@@ -1,0 +1,623 @@
+package rollup
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/mcpulse/mcpulse/consumers/chwrite"
+	mcsql "github.com/mcpulse/mcpulse/sql"
+)
+
+// Stream is one Kafka partition whose events the rollups count.
+type Stream struct {
+	Topic     string
+	Partition int32
+}
+
+func (s Stream) String() string { return fmt.Sprintf("%s/%d", s.Topic, s.Partition) }
+
+// Batch accumulates what one consumer batch adds to the rollups: per stream, the offset the
+// batch ends at and, per table and cell, the values its events add. Build it with NewBatch,
+// Advance and Add; it is not safe for concurrent use.
+type Batch struct {
+	streams map[Stream]*streamBatch
+	ntables int
+}
+
+type streamBatch struct {
+	next  int64                 // one past the batch's last offset of the stream
+	cells []map[string][]uint64 // per table index: cell key → values added
+}
+
+// NewBatch returns an empty batch for the store's tables.
+func (s *Store) NewBatch() *Batch {
+	return &Batch{streams: map[Stream]*streamBatch{}, ntables: len(s.tables)}
+}
+
+func (b *Batch) stream(s Stream) *streamBatch {
+	sb := b.streams[s]
+	if sb == nil {
+		sb = &streamBatch{cells: make([]map[string][]uint64, b.ntables)}
+		b.streams[s] = sb
+	}
+	return sb
+}
+
+// Advance records that the batch holds the stream's message at offset o (every message, with
+// or without an event): the stream's rows are written as of the batch's last offset + 1.
+func (b *Batch) Advance(s Stream, o int64) {
+	sb := b.stream(s)
+	sb.next = max(sb.next, o+1)
+}
+
+// Add adds vals (the table's measures, then its array's elements; missing trailing values are
+// 0) to the cell key of table t in stream s.
+func (b *Batch) Add(s Stream, t *Table, key *KeyBuilder, vals ...uint64) {
+	sb := b.stream(s)
+	m := sb.cells[t.index]
+	if m == nil {
+		m = map[string][]uint64{}
+		sb.cells[t.index] = m
+	}
+	acc, ok := m[string(key.bytes())]
+	if !ok {
+		acc = make([]uint64, t.width())
+		m[string(key.bytes())] = acc
+	}
+	for i, v := range vals {
+		acc[i] += v
+	}
+}
+
+// Len is the number of cells the batch touches, over streams and tables.
+func (b *Batch) Len() int {
+	n := 0
+	for _, sb := range b.streams {
+		for _, m := range sb.cells {
+			n += len(m)
+		}
+	}
+	return n
+}
+
+// Store keeps the rollups' cumulative totals: a cache of the cells of recent hours per stream,
+// loaded from ClickHouse on a miss, and the writer of each batch's rows. A Store serves one
+// consumer; Begin, Prepare and Write are called from one goroutine, in that order per batch.
+type Store struct {
+	conn   driver.Conn
+	tables []*Table
+	log    *slog.Logger
+	budget int // cells cached, at most (about)
+
+	epoch     uint64
+	seq       uint64
+	committed map[Stream]int64 // the streams assigned in this generation, at their committed offsets
+	groups    map[groupKey]*group
+	cells     int          // cells cached
+	published atomic.Int64 // cells, for CachedCells from other goroutines
+	clock     uint64       // for LRU
+}
+
+// groupKey names the cached cells of one stream, table and hour: the unit loaded and evicted.
+type groupKey struct {
+	stream Stream
+	table  int
+	hour   int64
+}
+
+type group struct {
+	cells   map[Key]*cell
+	lastUse uint64
+}
+
+// cell is a cell's newest totals and the offset they are as of.
+type cell struct {
+	vals []uint64
+	asOf int64
+}
+
+// NewStore returns a Store for tables (each table may be in one Store only), caching about
+// budget cells (at least one hour of one stream is always kept).
+func NewStore(conn driver.Conn, tables []*Table, budget int, log *slog.Logger) *Store {
+	for i, t := range tables {
+		t.index = i
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{conn: conn, tables: tables, budget: budget, log: log, groups: map[groupKey]*group{}}
+}
+
+// Begin starts a consumer-group generation in which the member owns the streams of
+// committed (each at its committed offset: the next offset the group reads; 0 when nothing
+// was committed). It forgets the cache (other members may have written since), takes a new
+// epoch, and resets every cell a batch stored but not committed left beyond a committed
+// offset. Errors are ClickHouse's; Begin may be retried.
+func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
+	s.groups = map[groupKey]*group{}
+	s.cells = 0
+	s.published.Store(0)
+	s.committed = committed
+	var newest uint64
+	if err := s.conn.QueryRow(ctx, mcsql.Rollup("epoch_newest")).Scan(&newest); err != nil {
+		return fmt.Errorf("rollups: newest epoch: %w", err)
+	}
+	epoch := newest + 1
+	if err := s.conn.Exec(ctx, mcsql.Rollup("epoch_take"), epoch); err != nil {
+		return fmt.Errorf("rollups: take epoch %d: %w", epoch, err)
+	}
+	s.epoch, s.seq = epoch, 0
+	return s.recover(ctx)
+}
+
+// Epoch is the epoch taken by the last Begin.
+func (s *Store) Epoch() uint64 { return s.epoch }
+
+// recover finds the streams whose newest write marker is beyond their committed offset and
+// resets the cells of the marked hours whose newest row is beyond it to their before totals.
+func (s *Store) recover(ctx context.Context) error {
+	if len(s.committed) == 0 {
+		return nil
+	}
+	topics := map[string]bool{}
+	for st := range s.committed {
+		topics[st.Topic] = true
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	rows, err := s.conn.Query(ctx, mcsql.Rollup("writes"), names)
+	if err != nil {
+		return fmt.Errorf("rollups: write markers: %w", err)
+	}
+	inFlight := map[Stream][]time.Time{}
+	for rows.Next() {
+		var (
+			st    Stream
+			asOf  int64
+			hours []time.Time
+		)
+		if err := rows.Scan(&st.Topic, &st.Partition, &asOf, &hours); err != nil {
+			rows.Close()
+			return fmt.Errorf("rollups: write markers: %w", err)
+		}
+		if c, ok := s.committed[st]; ok && asOf > c {
+			inFlight[st] = hours
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("rollups: write markers: %w", err)
+	}
+	if len(inFlight) == 0 {
+		return nil
+	}
+	version := s.epoch << 32 // sequence 0: below every batch of this generation
+	for st, hours := range inFlight {
+		c := s.committed[st]
+		for _, t := range s.tables {
+			var resets []rowOut
+			err := s.query(ctx, t, "in_flight", st, hours, []any{c}, func(key Key, r loaded) error {
+				if r.beforeAsOf > c {
+					// Two batches beyond the committed offset: the consumer never stores a
+					// batch before the one ahead of it is committed, so this is a BUG (or a
+					// member that went on writing after losing the partition).
+					s.log.Error("rollups: a cell's previous total is beyond the committed offset too; resetting it to that total",
+						"table", t.Name, "stream", st.String(), "committed", c, "as_of", r.asOf, "before_as_of", r.beforeAsOf)
+				}
+				resets = append(resets, rowOut{stream: st, key: key, vals: r.before, asOf: r.beforeAsOf, before: r.before, beforeAsOf: r.beforeAsOf})
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if len(resets) > 0 {
+				if err := s.insertRows(ctx, t, resets, version); err != nil {
+					return err
+				}
+				s.log.Info("rollups: reset cells of a batch stored but not committed", "table", t.Name, "stream", st.String(),
+					"committed", c, "cells", len(resets))
+			}
+		}
+	}
+	return nil
+}
+
+// loaded is one cell's newest row as read back.
+type loaded struct {
+	vals       []uint64
+	asOf       int64
+	before     []uint64
+	beforeAsOf int64
+	version    uint64
+}
+
+// query runs the named template for table t, stream st and hours, with extra parameters after
+// the hours, and calls fn for each cell read.
+func (s *Store) query(ctx context.Context, t *Table, name string, st Stream, hours []time.Time, extra []any, fn func(Key, loaded) error) error {
+	if len(hours) == 0 {
+		return nil
+	}
+	secs := make([]uint32, len(hours))
+	lo, hi := hours[0], hours[0]
+	for i, h := range hours {
+		secs[i] = uint32(h.Unix())
+		if h.Before(lo) {
+			lo = h
+		}
+		if h.After(hi) {
+			hi = h
+		}
+	}
+	args := append([]any{st.Topic, st.Partition, lo.Unix(), hi.Unix(), secs}, extra...)
+	rows, err := s.conn.Query(ctx, s.template(t, name), args...)
+	if err != nil {
+		return fmt.Errorf("rollups: read %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	ndims := len(t.Dims) - 1
+	dest := make([]any, 0, ndims+6)
+	for rows.Next() {
+		var (
+			hour time.Time
+			r    loaded
+		)
+		dest = append(dest[:0], &hour)
+		dims := make([]any, ndims)
+		for i, d := range t.Dims[1:] {
+			switch d.Type {
+			case DimString:
+				dims[i] = new(string)
+			case DimUInt8:
+				dims[i] = new(uint8)
+			}
+		}
+		dest = append(dest, dims...)
+		dest = append(dest, &r.vals, &r.asOf, &r.before, &r.beforeAsOf, &r.version)
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("rollups: read %s: %w", t.Name, err)
+		}
+		key, err := keyFromValues(t, hour, dims)
+		if err != nil {
+			return err
+		}
+		r.vals, r.before = fit(r.vals, t.width()), fit(r.before, t.width())
+		if err := fn(key, r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("rollups: read %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// fit pads or cuts values read back to the table's width (a row written before a measure was
+// added holds fewer).
+func fit(v []uint64, n int) []uint64 {
+	if len(v) == n {
+		return v
+	}
+	out := make([]uint64, n)
+	copy(out, v)
+	return out
+}
+
+func (s *Store) template(t *Table, name string) string {
+	values := "[" + strings.Join(t.Measures, ", ") + "]"
+	if t.Array != "" {
+		values = "arrayConcat(" + values + ", " + t.Array + ")"
+	}
+	return strings.NewReplacer("{table}", t.Name, "{dims}", t.dimNames(), "{values}", values).Replace(mcsql.Rollup(name))
+}
+
+// Write is a batch's rollup rows, computed once by Prepare. Insert it until it succeeds: it
+// writes the same rows every time.
+type Write struct {
+	store   *Store
+	version uint64
+	markers []marker
+	rows    [][]rowOut // per table
+}
+
+// markerRow is one row of mcpulse.rollup_writes.
+type markerRow struct {
+	Topic     string      `ch:"kafka_topic"`
+	Partition int32       `ch:"kafka_partition"`
+	AsOf      int64       `ch:"as_of"`
+	Hours     []time.Time `ch:"hours"`
+	Version   uint64      `ch:"version"`
+}
+
+var markerTable = mustTable[markerRow]("mcpulse.rollup_writes")
+
+func mustTable[T any](name string) *chwrite.Table[T] {
+	t, err := chwrite.NewTable[T](name)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+type marker struct {
+	stream Stream
+	asOf   int64
+	hours  []time.Time
+}
+
+// rowOut is one row to write.
+type rowOut struct {
+	stream     Stream
+	key        Key
+	vals       []uint64
+	asOf       int64
+	before     []uint64
+	beforeAsOf int64
+}
+
+// Rows is the number of rollup rows the write holds.
+func (w *Write) Rows() int {
+	n := 0
+	for _, r := range w.rows {
+		n += len(r)
+	}
+	return n
+}
+
+// Prepare computes the rows of b: for every cell it touches, the cell's newest totals (from
+// the cache, or loaded from ClickHouse) plus what b adds, as of b's end offset in the cell's
+// stream. It then records those totals in the cache, so it must be called once per batch, in
+// offset order; the returned Write is inserted (and retried) as it is. Errors are ClickHouse's
+// (nothing is cached then; Prepare may be called again).
+func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
+	s.seq++
+	w := &Write{store: s, version: s.epoch<<32 | s.seq, rows: make([][]rowOut, len(s.tables))}
+	s.clock++
+	// Load every group the batch needs and the cache lacks.
+	for st, sb := range b.streams {
+		if _, ok := s.committed[st]; !ok {
+			return nil, fmt.Errorf("rollups: stream %s was not assigned in this generation", st)
+		}
+		for ti, m := range sb.cells {
+			var missing []time.Time
+			seen := map[int64]bool{}
+			for k := range m {
+				h := Key(k).hour().Unix()
+				if seen[h] {
+					continue
+				}
+				seen[h] = true
+				if g, ok := s.groups[groupKey{st, ti, h}]; ok {
+					g.lastUse = s.clock
+					continue
+				}
+				missing = append(missing, time.Unix(h, 0).UTC())
+			}
+			if err := s.load(ctx, st, s.tables[ti], missing); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Compute the new totals; the cache changes only after every load succeeded.
+	for st, sb := range b.streams {
+		var hours []time.Time
+		seenHour := map[int64]bool{}
+		for ti, m := range sb.cells {
+			t := s.tables[ti]
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys) // a deterministic row order
+			for _, k := range keys {
+				key := Key(k)
+				h := key.hour().Unix()
+				if !seenHour[h] {
+					seenHour[h] = true
+					hours = append(hours, key.hour())
+				}
+				g := s.groups[groupKey{st, ti, h}]
+				c := g.cells[key]
+				base, baseAsOf := make([]uint64, t.width()), int64(0)
+				if c != nil {
+					copy(base, c.vals)
+					baseAsOf = c.asOf
+				}
+				vals := make([]uint64, t.width())
+				for i, v := range m[k] {
+					vals[i] = base[i] + v
+				}
+				w.rows[ti] = append(w.rows[ti], rowOut{stream: st, key: key, vals: vals, asOf: sb.next, before: base, beforeAsOf: baseAsOf})
+			}
+		}
+		if len(hours) > 0 {
+			slices.SortFunc(hours, func(a, b time.Time) int { return a.Compare(b) })
+			w.markers = append(w.markers, marker{stream: st, asOf: sb.next, hours: hours})
+		}
+	}
+	for ti, rows := range w.rows {
+		for _, r := range rows {
+			g := s.groups[groupKey{r.stream, ti, r.key.hour().Unix()}]
+			c := g.cells[r.key]
+			if c == nil {
+				c = &cell{}
+				g.cells[r.key] = c
+				s.cells++
+			}
+			c.vals, c.asOf = r.vals, r.asOf
+		}
+	}
+	s.evict()
+	s.published.Store(int64(s.cells))
+	return w, nil
+}
+
+// load reads the cells of table t, stream st and hours into the cache. A cell whose newest
+// row is beyond the stream's committed offset and older than this generation was written by a
+// member that lost the partition after Begin reset the cells: its before totals are the
+// committed ones.
+func (s *Store) load(ctx context.Context, st Stream, t *Table, hours []time.Time) error {
+	if len(hours) == 0 {
+		return nil
+	}
+	fresh := map[int64]*group{}
+	for _, h := range hours {
+		fresh[h.Unix()] = &group{cells: map[Key]*cell{}, lastUse: s.clock}
+	}
+	c := s.committed[st]
+	err := s.query(ctx, t, "cells", st, hours, nil, func(key Key, r loaded) error {
+		vals, asOf := r.vals, r.asOf
+		if asOf > c && r.version < s.epoch<<32 {
+			vals, asOf = r.before, r.beforeAsOf
+		}
+		fresh[key.hour().Unix()].cells[key] = &cell{vals: vals, asOf: asOf}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for h, g := range fresh {
+		s.groups[groupKey{st, t.index, h}] = g
+		s.cells += len(g.cells)
+	}
+	return nil
+}
+
+// evict drops the least recently used groups until the cache holds at most budget cells,
+// keeping the groups the current batch used.
+func (s *Store) evict() {
+	if s.cells <= s.budget {
+		return
+	}
+	keys := make([]groupKey, 0, len(s.groups))
+	for k, g := range s.groups {
+		if g.lastUse < s.clock {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b groupKey) int {
+		return int(s.groups[a].lastUse) - int(s.groups[b].lastUse)
+	})
+	for _, k := range keys {
+		if s.cells <= s.budget {
+			return
+		}
+		s.cells -= len(s.groups[k].cells)
+		delete(s.groups, k)
+	}
+}
+
+// CachedCells is the number of cells the cache held after the last Begin or Prepare; it may be
+// called from any goroutine.
+func (s *Store) CachedCells() int { return int(s.published.Load()) }
+
+// Insert writes the batch's markers, then its rows. It writes the same rows however often it
+// is called, so a failed Insert is retried as it is.
+func (w *Write) Insert(ctx context.Context) error {
+	if len(w.markers) == 0 {
+		return nil
+	}
+	s := w.store
+	markers := make([]markerRow, len(w.markers))
+	for i, m := range w.markers {
+		markers[i] = markerRow{m.stream.Topic, m.stream.Partition, m.asOf, m.hours, w.version}
+	}
+	if err := markerTable.Insert(ctx, s.conn, markers); err != nil {
+		return fmt.Errorf("rollups: write markers: %w", err)
+	}
+	for ti, rows := range w.rows {
+		if err := s.insertRows(ctx, s.tables[ti], rows, w.version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertRows writes rows into t, column by column. The rollup tables have no partition key, so
+// one INSERT takes rows of any hours.
+func (s *Store) insertRows(ctx context.Context, t *Table, rows []rowOut, version uint64) error {
+	return s.insertChunk(ctx, t, rows, version)
+}
+
+func (s *Store) insertChunk(ctx context.Context, t *Table, rows []rowOut, version uint64) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	n := len(rows)
+	topics, parts := make([]string, n), make([]int32, n)
+	hours := make([]time.Time, n)
+	dims := make([]any, len(t.Dims)-1)
+	for i, d := range t.Dims[1:] {
+		switch d.Type {
+		case DimString:
+			dims[i] = make([]string, n)
+		case DimUInt8:
+			dims[i] = make([]uint8, n)
+		}
+	}
+	measures := make([][]uint64, len(t.Measures))
+	for i := range measures {
+		measures[i] = make([]uint64, n)
+	}
+	arrays := make([][]uint64, n)
+	asOf, beforeAsOf, versions := make([]int64, n), make([]int64, n), make([]uint64, n)
+	befores := make([][]uint64, n)
+	for r, row := range rows {
+		topics[r], parts[r], hours[r] = row.stream.Topic, row.stream.Partition, row.key.hour()
+		vals, err := row.key.decode(t)
+		if err != nil {
+			return err
+		}
+		for i, v := range vals {
+			switch col := dims[i].(type) {
+			case []string:
+				col[r] = v.(string)
+			case []uint8:
+				col[r] = v.(uint8)
+			}
+		}
+		for i := range t.Measures {
+			measures[i][r] = row.vals[i]
+		}
+		arrays[r] = row.vals[len(t.Measures):]
+		asOf[r], beforeAsOf[r], versions[r], befores[r] = row.asOf, row.beforeAsOf, version, row.before
+	}
+	cols := []any{topics, parts, hours}
+	cols = append(cols, dims...)
+	for _, m := range measures {
+		cols = append(cols, m)
+	}
+	names := []string{"kafka_topic", "kafka_partition", t.Dims[0].Name}
+	for _, d := range t.Dims[1:] {
+		names = append(names, d.Name)
+	}
+	names = append(names, t.Measures...)
+	if t.Array != "" {
+		cols = append(cols, arrays)
+		names = append(names, t.Array)
+	}
+	cols = append(cols, asOf, befores, beforeAsOf, versions)
+	names = append(names, "as_of", "before", "before_as_of", "version")
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+t.Name+" ("+strings.Join(names, ", ")+")")
+	if err != nil {
+		return fmt.Errorf("rollups: insert into %s: %w", t.Name, err)
+	}
+	for i, col := range cols {
+		if err := batch.Column(i).Append(col); err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("rollups: insert into %s: column %s: %w", t.Name, names[i], err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("rollups: insert into %s: %w", t.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,455 @@
+package rollup_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/mcpulse/mcpulse/consumers/rollup"
+	"github.com/mcpulse/mcpulse/misuse"
+	"github.com/mcpulse/mcpulse/testkit/testenv"
+)
+
+var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+// event is one message of a test partition log: a tool call (or nothing: a message without
+// an event still advances the offsets).
+type event struct {
+	call *rollup.ToolCall
+}
+
+func genLog(rng *rand.Rand, n int) []event {
+	tools := []string{"query-run", "feature-flag-get", "docs-search", "insight-create"}
+	clients := []string{"claude-code", "cursor", ""}
+	keys := []string{"limit", "filters.date", "query.kind", "items.0.name"}
+	sources := []misuse.Source{misuse.SourceReported, misuse.SourceResponse, misuse.SourceSchema, misuse.SourceNotMeasurable, ""}
+	reasons := []misuse.Reason{misuse.ReasonNoSchema, misuse.ReasonArgumentsTruncated, misuse.ReasonRootUnion, misuse.ReasonSchemaTruncated}
+	log := make([]event, n)
+	for i := range log {
+		if rng.IntN(20) == 0 {
+			continue // not an event
+		}
+		tc := &rollup.ToolCall{
+			Timestamp: t0.Add(time.Duration(rng.IntN(3*3600)) * time.Second),
+			Tool:      tools[rng.IntN(len(tools))], Client: clients[rng.IntN(len(clients))],
+			Server: "posthog", ServerVersion: []string{"1.0", "1.1"}[rng.IntN(2)],
+			IsError: rng.IntN(5) == 0, Source: sources[rng.IntN(len(sources))],
+			ErrorClass: []misuse.ErrorClass{"", misuse.ClassValidationType, misuse.ClassUnknownTool, misuse.ClassOther}[rng.IntN(4)], UnknownTool: rng.IntN(10) == 0,
+			CampaignID: "c1", URLSupport: uint8(rng.IntN(3)), FormSupport: uint8(rng.IntN(3)),
+		}
+		if tc.Source == "not_measurable" {
+			tc.Reason = reasons[rng.IntN(len(reasons))]
+		}
+		if rng.IntN(3) > 0 {
+			d := []float64{0, 3.5, 5, 5.0001, 99.9, 1234.5678, 7e4, 3.6e6}[rng.IntN(8)]
+			tc.DurationMs = &d
+		}
+		for range rng.IntN(3) {
+			tc.CountedIgnoredKeys = append(tc.CountedIgnoredKeys, keys[rng.IntN(len(keys))])
+		}
+		if rng.IntN(3) == 0 {
+			tc.GateReason = []string{"eligible", "session_too_young", "url_unsupported"}[rng.IntN(3)]
+		}
+		log[i] = event{call: tc}
+	}
+	return log
+}
+
+// expected computes every view's rows from the stored events directly, the way the views
+// define them: one line per row, sorted.
+func expected(logs map[rollup.Stream][]event, upTo map[rollup.Stream]int) (stats, keys, gates, names []string) {
+	type statCell struct {
+		hour                          time.Time
+		tool, client, server, version string
+	}
+	st := map[statCell][]uint64{}
+	kc := map[string]uint64{}
+	gc := map[string]uint64{}
+	nc := map[string]uint64{}
+	for s, log := range logs {
+		for _, e := range log[:upTo[s]] {
+			tc := e.call
+			if tc == nil {
+				continue
+			}
+			h := tc.Timestamp.Truncate(time.Hour)
+			nc[fmt.Sprintf("%s|$mcp_tool_call", h.Format(time.DateTime))]++
+			c := statCell{h, tc.Tool, tc.Client, tc.Server, tc.ServerVersion}
+			v := st[c]
+			if v == nil {
+				v = make([]uint64, 15+len(rollup.DurationBucketBoundsMs))
+				st[c] = v
+			}
+			v[0]++
+			measurable := !tc.IsError && tc.Source != "not_measurable"
+			if tc.IsError {
+				v[1]++
+			} else {
+				v[2]++
+				switch tc.Source {
+				case "reported":
+					v[5]++
+				case "response":
+					v[6]++
+				case "schema":
+					v[7]++
+				case "not_measurable":
+					switch tc.Reason {
+					case "no_schema":
+						v[8]++
+					case "arguments_truncated", "arguments_redacted", "schema_truncated":
+						v[9]++
+					default:
+						v[10]++
+					}
+				}
+			}
+			if measurable {
+				v[3]++
+				if len(tc.CountedIgnoredKeys) > 0 {
+					v[4]++
+				}
+				seen := map[string]bool{}
+				for _, k := range tc.CountedIgnoredKeys {
+					if !seen[k] {
+						seen[k] = true
+						kc[fmt.Sprintf("%s|%s|%s|%s|%s", h.Format(time.DateTime), tc.Tool, tc.Server, tc.ServerVersion, k)]++
+					}
+				}
+			}
+			if strings.HasPrefix(string(tc.ErrorClass), "validation_") {
+				v[11]++
+			}
+			if tc.UnknownTool || tc.ErrorClass == "unknown_tool" {
+				v[12]++
+			}
+			if tc.DurationMs != nil {
+				d := *tc.DurationMs
+				v[13]++
+				v[14] += uint64(math.Min(d, 1e12) * 1000)
+				for i, b := range rollup.DurationBucketBoundsMs {
+					if d <= b {
+						v[15+i]++
+						break
+					}
+				}
+			}
+			if tc.GateReason != "" {
+				gc[fmt.Sprintf("%s|%s|%s|%s|%d|%d", h.Format(time.DateTime), tc.CampaignID, tc.GateReason, tc.Client, tc.URLSupport, tc.FormSupport)]++
+			}
+		}
+	}
+	for c, v := range st {
+		stats = append(stats, fmt.Sprintf("%s|%s|%s|%s|%s|%v", c.hour.Format(time.DateTime), c.tool, c.client, c.server, c.version, v))
+	}
+	for k, n := range kc {
+		keys = append(keys, fmt.Sprintf("%s|%d", k, n))
+	}
+	for k, n := range gc {
+		gates = append(gates, fmt.Sprintf("%s|%d", k, n))
+	}
+	for k, n := range nc {
+		names = append(names, fmt.Sprintf("%s|%d", k, n))
+	}
+	for _, l := range [][]string{stats, keys, gates, names} {
+		slices.Sort(l)
+	}
+	return
+}
+
+// observed reads the views, in expected's formats.
+func observed(t *testing.T, ch driver.Conn) (stats, keys, gates, names []string) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := ch.Query(ctx, `SELECT hour, tool_name, client_name, server_name, server_version, calls, errors, successful_calls,
+measurable_calls, calls_with_ignored_keys, keys_reported, keys_from_response, keys_from_schema, not_measurable_no_schema,
+not_measurable_truncated, not_measurable_other, validation_errors, unknown_tool_calls, duration_count, duration_sum_ms,
+duration_buckets FROM mcpulse.v_tool_call_stats_hourly`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var (
+			h                             time.Time
+			tool, client, server, version string
+			v                             = make([]uint64, 14)
+			sumMs                         float64
+			buckets                       []uint64
+		)
+		dest := []any{&h, &tool, &client, &server, &version}
+		for i := range v[:13] {
+			dest = append(dest, &v[i])
+		}
+		dest = append(dest, &v[13], &sumMs, &buckets)
+		if err := rows.Scan(dest...); err != nil {
+			t.Fatal(err)
+		}
+		all := append(append(v, uint64(math.Round(sumMs*1000))), buckets...)
+		stats = append(stats, fmt.Sprintf("%s|%s|%s|%s|%s|%v", h.UTC().Format(time.DateTime), tool, client, server, version, all))
+	}
+	rows.Close()
+	scanLines := func(q string, n int) []string {
+		rows, err := ch.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var h time.Time
+			strs := make([]string, n)
+			var count uint64
+			dest := []any{&h}
+			for i := range strs {
+				dest = append(dest, &strs[i])
+			}
+			dest = append(dest, &count)
+			if err := rows.Scan(dest...); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s|%s|%d", h.UTC().Format(time.DateTime), strings.Join(strs, "|"), count))
+		}
+		return out
+	}
+	keys = scanLines("SELECT hour, tool_name, server_name, server_version, key_path, occurrences FROM mcpulse.v_ignored_key_paths_hourly", 4)
+	gates = scanLines(`SELECT hour, campaign_id, reason, client_name, toString(ifNull(url_supported, 2)), toString(ifNull(form_supported, 2)), calls
+FROM mcpulse.v_gate_reasons_hourly`, 5)
+	names = scanLines("SELECT hour, event, events FROM mcpulse.v_events_by_name_hourly", 1)
+	for _, l := range [][]string{stats, keys, gates, names} {
+		slices.Sort(l)
+	}
+	return
+}
+
+// feed adds log[from:to] of stream s to batch b with Adder a.
+func feed(b *rollup.Batch, a *rollup.Adder, s rollup.Stream, log []event, from, to int) {
+	for o := from; o < to; o++ {
+		b.Advance(s, int64(o))
+		if tc := log[o].call; tc != nil {
+			a.AddToolCall(b, s, tc)
+			a.AddEvent(b, s, "$mcp_tool_call", tc.Timestamp)
+		}
+	}
+}
+
+func compare(t *testing.T, ch driver.Conn, logs map[rollup.Stream][]event, upTo map[rollup.Stream]int, when string) {
+	t.Helper()
+	es, ek, eg, en := expected(logs, upTo)
+	os, ok, og, on := observed(t, ch)
+	for _, c := range []struct {
+		name       string
+		want, have []string
+	}{{"tool_call_stats", es, os}, {"ignored_key_paths", ek, ok}, {"gate_reason_calls", eg, og}, {"events_by_name", en, on}} {
+		if !slices.Equal(c.want, c.have) {
+			t.Errorf("%s: %s differs from the events:\n want %d rows %q\n have %d rows %q", when, c.name, len(c.want), head(c.want), len(c.have), head(c.have))
+		}
+	}
+}
+
+func head(l []string) []string {
+	if len(l) > 6 {
+		return l[:6]
+	}
+	return l
+}
+
+// TestRollupsEqualTheirEvents writes batches of two partitions, with a cache small enough to
+// evict and reload, and checks after each batch that every view equals what the stored events
+// say.
+func TestRollupsEqualTheirEvents(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	streams := []rollup.Stream{{"mcp_tool_calls", 0}, {"mcp_tool_calls", 1}}
+	logs := map[rollup.Stream][]event{streams[0]: genLog(rng, 3000), streams[1]: genLog(rng, 2000)}
+	for _, budget := range []int{1 << 20, 10} {
+		t.Run(fmt.Sprintf("budget %d", budget), func(t *testing.T) {
+			truncate(t, env.ClickHouse)
+			store := rollup.NewStore(env.ClickHouse, rollup.Tables(), budget, nil)
+			if err := store.Begin(ctx, map[rollup.Stream]int64{streams[0]: 0, streams[1]: 0}); err != nil {
+				t.Fatal(err)
+			}
+			upTo := map[rollup.Stream]int{}
+			var a rollup.Adder
+			for batch := 0; ; batch++ {
+				b := store.NewBatch()
+				done := true
+				for _, s := range streams {
+					from := upTo[s]
+					to := min(from+1+rng.IntN(700), len(logs[s]))
+					if from < to {
+						done = false
+					}
+					feed(b, &a, s, logs[s], from, to)
+					upTo[s] = to
+				}
+				if done {
+					break
+				}
+				w, err := store.Prepare(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Insert(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if batch%3 == 0 {
+					compare(t, env.ClickHouse, logs, upTo, fmt.Sprintf("after batch %d", batch))
+				}
+			}
+			compare(t, env.ClickHouse, logs, upTo, "at the end")
+			if budget == 10 && store.CachedCells() > 2000 {
+				t.Errorf("cache holds %d cells with a budget of 10", store.CachedCells())
+			}
+		})
+	}
+}
+
+// TestReplayAfterAPartialInsert stores a batch's rollups partly (markers and some tables, or
+// all of them) without committing it, then lets a new generation replay the offsets with other
+// batch boundaries and, for some events, another derivation (the ignored keys a served schema
+// yields may differ on a replay): the views equal the replayed events, counted once.
+func TestReplayAfterAPartialInsert(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 3}
+	for _, partial := range []string{"markers only", "half the tables", "all tables"} {
+		t.Run(partial, func(t *testing.T) {
+			truncate(t, env.ClickHouse)
+			rng := rand.New(rand.NewPCG(3, uint64(len(partial))))
+			log := genLog(rng, 1200)
+			var a rollup.Adder
+			store := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+			if err := store.Begin(ctx, map[rollup.Stream]int64{s: 0}); err != nil {
+				t.Fatal(err)
+			}
+			// Committed: [0, 500).
+			b := store.NewBatch()
+			feed(b, &a, s, log, 0, 500)
+			w, err := store.Prepare(ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Insert(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Stored in part, never committed: [500, 900).
+			b = store.NewBatch()
+			feed(b, &a, s, log, 500, 900)
+			w, err = store.Prepare(ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rollup.InsertPartly(ctx, w, partial); err != nil {
+				t.Fatal(err)
+			}
+			// The replay derives some calls differently from the first attempt.
+			replayed := slices.Clone(log)
+			for o := 500; o < 900; o++ {
+				if tc := replayed[o].call; tc != nil && o%7 == 0 {
+					c := *tc
+					c.CountedIgnoredKeys = []string{"derived.differently"}
+					c.Tool = "renamed-by-replay"
+					replayed[o] = event{call: &c}
+				}
+			}
+			// A new generation (this member or another) replays from the committed offset 500,
+			// in batches of other sizes.
+			store2 := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+			if err := store2.Begin(ctx, map[rollup.Stream]int64{s: 500}); err != nil {
+				t.Fatal(err)
+			}
+			if store2.Epoch() <= store.Epoch() {
+				t.Fatalf("second generation's epoch %d is not above the first's %d", store2.Epoch(), store.Epoch())
+			}
+			// Right after Begin, before anything is replayed, the views show the committed
+			// prefix exactly.
+			compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 500}, "after recovery")
+			for from := 500; from < len(replayed); from += 130 {
+				b := store2.NewBatch()
+				to := min(from+130, len(replayed))
+				feed(b, &a, s, replayed, from, to)
+				w, err := store2.Prepare(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Insert(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			compare(t, env.ClickHouse, map[rollup.Stream][]event{s: replayed}, map[rollup.Stream]int{s: len(replayed)}, "after the replay")
+		})
+	}
+}
+
+// TestALateRowOfAnOlderGenerationIsNotABase: a member that lost the partition writes a row
+// after the new owner recovered it (its insert was in flight); the new owner, loading that cell,
+// continues from the committed total the row carries as `before`, not from the row's total.
+func TestALateRowOfAnOlderGenerationIsNotABase(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	truncate(t, env.ClickHouse)
+	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
+	tc := &rollup.ToolCall{Timestamp: t0, Tool: "a", Source: "reported"}
+	log := []event{{tc}, {tc}, {tc}, {tc}}
+	var a rollup.Adder
+	old := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+	if err := old.Begin(ctx, map[rollup.Stream]int64{s: 0}); err != nil {
+		t.Fatal(err)
+	}
+	b := old.NewBatch()
+	feed(b, &a, s, log, 0, 2)
+	w, _ := old.Prepare(ctx, b)
+	if err := w.Insert(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b = old.NewBatch()
+	feed(b, &a, s, log, 2, 3)
+	late, _ := old.Prepare(ctx, b) // prepared; its insert lands after the takeover
+	owner := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+	if err := owner.Begin(ctx, map[rollup.Stream]int64{s: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Insert(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b = owner.NewBatch()
+	feed(b, &a, s, log, 2, 4)
+	w, err := owner.Prepare(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Insert(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 4}, "after the late row")
+}
+
+// TestDurationBucketBoundsAreTheViewsBounds: the Go list and the SQL view are one definition.
+func TestDurationBucketBoundsAreTheViewsBounds(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	var bounds []float64
+	if err := env.ClickHouse.QueryRow(context.Background(), "SELECT bounds FROM mcpulse.v_duration_bucket_bounds").Scan(&bounds); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(bounds, rollup.DurationBucketBoundsMs) {
+		t.Errorf("v_duration_bucket_bounds = %v, rollup.DurationBucketBoundsMs = %v", bounds, rollup.DurationBucketBoundsMs)
+	}
+}
+
+func truncate(t *testing.T, ch driver.Conn) {
+	t.Helper()
+	for _, tbl := range []string{"tool_call_stats_hourly", "ignored_key_paths_hourly", "gate_reason_calls_hourly",
+		"gate_reason_people_hourly", "events_by_name_hourly", "rollup_writes"} {
+		if err := ch.Exec(context.Background(), "TRUNCATE TABLE mcpulse."+tbl); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

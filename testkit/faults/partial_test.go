@@ -1,0 +1,59 @@
+//go:build linux
+
+package faults
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// faultExitStatus is consumers.FaultExitStatus (faultinject build only): the status of a member
+// the fault hook stopped right after an insert.
+const faultExitStatus = 86
+
+// A consumer that dies between two ClickHouse inserts of one batch — the raw rows stored, the
+// rollups' write markers and rows in part, nothing committed — at 12 points of a run, and is
+// replaced each time by a member with another batch size, so each replay cuts the log into
+// other batches than the attempt it repeats, loses and doubles nothing: every figure equals
+// the corpus's expected outcome, and every rollup its recomputation from the raw tables.
+//
+// Each member exits through the consumer's fault hook (MCPULSE_FAULT_EXIT_AFTER_INSERTS=N:
+// exit right after the N-th successful batch insert, N drawn from a seeded generator), so the
+// crash lands between inserts however fast the machine is.
+func TestConsumerDyingBetweenTheInsertsOfABatchLosesAndDoublesNothing(t *testing.T) {
+	const rounds = 12
+	p := newPipeline(t, 100000, 11, rounds+1)
+	rng := rand.New(rand.NewPCG(11, 12))
+	batchSizes := []int{700, 2000, 5000, 20000}
+	for i := range rounds {
+		p.publishNext()
+		inserts := 2 + rng.IntN(8) // within its first batches: a part of the corpus is a few of them
+		size := batchSizes[rng.IntN(len(batchSizes))]
+		m := p.startWith([]string{"--batch-size", strconv.Itoa(size)},
+			[]string{fmt.Sprintf("MCPULSE_FAULT_EXIT_AFTER_INSERTS=%d", inserts)})
+		m.stopping = true // it is meant to exit
+		select {
+		case <-m.done:
+		case <-time.After(stepTimeout):
+			p.t.Fatalf("%s did not reach its %d-th insert within %s%s", m.name, inserts, stepTimeout, p.logTails())
+		}
+		var exit *exec.ExitError
+		if !errors.As(m.waitErr, &exit) || exit.ExitCode() != faultExitStatus {
+			t.Fatalf("%s (batch size %d) ended with %v, want the fault hook's exit status %d%s", m.name, size, m.waitErr, faultExitStatus, p.logTails())
+		}
+		n, _ := p.rows()
+		t.Logf("round %2d: %s (batch size %5d) exited right after its insert %2d; %d raw rows stored", i+1, m.name, size, inserts, n)
+	}
+	p.publishNext()
+	p.start()
+	p.drain()
+	counts := p.verify()
+	if counts["rollups: reset cells of a batch stored but not committed"] == 0 {
+		t.Error("no member reset the cells of a batch stored in part: the test proved nothing about it")
+	}
+}
