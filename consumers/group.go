@@ -14,7 +14,7 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
-// Consumer-group membership and commits (DESIGN.md §5; issue 7's broker restart).
+// Consumer-group membership and commits (DESIGN.md §5; a broker restart included).
 //
 // The consumer joins the group through kafka-go's ConsumerGroup and reads each generation's
 // partitions with one partition reader each. A batch's offsets are committed with the

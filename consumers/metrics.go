@@ -27,7 +27,7 @@ const (
 // lagTimeout bounds the Kafka requests one scrape makes for mcpulse_consumer_lag.
 const lagTimeout = 3 * time.Second
 
-// Metrics are a consumer's Prometheus metrics (issue 7, part 3), registered on
+// Metrics are a consumer's Prometheus metrics, registered on
 // Config.Registerer by New:
 //
 //	mcpulse_consumer_messages_total                       counter    messages read from Kafka

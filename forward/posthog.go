@@ -1,5 +1,5 @@
-// Package forward sends mcpulse's derived events to a PostHog project through posthog-go
-// (issue 5, item 5): suppression resets, schema-check summaries and, optionally, the events the
+// Package forward sends mcpulse's derived events to a PostHog project through posthog-go:
+// suppression resets, schema-check summaries and, optionally, the events the
 // gateway acknowledges without routing them.
 //
 // Every event carries a deterministic, valid uuid (the audit event's, the run's, the forwarded

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// Stopping and starting the embedded services, for fault-injection tests (issue 7). A stop is
+// Stopping and starting the embedded services, for fault-injection tests. A stop is
 // a real one: the server gets SIGTERM and its process exits (SIGKILL after the same bounds as
 // Close); a start runs a new process on the same port and data directory, so clients keep
 // their addresses and find the data the server had persisted: Redis its append-only file,

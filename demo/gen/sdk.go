@@ -525,7 +525,7 @@ func zodType(s map[string]any) string {
 }
 
 // expectDerivation restates how the pipeline derives a successful call's ignored keys from
-// its SDK-shaped event (issue 11, point 3): from the tool result when the server reports them
+// its SDK-shaped event: from the tool result when the server reports them
 // (reporting servers name them only when there are some), else from the arguments against
 // the tool's served schema, where whatever the SDK cut or redacted on the way makes the call
 // not measurable rather than clean.

@@ -1,4 +1,4 @@
-// Package obs gives every mcpulse service the same operational endpoints (issue 7, part 3):
+// Package obs gives every mcpulse service the same operational endpoints:
 // /metrics (Prometheus text exposition through promhttp), /healthz (the process is alive) and
 // /readyz (every dependency answers), served on the service's own listener or a separate one.
 package obs

@@ -1,4 +1,4 @@
-// Package faults proves DESIGN.md §5's guarantees under injected faults (issue 7): real
+// Package faults proves DESIGN.md §5's guarantees under injected faults: real
 // `mcpulse consume` processes run against a real redis-server, clickhouse-server and an
 // in-process Kafka broker (stack) while the tests SIGKILL and restart them, stop
 // Redis and ClickHouse for 30 s, restart the broker, and let members join and leave the

@@ -69,10 +69,10 @@ const (
 	// sessionTimeout is the members' --session-timeout: a SIGKILLed member's partitions move
 	// to the others (or to its replacement) this long after it died.
 	sessionTimeout = 2 * time.Second
-	// resumeLimit is issue 7's bound on how long consumption may stay paused once a store (or
+	// resumeLimit is the bound on how long consumption may stay paused once a store (or
 	// the broker) is back.
 	resumeLimit = 10 * time.Second
-	// outage is how long Redis and ClickHouse stay stopped (issue 7).
+	// outage is how long Redis and ClickHouse stay stopped.
 	outage = 30 * time.Second
 	// stepTimeout bounds every wait for progress; a run that stalls fails instead of hanging.
 	stepTimeout = 3 * time.Minute
