@@ -139,16 +139,17 @@ func (s *servedSchemas) load(ctx context.Context, conn driver.Conn, k servedKey,
 }
 
 // deriveMisuse fills the misuse columns of the batch's tool-call rows (ignored keys and their
-// source, the not-measurable reason, unknown_tool). events are the batch's stored events, rows
-// their rows; the rows are modified in place.
+// source, the not-measurable reason, unknown_tool), and the properties of a call it finds
+// misused (ingest.ToolCallProperties). events are the batch's stored events, rows their rows;
+// the rows are modified in place.
 func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, rows []ingest.ToolCallRow) error {
-	calls := make(map[uuid.UUID]*ingest.ToolCall, len(rows))
+	calls := make(map[uuid.UUID]*ingest.Event, len(rows))
 	for _, ev := range events {
 		switch {
 		case ev.ToolsList != nil:
 			c.served.learn(ev.ToolsList)
 		case ev.ToolCall != nil:
-			calls[ev.UUID] = ev.ToolCall
+			calls[ev.UUID] = ev
 		}
 	}
 	now := c.now()
@@ -165,10 +166,12 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, row
 	}
 	for i := range rows {
 		r := &rows[i]
-		call := calls[r.UUID]
-		if call == nil {
+		ev := calls[r.UUID]
+		if ev == nil {
 			continue
 		}
+		call := ev.ToolCall
+		misused := r.Misused() // as the row builder saw it
 		var v *servedVersion
 		if r.ServerName != "" {
 			v = c.served.get(servedKey{r.ServerName, r.ServerVersion})
@@ -176,17 +179,19 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, row
 		if v != nil && v.listed != nil && !v.listed[r.RawToolName] {
 			r.UnknownTool = 1
 		}
-		if call.IgnoredKeysReported {
-			continue // reported: the row holds them already
+		if !call.IgnoredKeysReported { // a reported call's row holds its keys already
+			var schema *misuse.Schema
+			if v != nil {
+				schema = v.schemas[r.RawToolName]
+			}
+			k := misuse.Derive(misuse.Call{Response: call.Response, Parameters: call.Parameters, Schema: schema})
+			r.IgnoredKeys, r.IgnoredKeysTotal = nonNilKeys(k.Keys), uint32(min(k.Total, 1<<32-1))
+			r.CountedIgnoredKeys = nonNilKeys(c.keys.Counted(k.Keys))
+			r.IgnoredKeysSource, r.IgnoredKeysReason = string(k.Source), string(k.Reason)
 		}
-		var schema *misuse.Schema
-		if v != nil {
-			schema = v.schemas[r.RawToolName]
+		if !misused && r.Misused() { // (a reported call's parameters were let go in prepare: none kept)
+			r.Properties = ingest.ToolCallProperties(ev, r)
 		}
-		k := misuse.Derive(misuse.Call{Response: call.Response, Parameters: call.Parameters, Schema: schema})
-		r.IgnoredKeys, r.IgnoredKeysTotal = nonNilKeys(k.Keys), uint32(min(k.Total, 1<<32-1))
-		r.CountedIgnoredKeys = nonNilKeys(c.keys.Counted(k.Keys))
-		r.IgnoredKeysSource, r.IgnoredKeysReason = string(k.Source), string(k.Reason)
 	}
 	return nil
 }

@@ -76,7 +76,8 @@ func TestSDKEventsAreStoredAndOtherNamesCounted(t *testing.T) {
 // Tool calls of the MCP analytics SDK, which reports no ignored keys, get them derived: from the
 // tool's result, else from the arguments against the schema the server version listed (in the
 // batch, or read back from ClickHouse by a consumer that has not seen the listing); a call to a
-// tool the version does not list is marked. Expectations from the recording's client
+// tool the version does not list is marked. A misused call keeps its captured request in
+// properties, no call keeps its captured result. Expectations from the recording's client
 // (ingest/gateway/testdata/mcp/client.js).
 func TestSDKToolCallsGetDerivedIgnoredKeys(t *testing.T) {
 	h := newHarness(t)
@@ -110,10 +111,12 @@ func TestSDKToolCallsGetDerivedIgnoredKeys(t *testing.T) {
 	type derived struct {
 		source, reason, keys, counted, class string
 		unknown                              uint8
+		params                               bool // properties keep $mcp_parameters
 	}
 	got := map[string]derived{}
 	rows, err := h.ch.Query(context.Background(), `SELECT toString(uuid), raw_tool_name, ignored_keys_source, ignored_keys_reason,
-		arrayStringConcat(ignored_keys, ','), arrayStringConcat(counted_ignored_keys, ','), error_class, unknown_tool
+		arrayStringConcat(ignored_keys, ','), arrayStringConcat(counted_ignored_keys, ','), error_class, unknown_tool,
+		position(properties, '"$mcp_parameters":{"request":') > 0, position(properties, '$mcp_response') > 0
 		FROM mcpulse.tool_calls FINAL`)
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +124,12 @@ func TestSDKToolCallsGetDerivedIgnoredKeys(t *testing.T) {
 	for rows.Next() {
 		var id, tool string
 		var d derived
-		if err := rows.Scan(&id, &tool, &d.source, &d.reason, &d.keys, &d.counted, &d.class, &d.unknown); err != nil {
+		var response bool
+		if err := rows.Scan(&id, &tool, &d.source, &d.reason, &d.keys, &d.counted, &d.class, &d.unknown, &d.params, &response); err != nil {
 			t.Fatal(err)
+		}
+		if response {
+			t.Errorf("%s (%s): properties keep $mcp_response", id, tool)
 		}
 		got[id] = d
 	}
@@ -135,17 +142,17 @@ func TestSDKToolCallsGetDerivedIgnoredKeys(t *testing.T) {
 	}
 	for name, want := range map[string]derived{
 		"tool_call_ok":                  {source: "schema"},
-		"tool_call_misnamed_top_level":  {source: "schema", keys: "c", counted: "c"},
-		"tool_call_nested_zod":          {source: "schema", keys: "customer.mail,items.1.qty,note", counted: "customer.mail,items.1.qty,note"},
-		"tool_call_unknown_tool_zod":    {source: "not_measurable", reason: "no_schema", class: "unknown_tool", unknown: 1},
-		"tool_call_notice_ignored_keys": {source: "response", keys: "maxWords", counted: "maxWords"},
-		"tool_call_wrong_type":          {source: "schema", class: "validation_type"},
+		"tool_call_misnamed_top_level":  {source: "schema", keys: "c", counted: "c", params: true},
+		"tool_call_nested_zod":          {source: "schema", keys: "customer.mail,items.1.qty,note", counted: "customer.mail,items.1.qty,note", params: true},
+		"tool_call_unknown_tool_zod":    {source: "not_measurable", reason: "no_schema", class: "unknown_tool", unknown: 1, params: true},
+		"tool_call_notice_ignored_keys": {source: "response", keys: "maxWords", counted: "maxWords", params: true},
+		"tool_call_wrong_type":          {source: "schema", class: "validation_type", params: true},
 	} {
 		if g := got[uuidOf(name)]; g != want {
 			t.Errorf("%s: %+v, want %+v", name, g, want)
 		}
 	}
-	if g := got[uuidN(500)]; g != (derived{source: "schema", keys: "c", counted: "c"}) {
+	if g := got[uuidN(500)]; g != (derived{source: "schema", keys: "c", counted: "c", params: true}) {
 		t.Errorf("a call whose listing was read back from ClickHouse: %+v", g)
 	}
 }

@@ -151,8 +151,8 @@ type ToolCall struct {
 	IntentSource    string // $mcp_intent_source
 	ErrorMessage    string // $mcp_error_message
 	// Parameters and Response are $mcp_parameters and $mcp_response as received (nil when
-	// absent; they share the event's bytes and stay in Extra): what ignored keys are derived
-	// from when the event reports none.
+	// absent; they share the event's bytes and are not in Extra): what ignored keys are
+	// derived from when the event reports none.
 	Parameters json.RawMessage
 	Response   json.RawMessage
 

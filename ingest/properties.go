@@ -225,7 +225,10 @@ func decodeToolCall(p *propertyReader, ev *Event) {
 	t.Intent = p.str(keyIntent)
 	t.IntentSource = p.str(keyIntentSource)
 	t.ErrorMessage = p.str(keyErrorMessage)
-	t.Parameters, t.Response = p.peek(keyParameters), p.peek(keyResponse)
+	// Read, not peeked: what they hold is in the derived columns (ignored keys, their source,
+	// error class), so Extra leaves them out; a misused call's row keeps $mcp_parameters
+	// (ToolCallProperties).
+	t.Parameters, t.Response = p.raw(keyParameters), p.raw(keyResponse)
 	if isNull(t.Parameters) {
 		t.Parameters = nil
 	}

@@ -1,7 +1,10 @@
 package ingest
 
 import (
+	"bytes"
+	stdjson "encoding/json"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -93,7 +96,7 @@ type ToolCallRow struct {
 	CampaignID         string    `ch:"campaign_id"`
 	CompletedCalls     *int64    `ch:"completed_calls"`
 	SessionAgeSeconds  *float64  `ch:"session_age_seconds"`
-	Properties         string    `ch:"properties"` // Event.Extra
+	Properties         string    `ch:"properties"` // ToolCallProperties
 	KafkaPartition     int32     `ch:"kafka_partition"`
 	KafkaOffset        int64     `ch:"kafka_offset"`
 	InsertedAt         time.Time `ch:"inserted_at"`
@@ -136,6 +139,54 @@ func toolCallRows(rs *Rows, ev *Event, at RowContext) {
 	if t.IsError {
 		row.ErrorClass = string(misuse.ClassifyError(t.ErrorMessage))
 	}
+	if row.Misused() {
+		row.Properties = ToolCallProperties(ev, row)
+	}
+}
+
+// Misused reports whether a tool call's row shows that the agent called the tool wrongly:
+// ignored keys, an error classified as a validation error or an unknown tool, or a tool the
+// server version does not list.
+func (r *ToolCallRow) Misused() bool {
+	switch misuse.ErrorClass(r.ErrorClass) {
+	case misuse.ClassValidationType, misuse.ClassValidationRequired, misuse.ClassValidationUnknownKey,
+		misuse.ClassValidationOther, misuse.ClassUnknownTool:
+		return true
+	}
+	return r.IgnoredKeysTotal > 0 || r.UnknownTool != 0
+}
+
+// ToolCallProperties is what tool_calls.properties stores for the call ev as its row r says:
+// Event.Extra, plus, when r.Misused(), the call's $mcp_parameters (the SDK's capture of the
+// request, arguments included: what an analyst reads to see what the agent sent). Every call
+// holds its $mcp_parameters and $mcp_response in the derived columns (ignored keys, their
+// source, the error class), so a call used rightly stores neither. The value is compacted, and
+// re-encoded with U+FFFD for each invalid UTF-8 byte, as Extra is.
+func ToolCallProperties(ev *Event, r *ToolCallRow) string {
+	params := ev.ToolCall.Parameters
+	if len(params) == 0 || !r.Misused() {
+		return string(ev.Extra)
+	}
+	var b bytes.Buffer
+	b.Grow(len(ev.Extra) + len(propParameters) + len(params) + 4)
+	b.Write(ev.Extra[:len(ev.Extra)-1])
+	if len(ev.Extra) > 2 {
+		b.WriteByte(',')
+	}
+	b.WriteString(`"` + propParameters + `":`)
+	if utf8.Valid(params) {
+		_ = stdjson.Compact(&b, params) // valid JSON: Parse checked it
+	} else {
+		var v any
+		_ = stdjson.Unmarshal(params, &v)
+		val, err := stdjson.Marshal(v)
+		if err != nil {
+			val = []byte("null")
+		}
+		b.Write(val)
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // RecruitmentRow is one row of mcpulse.recruitment_events.

@@ -1,6 +1,7 @@
 package ingest_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -71,13 +72,16 @@ func TestParseSDKToolCall(t *testing.T) {
 		t.Errorf("reported %v, parameters %d bytes, response %d bytes: the derivation inputs", tc.IgnoredKeysReported, len(tc.Parameters), len(tc.Response))
 	}
 	extra := extraKeys(t, ev)
+	// The captured request and result feed the derived columns (ignored keys, their source,
+	// the error class): a call used rightly stores neither.
 	for _, held := range []string{"$mcp_tool_name", "$mcp_server_name", "$mcp_server_version", "$mcp_protocol_version", "$mcp_source",
-		"$mcp_intent", "$mcp_intent_source", "$mcp_client_name", "$session_id", "$mcp_is_error", "$mcp_duration_ms"} {
+		"$mcp_intent", "$mcp_intent_source", "$mcp_client_name", "$session_id", "$mcp_is_error", "$mcp_duration_ms",
+		"$mcp_parameters", "$mcp_response"} {
 		if _, ok := extra[held]; ok {
 			t.Errorf("properties keep %s, which a column holds", held)
 		}
 	}
-	for _, kept := range []string{"$mcp_parameters", "$mcp_response", "$mcp_tool_description", "$lib"} {
+	for _, kept := range []string{"$mcp_tool_description", "$lib"} {
 		if _, ok := extra[kept]; !ok {
 			t.Errorf("properties lack %s, which no column holds", kept)
 		}
@@ -88,12 +92,106 @@ func TestParseSDKToolCall(t *testing.T) {
 	if r.ServerName != tc.ServerName || r.Intent != tc.Intent || r.Source != tc.Source || r.IgnoredKeysSource != "" || r.ErrorClass != "" {
 		t.Errorf("row %+v", r)
 	}
+	if r.Misused() || r.Properties != string(ev.Extra) {
+		t.Errorf("a call used rightly: misused %v, properties %s, want Extra", r.Misused(), r.Properties)
+	}
 
+	// A call the server refused for a wrong argument type keeps what the agent sent.
 	failed := recorded(t, "tool_call_wrong_type")
 	rows = ingest.Rows{}
 	rows.Append(failed, ingest.RowContext{})
-	if r := rows.ToolCalls[0]; r.IsError != 1 || !strings.Contains(r.ErrorMessage, "expected number") || r.ErrorClass != "validation_type" {
+	r = rows.ToolCalls[0]
+	if r.IsError != 1 || !strings.Contains(r.ErrorMessage, "expected number") || r.ErrorClass != "validation_type" {
 		t.Errorf("failed call row: is_error %d, message %q, class %q", r.IsError, r.ErrorMessage, r.ErrorClass)
+	}
+	checkKeptParameters(t, failed, r.Properties)
+}
+
+// checkKeptParameters checks that a misused call's properties are its Extra plus its
+// $mcp_parameters, compacted, and no $mcp_response.
+func checkKeptParameters(t *testing.T, ev *ingest.Event, properties string) {
+	t.Helper()
+	var got, extra map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(properties), &got); err != nil {
+		t.Fatalf("properties %s: %v", properties, err)
+	}
+	if err := json.Unmarshal(ev.Extra, &extra); err != nil {
+		t.Fatal(err)
+	}
+	var params bytes.Buffer
+	if err := json.Compact(&params, ev.ToolCall.Parameters); err != nil {
+		t.Fatal(err)
+	}
+	if string(got["$mcp_parameters"]) != params.String() || len(params.Bytes()) < 20 {
+		t.Errorf("properties keep $mcp_parameters %s, want %s", got["$mcp_parameters"], params.Bytes())
+	}
+	if _, ok := got["$mcp_response"]; ok {
+		t.Errorf("properties keep $mcp_response")
+	}
+	delete(got, "$mcp_parameters")
+	if len(got) != len(extra) {
+		t.Errorf("properties %s, want Extra %s plus $mcp_parameters", properties, ev.Extra)
+	}
+	for k, v := range extra {
+		if string(got[k]) != string(v) {
+			t.Errorf("properties[%s] = %s, want %s", k, got[k], v)
+		}
+	}
+}
+
+// A misused call keeps its $mcp_parameters: ignored keys reported, a validation error, an
+// unknown tool; the value is compacted and invalid UTF-8 re-encoded, as in Extra.
+func TestToolCallPropertiesKeepMisusedCallsArguments(t *testing.T) {
+	args := map[string]any{"query": "q", "limti": 5}
+	params := map[string]any{"request": map[string]any{"method": "tools/call", "params": map[string]any{"name": "t", "arguments": args}}}
+	for _, c := range []struct {
+		name    string
+		props   map[string]any
+		misused bool
+	}{
+		{"used rightly", map[string]any{"$mcp_ignored_keys": []string{}}, false},
+		{"keys reported", map[string]any{"$mcp_ignored_keys": []string{"limti"}}, true},
+		{"validation error", map[string]any{"$mcp_is_error": true, "$mcp_error_message": "MCP error -32602: Input validation error: Invalid arguments for tool t: Expected number, received string at limit"}, true},
+		{"other error", map[string]any{"$mcp_is_error": true, "$mcp_error_message": "upstream timed out"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			props := map[string]any{"$mcp_parameters": params, "$mcp_response": map[string]any{"content": []any{}}, "$lib": "posthog-node"}
+			for k, v := range c.props {
+				props[k] = v
+			}
+			ev := mustParse(t, envelope(t, ingest.KindToolCall, nil, props))
+			if strings.Contains(string(ev.Extra), "$mcp_parameters") || strings.Contains(string(ev.Extra), "$mcp_response") {
+				t.Errorf("Extra %s keeps the captured request or result", ev.Extra)
+			}
+			var rows ingest.Rows
+			rows.Append(ev, ingest.RowContext{})
+			r := &rows.ToolCalls[0]
+			if r.Misused() != c.misused {
+				t.Fatalf("misused %v, want %v (row %+v)", r.Misused(), c.misused, r)
+			}
+			if !c.misused {
+				if r.Properties != string(ev.Extra) {
+					t.Errorf("properties %s, want Extra %s", r.Properties, ev.Extra)
+				}
+				// What the consumer finds later (an unknown tool) makes it misused.
+				r.UnknownTool = 1
+				r.Properties = ingest.ToolCallProperties(ev, r)
+			}
+			checkKeptParameters(t, ev, r.Properties)
+		})
+	}
+
+	// Loose and invalid UTF-8 parameters; nothing else left.
+	in := `{"uuid":"` + testUUID + `","event":"$mcp_tool_call","distinct_id":"d","timestamp":"2026-01-01T00:00:00Z","properties":{` +
+		`"$mcp_tool_name":"t","$mcp_ignored_keys":["x"],"$mcp_parameters": { "a" : [ 1 , "b` + "\xff" + `" ] } }}`
+	ev, err := ingest.Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows ingest.Rows
+	rows.Append(ev, ingest.RowContext{})
+	if got, want := rows.ToolCalls[0].Properties, `{"$mcp_parameters":{"a":[1,"b`+"\uFFFD"+`"]}}`; got != want {
+		t.Errorf("properties %q, want %q", got, want)
 	}
 }
 
