@@ -42,7 +42,9 @@ func TestRowRefusedForGoodIsDeadLetteredAndTheBatchCommitted(t *testing.T) {
 		t.Errorf("dead letter %s class %q reason %q, want event 3 refused by other_events", id, class, reason)
 	}
 	s := c.Stats()
-	if s.StoreRefused != 1 || s.InsertSplits < 1 || s.DeadLettered != 1 || s.Stored["other"] != 3 || s.Stored["tool_call"] != 1 {
-		t.Errorf("stats %+v: want 1 refused after splitting, 3 other events and 1 tool call stored", s)
+	// How often inserts were split depends on which events shared a batch (the events sit on
+	// different partitions); splitting itself is TestInsertSplittingFindsTheRefusedRows.
+	if s.StoreRefused != 1 || s.DeadLettered != 1 || s.Stored["other"] != 3 || s.Stored["tool_call"] != 1 {
+		t.Errorf("stats %+v: want 1 refused, 3 other events and 1 tool call stored", s)
 	}
 }
