@@ -153,7 +153,11 @@ func FormatValue(format string, f float64) string {
 			return trimZeros(strconv.FormatFloat(f, 'f', 1, 64)) + " ms"
 		}
 	case FormatPoints:
-		return signed(f*100, trimZeros(strconv.FormatFloat(math.Abs(f*100), 'f', 1, 64))+" pp")
+		abs := trimZeros(strconv.FormatFloat(math.Abs(f*100), 'f', 1, 64))
+		if abs == "0" {
+			return "±0 pp" // no "-0 pp" for a change that rounds away
+		}
+		return signed(f*100, abs+" pp")
 	case FormatChange:
 		return signed(f, strings.TrimPrefix(Percent(math.Abs(f)), "<"))
 	case FormatBool:

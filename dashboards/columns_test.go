@@ -36,6 +36,7 @@ func TestColumnFormats(t *testing.T) {
 		{FormatBool, 0, "no"},
 		{FormatPoints, 0.021, "+2.1 pp"},
 		{FormatPoints, -0.05, "-5 pp"},
+		{FormatPoints, -0.0004, "±0 pp"},
 		{FormatChange, 0.35, "+35%"},
 		{FormatChange, -0.5, "-50%"},
 	} {

@@ -89,6 +89,9 @@ type Panel struct {
 	// Limit is the panel's own default for the "limit" parameter when the page sets none
 	// (0: DefaultLimit).
 	Limit int
+	// Half makes a table take half the page's width (ranked lists side by side); charts
+	// with series and tables span it otherwise.
+	Half bool
 	// Empty says why the panel can be empty (e.g. "no schema check has reached a server in
 	// this range"); the page shows it in place of an empty chart or table.
 	Empty string
@@ -190,6 +193,7 @@ type panelYAML struct {
 	Layout      string   `yaml:"layout"`
 	Group       *Group   `yaml:"group"`
 	Limit       int      `yaml:"limit"`
+	Half        bool     `yaml:"half"`
 	Empty       string   `yaml:"empty"`
 }
 

@@ -14,11 +14,14 @@ func TestEmbeddedDefinitionsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"tool-diagnostics":         {"ignored-key-rate-over-time", "tools-by-ignored-key-rate", "compared-with-previous-period", "top-ignored-key-paths", "schema-vs-ignored-key-rate"},
-		"recruitment-campaigns":    {"funnel", "reach", "gate-reason-shares", "clients", "capabilities"},
-		"schema-ratchet":           {"oversized-vs-ratchet", "coverage-vs-minimum", "offending-tools", "schemas-seen-in-traffic"},
-		"suppression-data-quality": {"identities-by-state", "recent-resets", "dead-letters-by-reason"},
-		"alerts":                   {"firing-now", "history", "fired-per-day", "notifications"},
+		"tool-diagnostics": {"tools", "most-failing", "slowest", "most-misused", "compared-with-previous-period",
+			"error-rate-over-time", "ignored-key-rate-over-time", "top-ignored-key-paths", "clients", "server-versions", "coverage",
+			"schema-vs-ignored-key-rate"},
+		"recruitment-campaigns": {"funnel", "reach", "gate-reason-shares", "clients", "capabilities"},
+		"schema-ratchet":        {"oversized-vs-ratchet", "coverage-vs-minimum", "offending-tools", "schemas-seen-in-traffic"},
+		"suppression-data-quality": {"identities-by-state", "recent-resets", "dead-letters-by-reason", "dead-letters-over-time",
+			"events-by-name", "other-events"},
+		"alerts": {"firing-now", "history", "fired-per-day", "notifications"},
 	}
 	if len(ds) != len(want) {
 		t.Fatalf("%d dashboards, want %d", len(ds), len(want))

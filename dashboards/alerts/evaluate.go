@@ -388,7 +388,7 @@ func (e *Evaluator) transition(r Rule, instance string, row *instanceRow, last t
 func (r Rule) summary(cols dashboards.Columns, row *instanceRow, state string) string {
 	spec := cols.Spec(r.Value)
 	if row == nil || row.value == nil {
-		return fmt.Sprintf("%s: no data in the last %s (it fires %s)", spec.Label, shortDuration(r.Window), r.ThresholdText(spec.Format))
+		return fmt.Sprintf("%s: no data in the last %s (it fires %s)", spec.Label, shortDuration(r.Window), r.ThresholdText(cols))
 	}
 	text := spec.Label + " " + dashboards.FormatValue(spec.Format, *row.value)
 	if row.volume != nil && r.Volume != "" {
@@ -401,9 +401,9 @@ func (r Rule) summary(cols dashboards.Columns, row *instanceRow, state string) s
 		text += fmt.Sprintf(" (baseline %s)", dashboards.FormatValue(spec.Format, *row.baseline))
 	}
 	if state == StateFiring {
-		text += ", " + r.ThresholdText(spec.Format)
+		text += ", " + r.ThresholdText(cols)
 	} else {
-		text += "; it fires " + r.ThresholdText(spec.Format)
+		text += "; it fires " + r.ThresholdText(cols)
 		if r.MinVolume > 0 {
 			text += fmt.Sprintf(" with at least %s", dashboards.FormatValue(dashboards.FormatCount, r.MinVolume))
 		}

@@ -412,3 +412,92 @@ SELECT ?, 'posthog', toDateTime(?, 'UTC'), tool, 1000, 0, 50, described, [], [] 
 		t.Errorf("panel rule alert %+v", a)
 	}
 }
+
+// statsRow is one hour of one tool on one server version in tool_call_stats_hourly, written
+// as the migration's backfill writes recomputed history (pseudo-partition -1 of topic ”).
+type statsRow struct {
+	hour                                   time.Time
+	tool, server, version                  string
+	calls, errors, measurable, withIgnored uint64
+	validation                             uint64
+}
+
+func insertStats(t *testing.T, ch driver.Conn, rows ...statsRow) {
+	t.Helper()
+	b, err := ch.PrepareBatch(context.Background(), `INSERT INTO mcpulse.tool_call_stats_hourly (kafka_topic, kafka_partition, hour,
+tool_name, client_name, server_name, server_version, calls, errors, successful_calls, measurable_calls, calls_with_ignored_keys,
+validation_errors, duration_buckets, as_of, before, before_as_of, version)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if err := b.Append("", int32(-1), r.hour, r.tool, "claude-code", r.server, r.version, r.calls, r.errors, r.calls-r.errors,
+			r.measurable, r.withIgnored, r.validation, []uint64{}, int64(0), []uint64{}, int64(0), uint64(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// When a server's new version appears, a tool whose ignored-key rate (or validation-error
+// rate) rose by more than 5 points against the previous version fires, one alert per server,
+// tool and version; a tool whose rates held, a server without a new version, and a new version
+// with too few calls do not.
+func TestMisuseRisingAfterANewServerVersion(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ds := loadDashboards(t)
+	all, err := DefaultRules(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []Rule
+	for _, r := range all {
+		if strings.HasSuffix(r.Name, "-after-new-version") {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) != 2 {
+		t.Fatalf("rules %v, want the two new-version rules", rules)
+	}
+	rc, ts := newReceiver(t, 0)
+	ev := &Evaluator{Rules: rules, Dashboards: ds, ClickHouse: env.ClickHouse, Replica: "single",
+		Receivers: ReceiversConfig{Receivers: []Receiver{{Name: "ops-webhook", Kind: KindWebhook, URL: ts.URL + "/hook"}}}}
+
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	old, fresh := now.Add(-30*time.Hour), now.Add(-6*time.Hour)
+	insertStats(t, env.ClickHouse,
+		// posthog 1.4.0 served for days; 1.5.0 appeared 6 hours ago.
+		statsRow{old, "query-run", "posthog", "1.4.0", 200, 0, 200, 20, 0},     // 10% ignored
+		statsRow{fresh, "query-run", "posthog", "1.5.0", 100, 0, 100, 40, 0},   // 40%: fires
+		statsRow{old, "insight-get", "posthog", "1.4.0", 200, 10, 190, 19, 2},  // 10%, 1% validation
+		statsRow{fresh, "insight-get", "posthog", "1.5.0", 100, 20, 80, 8, 15}, // 10% held; 15% validation: fires
+		statsRow{old, "exec", "posthog", "1.4.0", 200, 0, 200, 0, 0},
+		statsRow{fresh, "exec", "posthog", "1.5.0", 10, 0, 10, 9, 0}, // 90% on 10 calls: too few
+		// sentry-mcp's one version is old: nothing to compare.
+		statsRow{old, "search_issues", "sentry-mcp", "2.0.0", 200, 0, 200, 0, 0},
+		statsRow{fresh, "search_issues", "sentry-mcp", "2.0.0", 100, 0, 100, 90, 0},
+	)
+	rep, err := ev.Evaluate(context.Background(), now)
+	if err != nil || len(rep.Errors) > 0 {
+		t.Fatal(err, rep.Errors)
+	}
+	var got []string
+	for _, body := range rc.got("/hook") {
+		var m AlertmanagerMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatal(err)
+		}
+		l := m.Alerts[0].Labels
+		got = append(got, l["alertname"]+" "+l["server_name"]+" "+l["tool_name"]+" "+l["server_version"]+": "+m.Alerts[0].Annotations["summary"])
+	}
+	slices.Sort(got)
+	want := []string{
+		"ignored-keys-after-new-version posthog query-run 1.5.0: Ignored-key rate 40% over 100 measurable calls in the last 24h (baseline 10%), up more than 5 pp on ignored-key rate before · Previous version: 1.4.0",
+		"validation-errors-after-new-version posthog insight-get 1.5.0: Validation errors 15% over 100 calls in the last 24h (baseline 1%), up more than 5 pp on validation errors before · Previous version: 1.4.0",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("notified\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -304,9 +304,11 @@ func (r Rule) source(ds []dashboards.Dashboard) dashboards.Panel {
 	return dashboards.Panel{ID: r.Name, Query: r.Query, Params: r.Params}
 }
 
-// ThresholdText says what the rule fires on, e.g. "above 1%" or "up 5 pp on the previous
-// period", the value formatted as format says.
-func (r Rule) ThresholdText(format string) string {
+// ThresholdText says what the rule fires on, e.g. "above 1%", or "up more than 5 pp on the
+// previous period" (a column baseline is named by its label in cols), the values formatted as
+// the rule's value column is.
+func (r Rule) ThresholdText(cols dashboards.Columns) string {
+	format := cols.Spec(r.Value).Format
 	switch {
 	case r.Threshold != nil && r.Threshold.Above != nil:
 		return "above " + dashboards.FormatValue(format, *r.Threshold.Above)
@@ -321,7 +323,7 @@ func (r Rule) ThresholdText(format string) string {
 		}
 		against := "the previous period"
 		if r.Change.Baseline != BaselinePreviousPeriod {
-			against = r.Change.Baseline
+			against = strings.ToLower(cols.Label(r.Change.Baseline))
 		}
 		return "up more than " + strings.TrimPrefix(by, "+") + " on " + against
 	}

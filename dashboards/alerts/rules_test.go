@@ -36,13 +36,18 @@ func TestDefaultRulesLoad(t *testing.T) {
 			t.Errorf("rule %s: %+v", r.Name, r)
 		}
 	}
-	for _, want := range []string{"dead-letter-rate", "ratchet-broken", "invitation-to-suppressed"} {
+	for _, want := range []string{"dead-letter-rate", "ratchet-broken", "invitation-to-suppressed", "tool-error-rate",
+		"ignored-keys-after-new-version", "validation-errors-after-new-version"} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("no built-in rule %s (have %v)", want, rules)
 		}
 	}
-	if r := names["dead-letter-rate"]; r.ThresholdText(dashboards.FormatPercent) != "above 1%" {
-		t.Errorf("dead-letter-rate fires %q", r.ThresholdText(dashboards.FormatPercent))
+	cols := loadDashboards(t)[0].Columns
+	if r := names["dead-letter-rate"]; r.ThresholdText(cols) != "above 1%" {
+		t.Errorf("dead-letter-rate fires %q", r.ThresholdText(cols))
+	}
+	if r := names["validation-errors-after-new-version"]; r.ThresholdText(cols) != "up more than 5 pp on validation errors before" {
+		t.Errorf("validation-errors-after-new-version fires %q", r.ThresholdText(cols))
 	}
 }
 

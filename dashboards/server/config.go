@@ -104,7 +104,12 @@ func (c *Config) setDefaults() error {
 		c.Dashboards = ds
 	}
 	if c.AlertRules == nil {
-		rules, err := alerts.DefaultRules(c.Dashboards)
+		// The built-in rules name panels of the built-in dashboards, whichever are served.
+		all, err := dashboards.Load()
+		if err != nil {
+			return err
+		}
+		rules, err := alerts.DefaultRules(all)
 		if err != nil {
 			return err
 		}

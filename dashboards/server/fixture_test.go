@@ -42,6 +42,9 @@ const (
 	// labels) as well as tables.
 	hostileTool     = "<svg/onload=alert(6)>tool"
 	hostileCampaign = `<b onmouseover=alert(5)>camp</b>`
+	// hostileEvent is the name of an event mcpulse does not route: it reaches the data-quality
+	// panels (events per name, other events) as text.
+	hostileEvent = `<img src=x onerror=alert(8)>event`
 	// hostileCalls is how many hostile tool calls are published: enough for the hostile keys,
 	// client and tool to rank among the top rows of every "top N" panel and chart.
 	hostileCalls = 1000
@@ -151,8 +154,8 @@ func evaluateAlerts(ctx context.Context, ch driver.Conn, ds []dashboards.Dashboa
 	}
 	defer os.RemoveAll(dir)
 	for name, text := range map[string]string{
-		"ignored-keys-high.yaml": "title: Ignored-key rate above 50%\npanel: tool-diagnostics/tools-by-ignored-key-rate\nwindow: 3h\n" +
-			"value: ignored_key_rate\nvolume: successful_calls\nmin_volume: 100\nlabels: [tool_name]\nthreshold: {above: 0.5}\nreceivers: [hook]\n",
+		"ignored-keys-high.yaml": "title: Ignored-key rate above 50%\npanel: tool-diagnostics/most-misused\nwindow: 3h\n" +
+			"value: ignored_key_rate\nvolume: calls\nmin_volume: 100\nlabels: [tool_name]\nthreshold: {above: 0.5}\nreceivers: [hook]\n",
 		"undescribed-parameters.yaml": "title: Many undescribed nested parameters\npanel: schema-ratchet/offending-tools\nwindow: 24h\n" +
 			"value: undescribed_nested\nlabels: [server, tool_name]\nthreshold: {above: 10}\nreceivers: [hook]\n",
 	} {
@@ -200,6 +203,21 @@ func publishHostile(ctx context.Context, pub *ingest.Publisher, ts time.Time) er
 			"properties":  props,
 		}
 		data, err := json.Marshal(env)
+		if err != nil {
+			return err
+		}
+		ev, err := ingest.Parse(data)
+		if err != nil {
+			return err
+		}
+		events = append(events, ev)
+	}
+	for i := range 3 {
+		data, err := json.Marshal(map[string]any{
+			"uuid":  uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "dashserver-hostile-event-%d", i)).String(),
+			"event": hostileEvent, "distinct_id": hostileDistinctID, "timestamp": ts.Add(time.Duration(i) * time.Second).Format(time.RFC3339),
+			"properties": map[string]any{},
+		})
 		if err != nil {
 			return err
 		}

@@ -314,7 +314,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	wg.Wait()
 	for i, panel := range d.Panels {
 		pv := panelView{ID: panel.ID, Title: panel.Title, Description: panel.Description, Chart: panel.Chart, Filters: panelFilters(panel),
-			Wide: panel.Chart == dashboards.ChartTable || panel.Series != "" || panel.Chart == dashboards.ChartFunnel}
+			Wide: !panel.Half && (panel.Chart == dashboards.ChartTable || panel.Series != "" || panel.Chart == dashboards.ChartFunnel)}
 		pv.CSVURL = "/dashboards/" + url.PathEscape(d.Name) + "/csv/" + url.PathEscape(panel.ID)
 		if slices.Contains(panel.Params, dashboards.ParamPrevFrom) {
 			pf, pt, cf, ct := filters.Previous()

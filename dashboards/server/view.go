@@ -632,7 +632,7 @@ func references(p dashboards.Panel, cols dashboards.Columns, rules []alerts.Rule
 		if v == nil {
 			v = r.Threshold.Below
 		}
-		out = append(out, reference{Value: *v, Label: "Alert: " + cols.Label(r.Value) + " " + r.ThresholdText(cols.Spec(r.Value).Format)})
+		out = append(out, reference{Value: *v, Label: "Alert: " + cols.Label(r.Value) + " " + r.ThresholdText(cols)})
 	}
 	return out
 }

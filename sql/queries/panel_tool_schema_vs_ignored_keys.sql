@@ -3,7 +3,8 @@
 -- schema size in UTF-16 units, whether it is oversized, and its nested description coverage
 -- (described / nested properties; 1 when there are none). Tools never checked have NULL
 -- schema columns.
--- Reads v_ignored_key_rate_counts_hourly: plain counts (migration 0015).
+-- The rate divides by the successful calls whose ignored keys could be measured (NULL, shown
+-- "not measured", when none could). Reads v_tool_call_stats_hourly.
 -- Parameters, in order: from, to (DateTime UTC: the hours starting from..to, both included),
 -- client twice, tool twice (String, '' = all), limit (UInt64: how many tools).
 SELECT
@@ -20,9 +21,9 @@ FROM
     SELECT
         tool_name,
         sum(successful_calls) AS calls,
-        sum(calls_with_ignored_keys) AS calls_with_ignored,
-        calls_with_ignored / calls AS ignored_key_rate
-    FROM mcpulse.v_ignored_key_rate_counts_hourly
+        sum(measurable_calls) AS measurable,
+        if(measurable = 0, NULL, sum(calls_with_ignored_keys) / measurable) AS ignored_key_rate
+    FROM mcpulse.v_tool_call_stats_hourly
     WHERE hour >= ? AND hour <= ?
         AND (? = '' OR client_name = ?)
         AND (? = '' OR tool_name = ?)

@@ -10,11 +10,10 @@ FROM
     FROM
     (
         SELECT tool_name, key_path, sum(occurrences) AS path_calls
-        FROM mcpulse.ignored_key_paths_hourly FINAL
+        FROM mcpulse.v_ignored_key_paths_hourly
         WHERE hour >= ? AND hour <= ?
             AND (? = '' OR tool_name = ?)
         GROUP BY tool_name, key_path
-        HAVING path_calls > 0
     )
     GROUP BY tool_name
 )

@@ -14,8 +14,8 @@ FROM
     SELECT
         tool_name,
         countIf(is_error = 0) AS calls,
-        countIf(is_error = 0 AND notEmpty(counted_ignored_keys)) AS calls_with_ignored,
-        calls_with_ignored / calls AS ignored_key_rate
+        countIf(is_error = 0 AND ignored_keys_source != 'not_measurable') AS measurable,
+        if(measurable = 0, NULL, countIf(is_error = 0 AND ignored_keys_source != 'not_measurable' AND notEmpty(counted_ignored_keys)) / measurable) AS ignored_key_rate
     FROM mcpulse.tool_calls FINAL
     WHERE toStartOfHour(timestamp) >= ? AND toStartOfHour(timestamp) <= ?
         AND (? = '' OR client_name = ?)

@@ -137,7 +137,7 @@
       d.references.forEach(function (r, i) {
         annotations['reference' + i] = {
           type: 'line', scaleID: 'y', value: r.value, borderColor: '#b42318', borderWidth: 1.5, borderDash: [6, 4],
-          label: {display: true, content: r.label, position: 'end', backgroundColor: 'rgba(180, 35, 24, 0.85)', font: {size: 11}},
+          label: {display: true, content: r.label, position: 'end', backgroundColor: 'rgba(180, 35, 24, 0.8)', font: {size: 10}, padding: 3},
         };
       });
       o.plugins.annotation = {annotations: annotations};
