@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/dashboards/alerts"
 )
 
 // pageProbe reads, in the browser, what every panel of a dashboard page shows: each Chart.js
@@ -44,7 +45,9 @@ const pageProbe = `JSON.stringify({
       const label = chart.config.options.plugins.tooltip.callbacks.label;
       const scale = id => chart.scales[id] ? {type: chart.scales[id].type, title: chart.scales[id].options.title.text || '',
         ticks: chart.scales[id].ticks.map(t => String(t.label)), max: chart.scales[id].options.max ?? null} : null;
+      const ann = chart.config.options.plugins.annotation;
       out.charts.push({type: chart.config.type, width: c.width, height: c.height, title: c.getAttribute('aria-label'),
+        references: Object.values((ann && ann.annotations) || {}).map(a => a.label.content + ' @' + a.value),
         labels: chart.data.labels.map(l => Array.isArray(l) ? l.join('\n') : String(l)), x: scale('x'), y: scale('y'),
         datasets: chart.data.datasets.map((d, i) => ({label: d.label, data: d.data,
           color: Array.isArray(d.backgroundColor) ? d.backgroundColor.join(',') : String(d.borderColor || d.backgroundColor),
@@ -91,14 +94,15 @@ type probedPanel struct {
 }
 
 type probedChart struct {
-	Type     string       `json:"type"`
-	Width    int          `json:"width"`
-	Height   int          `json:"height"`
-	Title    string       `json:"title"`
-	Labels   []string     `json:"labels"`
-	X        *probedScale `json:"x"`
-	Y        *probedScale `json:"y"`
-	Datasets []struct {
+	Type       string       `json:"type"`
+	References []string     `json:"references"`
+	Width      int          `json:"width"`
+	Height     int          `json:"height"`
+	Title      string       `json:"title"`
+	Labels     []string     `json:"labels"`
+	X          *probedScale `json:"x"`
+	Y          *probedScale `json:"y"`
+	Datasets   []struct {
 		Label    string     `json:"label"`
 		Data     []*float64 `json:"data"`
 		Color    string     `json:"color"`
@@ -204,6 +208,17 @@ func TestEveryDashboardDrawsItsQueryFigures(t *testing.T) {
 	if len(fx.dash) == 0 {
 		t.Fatal("dashboards.Load returned no dashboard")
 	}
+	rules, err := alerts.DefaultRules(fx.dash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	referenced := false
+	for _, r := range rules {
+		referenced = referenced || r.Threshold != nil
+	}
+	if !referenced {
+		t.Fatal("no built-in rule has a fixed threshold, so reference lines are not exercised")
+	}
 	var seen, charted []string // every label, dataset name and cell the browser shows; those of charts
 	for _, d := range fx.dash {
 		t.Run(d.Name, func(t *testing.T) {
@@ -251,7 +266,7 @@ func TestEveryDashboardDrawsItsQueryFigures(t *testing.T) {
 				if err != nil {
 					t.Fatalf("panel %s: %v", p.ID, err)
 				}
-				shown := checkPanel(t, p, d.Columns, res, got.Panels[i])
+				shown := checkPanel(t, p, d.Columns, rules, res, got.Panels[i])
 				seen = append(seen, shown...)
 				if p.Chart != "table" {
 					charted = append(charted, shown...)
@@ -383,7 +398,7 @@ var percentText = regexp.MustCompile(`^[+±-]?[<>]?-?[0-9]+(\.[0-9]+)?%$`)
 
 // checkPanel compares what the browser shows for p with res (its query's rows under the
 // default filters) and returns the texts it showed.
-func checkPanel(t *testing.T, p dashboards.Panel, cols dashboards.Columns, res *dashboards.Result, got probedPanel) (shown []string) {
+func checkPanel(t *testing.T, p dashboards.Panel, cols dashboards.Columns, rules []alerts.Rule, res *dashboards.Result, got probedPanel) (shown []string) {
 	t.Helper()
 	where := "panel " + p.ID
 	if got.ID != p.ID {
@@ -459,6 +474,19 @@ func checkPanel(t *testing.T, p dashboards.Panel, cols dashboards.Columns, res *
 		t.Errorf("%s: %d charts, want 1", where, len(got.Charts))
 	}
 	checkChart(t, where, p, cols, res, chart)
+	// Every alert rule with a fixed threshold on the column the chart draws is a dashed line
+	// at that value, on every small multiple.
+	var want []string
+	for _, r := range rules {
+		if len(p.Y) == 1 && r.Value == p.Y[0] && r.Threshold != nil && r.Threshold.Above != nil {
+			want = append(want, fmt.Sprintf("Alert: %s above %s @%v", cols.Label(r.Value), dashboards.FormatValue(cols.Spec(r.Value).Format, *r.Threshold.Above), *r.Threshold.Above))
+		}
+	}
+	for _, c := range got.Charts {
+		if !slices.Equal(c.References, want) && (len(c.References) > 0 || len(want) > 0) {
+			t.Errorf("%s: reference lines %q, want %q", where, c.References, want)
+		}
+	}
 	return shown
 }
 
