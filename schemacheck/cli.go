@@ -10,10 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mattn/go-shellwords"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // What mcpulse schemacheck shows and reads beyond the check itself: the text report, the
@@ -125,7 +126,7 @@ func WriteText(w io.Writer, what string, s Settings, r *Report, limit int) {
 	if !inject {
 		injection = "context injection off"
 	}
-	fmt.Fprintf(w, "Schema check of %s: %d %s, char limit %d, %s, name rule %s (at most %d characters)\n", SafeText(what), r.Tools,
+	fmt.Fprintf(w, "Schema check of %s: %d %s, char limit %d, %s, name rule %s (at most %d characters)\n", safetext.Escape(what), r.Tools,
 		plural(r.Tools, "tool", "tools"), r.CharLimit, injection, r.NameRule, r.NameMaxLen)
 
 	table := func(title string, header string, rows [][]string) {
@@ -182,7 +183,7 @@ func WriteText(w io.Writer, what string, s Settings, r *Report, limit int) {
 	warned := 0
 	for _, t := range r.PerTool {
 		if !t.NameOK {
-			rows = append(rows, []string{displayName(t.Name), SafeText(t.NameFailure)})
+			rows = append(rows, []string{displayName(t.Name), safetext.Escape(t.NameFailure)})
 		}
 		if len(t.NameWarnings) > 0 {
 			warned++
@@ -193,7 +194,7 @@ func WriteText(w io.Writer, what string, s Settings, r *Report, limit int) {
 	rows = nil
 	for _, t := range r.PerTool {
 		for _, p := range t.Problems {
-			rows = append(rows, []string{displayName(t.Name), SafeText(p)})
+			rows = append(rows, []string{displayName(t.Name), safetext.Escape(p)})
 		}
 	}
 	table("STRUCTURAL PROBLEMS", "TOOL\tPROBLEM", rows)
@@ -202,7 +203,7 @@ func WriteText(w io.Writer, what string, s Settings, r *Report, limit int) {
 		rows = nil
 		for _, t := range r.PerTool {
 			for _, warning := range t.NameWarnings {
-				rows = append(rows, []string{displayName(t.Name), SafeText(warning)})
+				rows = append(rows, []string{displayName(t.Name), safetext.Escape(warning)})
 			}
 		}
 		table("CLIENT NAME WARNINGS (reported, not failing)", "TOOL\tWARNING", rows)
@@ -227,13 +228,13 @@ func WriteText(w io.Writer, what string, s Settings, r *Report, limit int) {
 	if len(r.Violations) > 0 {
 		fmt.Fprintf(w, "\nBROKEN %s\n", strings.ToUpper(plural(len(r.Violations), "ratchet", "ratchets")))
 		for _, v := range r.Violations {
-			fmt.Fprintf(w, "  ✗ %s\n", SafeText(v))
+			fmt.Fprintf(w, "  ✗ %s\n", safetext.Escape(v))
 		}
 	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintf(w, "\nNOTES\n")
 		for _, n := range r.Notes {
-			fmt.Fprintf(w, "  • %s\n", SafeText(n))
+			fmt.Fprintf(w, "  • %s\n", safetext.Escape(n))
 		}
 	}
 	if r.OK() {
@@ -264,31 +265,6 @@ func displayName(name string) string {
 		q = string(r[:97]) + "…\""
 	}
 	return q
-}
-
-// SafeText escapes the non-graphic characters (controls, bidi overrides, tabs) of a message
-// that may quote tool or parameter names, so a hostile server cannot rewrite the terminal.
-func SafeText(s string) string {
-	clean := true
-	for _, r := range s {
-		if !unicode.IsGraphic(r) || r == utf8.RuneError {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsGraphic(r) && r != utf8.RuneError {
-			b.WriteRune(r)
-			continue
-		}
-		q := strconv.QuoteRuneToGraphic(r)
-		b.WriteString(q[1 : len(q)-1])
-	}
-	return b.String()
 }
 
 func plural(n int, one, many string) string {

@@ -4,17 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
-	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
-
-	"errors"
-	"fmt"
-	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/spf13/cobra"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
+	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
 // exitCodeError makes a command end with a chosen exit status after it has printed its own
@@ -95,10 +97,11 @@ func openStores(ctx context.Context, redisURL, clickhouseDSN string) (rdb redis.
 }
 
 // newJSONEncoder is json.NewEncoder for output a person may read in a terminal: besides what
-// encoding/json escapes, invisible format characters (U+202E RIGHT-TO-LEFT OVERRIDE and the
-// other Unicode Cf characters) and C1 controls in caller-chosen strings are written as \uXXXX
-// escapes, so a hostile distinct id or tool name cannot reorder or hide what is shown. The
-// output is the same JSON value.
+// encoding/json escapes, every non-ASCII character that does not show as itself
+// (safetext.Hidden: U+202E RIGHT-TO-LEFT OVERRIDE and the other format characters, C1
+// controls, private-use and unassigned code points) in caller-chosen strings is written as a
+// \uXXXX escape (a surrogate pair above U+FFFF), so a hostile distinct id or tool name cannot
+// reorder or hide what is shown. The output is the same JSON value.
 func newJSONEncoder(w io.Writer) *json.Encoder { return json.NewEncoder(escapeInvisible{w}) }
 
 type escapeInvisible struct{ w io.Writer }
@@ -112,7 +115,11 @@ func (e escapeInvisible) Write(p []byte) (int, error) {
 	var b bytes.Buffer
 	for _, r := range string(p) {
 		if invisible(r) {
-			fmt.Fprintf(&b, `\u%04x`, r)
+			if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+				fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
 			continue
 		}
 		b.WriteRune(r)
@@ -123,4 +130,6 @@ func (e escapeInvisible) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func invisible(r rune) bool { return (r >= 0x80 && r < 0xa0) || unicode.Is(unicode.Cf, r) }
+// invisible reports a rune the JSON output escapes; ASCII controls are escaped by
+// encoding/json already, and the JSON structure around the strings is ASCII.
+func invisible(r rune) bool { return r >= 0x80 && safetext.Hidden(r) }

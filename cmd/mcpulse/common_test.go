@@ -11,19 +11,19 @@ import (
 
 // JSON output keeps its value but shows invisible format characters as escapes.
 func TestJSONOutputEscapesInvisibleCharacters(t *testing.T) {
-	in := map[string]string{"distinct_id": "rtl\u202egnp.exe", "c1": "a\u0085b", "plain": "café 😀"}
+	in := map[string]string{"distinct_id": "rtl\u202egnp.exe", "c1": "a\u0085b", "plain": "café 😀", "tag": "x\U000E0041y"}
 	var out bytes.Buffer
 	if err := newJSONEncoder(&out).Encode(in); err != nil {
 		t.Fatal(err)
 	}
-	if bytes.ContainsRune(out.Bytes(), '\u202e') || bytes.ContainsRune(out.Bytes(), '\u0085') {
+	if bytes.ContainsRune(out.Bytes(), '\u202e') || bytes.ContainsRune(out.Bytes(), '\u0085') || bytes.ContainsRune(out.Bytes(), '\U000E0041') {
 		t.Errorf("output %q holds raw invisible characters", out.String())
 	}
 	if !bytes.Contains(out.Bytes(), []byte(`\u202e`)) || !bytes.Contains(out.Bytes(), []byte("café 😀")) {
 		t.Errorf("output %q: want \\u202e escaped and ordinary text kept", out.String())
 	}
 	var back map[string]string
-	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back["distinct_id"] != in["distinct_id"] || back["c1"] != in["c1"] {
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back["distinct_id"] != in["distinct_id"] || back["c1"] != in["c1"] || back["tag"] != in["tag"] {
 		t.Errorf("output %q does not decode to the same value: %v %v", out.String(), back, err)
 	}
 }

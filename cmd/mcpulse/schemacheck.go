@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/schemacheck"
 )
@@ -160,7 +161,7 @@ func schemacheckUsage(cmd *cobra.Command, err error) error {
 // schemacheckCannotRun prints why the check could not run and ends with exit status 2.
 func schemacheckCannotRun(cmd *cobra.Command, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "schemacheck: ")
-	fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: %s\n", schemacheck.SafeText(msg))
+	fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: %s\n", safetext.Escape(msg))
 	return exitCodeError{code: 2, msg: msg}
 }
 
@@ -315,7 +316,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 		var warnings []string
 		tools, warnings, err = schemacheck.LoadFromFile(o.toolsFile)
 		for _, w := range warnings {
-			fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: warning: %s\n", schemacheck.SafeText(w))
+			fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: warning: %s\n", safetext.Escape(w))
 		}
 	case traffic != nil:
 		tools, run.ServerVersion, what, err = loadTraffic(cmd, o, *traffic, what)
@@ -344,7 +345,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 			return schemacheckCannotRun(cmd, fmt.Errorf("the check ran but was not stored: %w", err))
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: stored as run %s of server %q (source %s) in schema_check_runs and schema_check_tools\n",
-			run.ID, schemacheck.SafeText(run.Server), run.Source)
+			run.ID, safetext.Escape(run.Server), run.Source)
 	}
 	if !report.OK() {
 		n := len(report.Violations)
