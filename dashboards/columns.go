@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // ColumnSpec is how one result column is shown wherever it appears (table headers, axis
@@ -101,7 +103,10 @@ func (cs Columns) Label(name string) string { return cs.Spec(name).Label }
 
 // Text formats one cell of the named column for a person (see ColumnSpec); typ is the
 // ClickHouse type of the result column (a Date column is shown as a date whatever the
-// format). v is a Result cell: nil, string, float64 or time.Time.
+// format). v is a Result cell: nil, string, float64 or time.Time. Text cells are
+// caller-chosen strings (tool names, distinct ids, key paths): their control and bidi
+// characters are shown as escapes (safetext.Escape), so "hx-rlo\u202egnp.exe" cannot pass
+// for "hx-rloexe.png" in a table, a chart label, a tooltip or an alert.
 func (cs Columns) Text(name string, v any, typ string) string {
 	c := cs.Spec(name)
 	return c.text(v, typ)
@@ -112,7 +117,7 @@ func (c ColumnSpec) text(v any, typ string) string {
 	case nil:
 		return c.Null
 	case string:
-		return x
+		return safetext.Escape(x)
 	case time.Time:
 		if c.Format == FormatDate || isDateType(typ) {
 			return x.UTC().Format(time.DateOnly)

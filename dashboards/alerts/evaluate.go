@@ -294,7 +294,7 @@ func (r Rule) instances(res *dashboards.Result, cols dashboards.Columns) (map[st
 	for _, row := range res.Rows {
 		ir := instanceRow{labels: map[string]string{}, value: num(row, r.Value)}
 		for _, l := range r.Labels {
-			ir.labels[l] = maskText(cols.Text(l, row[col[l]], res.Columns[col[l]].Type))
+			ir.labels[l] = cols.Text(l, row[col[l]], res.Columns[col[l]].Type) // control and bidi characters escaped
 		}
 		if r.Volume != "" {
 			ir.volume = num(row, r.Volume)
@@ -307,7 +307,7 @@ func (r Rule) instances(res *dashboards.Result, cols dashboards.Columns) (map[st
 		}
 		for _, d := range r.Details {
 			if text := cols.Text(d, row[col[d]], res.Columns[col[d]].Type); text != "" {
-				ir.details = append(ir.details, cols.Label(d)+": "+maskText(text))
+				ir.details = append(ir.details, cols.Label(d)+": "+text)
 			}
 		}
 		key := instanceKey(ir.labels)

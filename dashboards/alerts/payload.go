@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // Transition is one change of an alert instance, as recorded and notified.
@@ -145,8 +147,8 @@ func fingerprint(labels map[string]string) string {
 
 // slackMessage builds the Slack incoming-webhook body of one transition: a plain-text
 // fallback and blocks (a header line, the summary, the labels, a link). Caller-chosen text
-// (labels, summaries) is escaped for Slack's mrkdwn (&, <, >) and masked (control and bidi
-// characters), so a tool name cannot inject a link, a mention or a reordered line.
+// (labels, summaries) is escaped for Slack's mrkdwn (&, <, >) and its control and bidi
+// characters shown as escapes (safetext.Escape), so a tool name cannot inject a link, a mention or a reordered line.
 func slackMessage(r Rule, t Transition, externalURL string) *slack.WebhookMessage {
 	mark, word := ":red_circle:", "FIRING"
 	if t.State == StateResolved {
@@ -175,19 +177,5 @@ func slackMessage(r Rule, t Transition, externalURL string) *slack.WebhookMessag
 // slackEscape masks text and escapes the three characters Slack's mrkdwn gives meaning to
 // (https://api.slack.com/reference/surfaces/formatting#escaping).
 func slackEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(maskText(s))
-}
-
-// maskText replaces control characters (C0, C1, DEL, U+2028, U+2029) and bidirectional
-// formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069) with '?', so
-// a caller-chosen string shown in a notification cannot break or reorder its line.
-func maskText(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r < 0x20, r >= 0x7f && r < 0xa0, r == 0x2028, r == 0x2029,
-			r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-			return '?'
-		}
-		return r
-	}, s)
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(safetext.Escape(s))
 }

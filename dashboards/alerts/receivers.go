@@ -16,6 +16,8 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 	"gopkg.in/yaml.v3"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // Receiver kinds.
@@ -154,7 +156,7 @@ func post(ctx context.Context, r Receiver, body []byte) (attempts int, err error
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return attempts, fmt.Errorf("receiver %s: HTTP %d after %d attempts: %s", r.Name, resp.StatusCode, attempts, strings.TrimSpace(maskText(string(snippet))))
+		return attempts, fmt.Errorf("receiver %s: HTTP %d after %d attempts: %s", r.Name, resp.StatusCode, attempts, strings.TrimSpace(safetext.Escape(string(snippet))))
 	}
 	return attempts, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/dashboards"
 	"github.com/mcpulse/mcpulse/dashboards/alerts"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // pageProbe reads, in the browser, what every panel of a dashboard page shows: each Chart.js
@@ -261,6 +262,9 @@ func TestEveryDashboardDrawsItsQueryFigures(t *testing.T) {
 			if strings.Contains(got.Text, "NULL") {
 				t.Error("the page shows the word NULL; a missing value is blank or says what it means")
 			}
+			if i := strings.IndexFunc(got.Text, hiddenNonASCII); i >= 0 {
+				t.Errorf("the page's text holds a raw control or bidi character: %.80q", got.Text[max(0, i-40):])
+			}
 			for i, p := range d.Panels {
 				res, err := dashboards.Run(context.Background(), fx.ch, p, dashboards.Filters{})
 				if err != nil {
@@ -380,18 +384,27 @@ func TestEveryDashboardDrawsItsQueryFigures(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("browser console: %s", p)
 	}
+	for _, s := range seen {
+		if strings.IndexFunc(s, hiddenNonASCII) >= 0 {
+			t.Errorf("a chart label, tooltip or table cell holds a raw control or bidi character: %q", s)
+		}
+	}
 	for _, s := range append(slices.Clone(shownKeys), hostileClient, hostileTool, hostileEvent) {
-		if !slices.Contains(seen, s) {
-			t.Errorf("hostile string %q is shown by no chart label or table cell; the pages must show it as text", s)
+		if !slices.Contains(seen, shown(s)) {
+			t.Errorf("hostile string %q is shown by no chart label or table cell as %q; the pages must show it as text, control and bidi characters escaped", s, shown(s))
 		}
 	}
 	for _, s := range []string{hostileTool, hostileEvent} {
-		if !slices.Contains(charted, s) {
-			t.Errorf("hostile name %q is in no chart's labels, so chart text is not exercised", s)
+		if !slices.Contains(charted, shown(s)) {
+			t.Errorf("hostile name %q is in no chart's labels as %q, so chart text is not exercised", s, shown(s))
 		}
 	}
 	t.Logf("screenshots in %s", shots)
 }
+
+// hiddenNonASCII reports a character outside ASCII that does not show as itself (U+202E and
+// the other bidi and format characters, C1 controls, line separators).
+func hiddenNonASCII(r rune) bool { return r >= 0x80 && safetext.Hidden(r) }
 
 // percentText is a percentage as the pages show one: "22.9%", "0%", "<0.01%", "+35%".
 var percentText = regexp.MustCompile(`^[+±-]?[<>]?-?[0-9]+(\.[0-9]+)?%$`)

@@ -60,6 +60,9 @@ func (s *Server) csv(w http.ResponseWriter, r *http.Request) {
 // spreadsheet formula injection (OWASP "CSV Injection"): one starting with '=', '+', '-', '@',
 // a tab or a carriage return gets a leading single quote, so a spreadsheet shows it as text
 // instead of evaluating it. Numbers are not guarded: a negative number is data, not a formula.
+// Otherwise text is written exactly as stored, control and bidi characters included (the
+// pages show those escaped): the CSV is the data for analysis, and a value copied from it
+// must find the same rows in ClickHouse.
 func writeCSV(w io.Writer, res *dashboards.Result) error {
 	cw := csv.NewWriter(w)
 	header := make([]string, len(res.Columns))

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpulse/mcpulse/dashboards/alerts"
 	"github.com/mcpulse/mcpulse/demo"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/stack"
 )
@@ -39,8 +40,9 @@ const (
 	hostileClient     = "<script>alert(3)</script>\"'\u2028end"
 	hostileDistinctID = `"><img src=x onerror=alert(4)>`
 	// hostileTool is the tool the hostile calls name, so it reaches charts (dataset and axis
-	// labels) as well as tables.
-	hostileTool     = "<svg/onload=alert(6)>tool"
+	// labels) as well as tables. Its U+202E RIGHT-TO-LEFT OVERRIDE would make a browser draw
+	// "…hx-rloexe.png"; the pages show it escaped (shown).
+	hostileTool     = "<svg/onload=alert(6)>hx-rlo\u202egnp.exe"
 	hostileCampaign = `<b onmouseover=alert(5)>camp</b>`
 	// hostileEvent is the name of an event mcpulse does not route: it reaches the data-quality
 	// panels (events per name, other events) as text.
@@ -55,6 +57,9 @@ var (
 	// shownKeys are hostileKeys as the pipeline stores them.
 	shownKeys = []string{hostileKey, ingest.MaskControl(hostileKeyLS), hostileFormulaKey}
 )
+
+// shown is a caller-chosen string as the pages show it: control and bidi characters escaped.
+func shown(s string) string { return safetext.Escape(s) }
 
 // fixture is one stack shared by this package's tests that need data: demo data (20,000
 // generated events) plus the hostile events, published and consumed through the real

@@ -49,6 +49,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/dashboards"
 	"github.com/mcpulse/mcpulse/internal/obs"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 //go:embed templates/*.html static/*
@@ -325,7 +326,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 			pv.CSVURL += "?" + q
 		}
 		if errs[i] != nil {
-			pv.Error = "this panel's query failed: " + errs[i].Error()
+			pv.Error = "this panel's query failed: " + safetext.Escape(errs[i].Error())
 			p.Failed++
 			p.Panels = append(p.Panels, pv)
 			continue

@@ -13,11 +13,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // idleClickHouse is a real clickhouse-go client pointed at a port nothing listens on; the
@@ -308,11 +310,12 @@ func TestCSVQuotesFieldsAndDisarmsFormulas(t *testing.T) {
 }
 
 // Each panel's CSV download holds exactly its query's result over the demo data (guarded as
-// writeCSV does), and the hostile key that looks like a formula arrives disarmed.
+// writeCSV does), the hostile key that looks like a formula arrives disarmed, and the tool
+// name with U+202E arrives as stored (CSV is data, not display).
 func TestCSVDownloadHoldsThePanelQueryResult(t *testing.T) {
 	fx := sharedFixture(t)
 	ts := newTestServer(t, Config{}, fx.ch)
-	disarmed := false
+	disarmed, faithful := false, false
 	for _, d := range fx.dash {
 		for _, p := range d.Panels {
 			path := "/dashboards/" + url.PathEscape(d.Name) + "/csv/" + url.PathEscape(p.ID)
@@ -353,23 +356,32 @@ func TestCSVDownloadHoldsThePanelQueryResult(t *testing.T) {
 					if field == "'"+hostileFormulaKey {
 						disarmed = true
 					}
+					if field == hostileTool {
+						faithful = true
+					}
 				}
 			}
 		}
+	}
+	if !faithful {
+		t.Errorf("no CSV holds the hostile tool name %q as stored", hostileTool)
 	}
 	if !disarmed {
 		t.Errorf("no CSV holds the hostile ignored key %q (disarmed); some panel must list ignored keys", hostileFormulaKey)
 	}
 }
 
-// Hostile strings in the data (ignored key names, a client name, a campaign id) reach the HTML
-// only escaped: never as markup, and inside the chart-data JSON never as a raw "<" or line
-// separator.
+// Hostile strings in the data (ignored key names, a client name, a campaign id, a tool name
+// with U+202E) reach the HTML only escaped: never as markup, inside the chart-data JSON never
+// as a raw "<" or line separator, and nowhere (tables, chart data, empty states) with a raw
+// control or bidi character: those are shown as escapes. Only the filter form echoes its
+// values as typed, so that applying it again keeps the filter.
 func TestHostileStringsAreEscapedInHTML(t *testing.T) {
 	fx := sharedFixture(t)
 	ts := newTestServer(t, Config{}, fx.ch)
 	var pages strings.Builder
 	scriptRE := regexp.MustCompile(`(?s)<script type="application/json" class="chart-data">(.*?)</script>`)
+	formRE := regexp.MustCompile(`(?s)<form class="filters".*?</form>`)
 	for _, d := range fx.dash {
 		// The hostile strings also go through the filter form: values echoed into attributes.
 		q := url.Values{"client": {hostileClient}, "campaign": {hostileCampaign}}
@@ -394,13 +406,19 @@ func TestHostileStringsAreEscapedInHTML(t *testing.T) {
 			if got, want := strings.Count(body, "<script"), 1+len(Libraries)+len(scriptRE.FindAllString(body, -1)); got != want {
 				t.Errorf("GET %s: %d <script elements, want %d (the page's script, the chart libraries and the chart data)", path, got, want)
 			}
+			outsideForm := formRE.ReplaceAllString(body, "")
+			if i := strings.IndexFunc(outsideForm, func(r rune) bool { return r >= 0x80 && safetext.Hidden(r) }); i >= 0 {
+				r, _ := utf8.DecodeRuneInString(outsideForm[i:])
+				t.Errorf("GET %s: the page holds a raw %U outside the filter form: %.120q", path, r, outsideForm[max(0, i-60):])
+			}
 			pages.WriteString(body)
 		}
 	}
 	all := pages.String()
 	for _, s := range append(slices.Clone(shownKeys), hostileClient, hostileTool) {
+		s = shown(s)
 		escapedHTML := strings.NewReplacer("<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
-		escapedJSON := strings.NewReplacer("<", `\u003c`, ">", `\u003e`, `"`, `\"`, "\u2028", `\u2028`).Replace(s)
+		escapedJSON := strings.NewReplacer(`\`, `\\`, "<", `\u003c`, ">", `\u003e`, `"`, `\"`).Replace(s)
 		if !strings.Contains(all, escapedHTML) && !strings.Contains(all, escapedJSON) {
 			t.Errorf("hostile key %q appears on no page (escaped as %q or %q)", s, escapedHTML, escapedJSON)
 		}

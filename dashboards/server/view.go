@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/dashboards"
 	"github.com/mcpulse/mcpulse/dashboards/alerts"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // palette holds the series colours, all distinct (Tableau 10 without its grey), so no colour
@@ -587,7 +588,7 @@ func emptyReason(p dashboards.Panel, form filterForm, cd *chartData, rows int) s
 				v = form.Tool
 			}
 			if f.Applies && v != "" {
-				applied = append(applied, f.Name+" "+v)
+				applied = append(applied, f.Name+" "+safetext.Escape(v))
 			}
 		}
 		msg := "No data " + where

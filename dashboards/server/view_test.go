@@ -273,3 +273,54 @@ func TestAlertThresholdsAreReferenceLines(t *testing.T) {
 		t.Errorf("a pie draws %+v", got)
 	}
 }
+
+// Caller-chosen strings reach tables, chart labels, series names, tooltips, funnel titles and
+// empty states with their control and bidi characters shown as escapes: a tool named
+// "hx-rlo\u202egnp.exe" (which a browser draws as "hx-rloexe.png") reads `hx-rlo\u202egnp.exe`.
+func TestBidiAndControlCharactersAreShownEscaped(t *testing.T) {
+	const rlo, shown = "hx-rlo\u202egnp.exe", `hx-rlo\u202egnp.exe`
+	const isolate, shownIsolate = "a\u2066b\u2069\u200f\nc", `a\u2066b\u2069\u200f\nc`
+	h1 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	res := &dashboards.Result{
+		Columns: columns("hour", "DateTime('UTC')", "tool", "String", "num", "UInt64", "den", "UInt64", "rate", "Float64"),
+		Rows:    [][]any{{h1, rlo, 1.0, 20.0, 0.05}, {h1, isolate, 2.0, 20.0, 0.1}},
+	}
+	var texts []string
+	tv := tableFor(dashboards.Panel{ID: "t", Chart: "table"}, testColumns, res)
+	for _, row := range tv.Rows {
+		texts = append(texts, row[1].Text)
+	}
+	tv = tableFor(dashboards.Panel{ID: "g", Chart: "table", Group: &dashboards.Group{By: "tool"}}, testColumns, res)
+	for _, g := range tv.Groups {
+		texts = append(texts, g.Title)
+	}
+	series := chartFor(dashboards.Panel{ID: "s", Chart: dashboards.ChartLine, X: "hour", Y: []string{"rate"}, Series: "tool", Bucket: "hour",
+		Rate: &dashboards.Rate{Numerator: "num", Denominator: "den"}}, testColumns, res, 1)
+	for _, ds := range series.Datasets {
+		texts = append(texts, ds.Label)
+	}
+	bars := chartFor(dashboards.Panel{ID: "b", Chart: dashboards.ChartBar, X: "tool", Y: []string{"rate"}}, testColumns, res, 1)
+	for _, l := range bars.Labels {
+		texts = append(texts, l.(string))
+	}
+	funnel := chartFor(dashboards.Panel{ID: "f", Chart: dashboards.ChartFunnel, X: "tool", Y: []string{"den", "num"}}, testColumns, res, 1)
+	for _, m := range funnel.Multiples {
+		texts = append(texts, m.Title, m.Chart.Datasets[0].Label)
+	}
+	// 2 table cells, 2 group titles, 2 series, 2 x labels, 2 funnels with a title and a label.
+	if len(texts) != 12 {
+		t.Fatalf("%d texts, want 12: %q", len(texts), texts)
+	}
+	for _, s := range texts {
+		if s != shown && s != shownIsolate {
+			t.Errorf("shown text %q, want %q or %q", s, shown, shownIsolate)
+		}
+	}
+	if n := strings.Count(strings.Join(texts, "|"), shown); n != 6 {
+		t.Errorf("%d of 12 texts are %q, want 6: %q", n, shown, texts)
+	}
+	p := dashboards.Panel{ID: "e", Chart: "table", Params: []string{"tool"}}
+	if got := emptyReason(p, filterForm{Tool: rlo}, nil, 0); !strings.Contains(got, "tool "+shown) {
+		t.Errorf("empty state %q does not show the tool filter escaped", got)
+	}
+}
