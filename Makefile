@@ -6,7 +6,7 @@ PACKAGES := redis-server clickhouse-server clickhouse-client nodejs npm chromium
 # sudo only when not already root.
 SUDO     := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: deps web chdb sdk test demo build
+.PHONY: deps web chdb sdk test demo build screenshots
 
 # Installs whichever of $(PACKAGES) is missing; a package counts as present when its command
 # is found (on PATH or in /usr/sbin), or the newer single "clickhouse" binary stands in.
@@ -68,3 +68,8 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unk
 
 build:
 	$(GO) build -ldflags "-X github.com/mcpulse/mcpulse/internal/buildinfo.Version=$(VERSION)" -o bin/mcpulse ./cmd/mcpulse
+
+# Screenshots of every dashboard over the demo's data (and over a range without data), taken
+# by the headless-Chromium test, into dashboards/screenshots/ (the copies in the repository).
+screenshots: deps web
+	MCPULSE_SCREENSHOTS=dashboards/screenshots $(GO) test -count=1 -run TestEveryDashboardDrawsItsQueryFigures ./dashboards/server

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,11 +126,11 @@ type probedScale struct {
 // instances) and each table with exactly its cells; hostile key names, client names and
 // distinct ids show as text and run nothing (no dialog, no console error, no <img> from data).
 //
-// A full-page screenshot of each dashboard is saved as a test artifact; keep them with
-//
-//	mkdir -p /tmp/shots && go test ./dashboards/server -run TestEveryDashboardDrawsItsQueryFigures -artifacts -outputdir /tmp/shots
-//
-// (they land under /tmp/shots/_artifacts/...; without -artifacts they are removed).
+// A full-page screenshot of each dashboard (<name>.png, and <name>-empty.png over a range
+// without data) is written to the folder named by $MCPULSE_SCREENSHOTS (a relative path is
+// taken from the repository's root; `make screenshots` writes dashboards/screenshots/, the
+// copies kept in the repository); without it, to the test's artifact directory (kept with
+// `-artifacts -outputdir DIR`, else removed).
 func TestEveryDashboardDrawsItsQueryFigures(t *testing.T) {
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
@@ -137,7 +138,7 @@ func TestEveryDashboardDrawsItsQueryFigures(t *testing.T) {
 	}
 	fx := sharedFixture(t)
 	ts := newTestServer(t, Config{}, fx.ch)
-	shots := t.ArtifactDir()
+	shots := screenshotDir(t)
 
 	profile := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -400,6 +401,27 @@ func TestEveryDashboardDrawsItsQueryFigures(t *testing.T) {
 		}
 	}
 	t.Logf("screenshots in %s", shots)
+}
+
+// screenshotsEnv names the folder the browser test writes its screenshots to.
+const screenshotsEnv = "MCPULSE_SCREENSHOTS"
+
+// screenshotDir is $MCPULSE_SCREENSHOTS (created; relative to the repository's root), or the
+// test's artifact directory when it is not set.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv(screenshotsEnv)
+	if dir == "" {
+		return t.ArtifactDir()
+	}
+	if !filepath.IsAbs(dir) {
+		_, file, _, _ := runtime.Caller(0)
+		dir = filepath.Join(filepath.Dir(file), "..", "..", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("%s: %v", screenshotsEnv, err)
+	}
+	return filepath.Clean(dir)
 }
 
 // hiddenNonASCII reports a character outside ASCII that does not show as itself (U+202E and
