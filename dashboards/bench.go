@@ -14,7 +14,7 @@ import (
 )
 
 // Budget is the latency a panel's query must stay under on the demo's data at 1,000,000 events
-// (issue 6), measured as the median of BenchConfig.Runs runs.
+// (the project's dashboard budget), measured as the median of BenchConfig.Runs runs.
 const Budget = 200 * time.Millisecond
 
 // BenchConfig says how Bench times the panels.

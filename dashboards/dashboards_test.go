@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Every embedded definition loads, and together they hold the panels issue 6 asks for.
+// Every embedded definition loads, and together they hold the panels the dashboards promise.
 func TestEmbeddedDefinitionsLoad(t *testing.T) {
 	ds, err := Load()
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/mcpulse/mcpulse/stack"
 )
 
-// newBenchDashboardsCmd is `mcpulse bench dashboards` (issue 6).
+// newBenchDashboardsCmd is `mcpulse bench dashboards`.
 func newBenchDashboardsCmd() *cobra.Command {
 	var (
 		events   int
@@ -35,7 +35,7 @@ query to reading its last row over the native protocol. Each panel that reads a 
 timed beside its raw-table equivalent (sql/queries/raw_*.sql: the same figures from the
 deduplicated raw tables with FINAL) and the ratio raw median ÷ panel median is printed.
 
-The budget is 200 ms per panel at 1,000,000 events (issue 6); the table says which panels are
+The budget is 200 ms per panel at 1,000,000 events; the table says which panels are
 under it, and the exit status is 1 when one is not. Prints a table, then one JSON object per
 panel (dashboard, panel, rows, median_ms, p95_ms, raw_median_ms, ratio, under_200ms).
 Loading a million events takes a few minutes on a 2-core machine.`,

@@ -1,4 +1,4 @@
-// Package dashserver serves the dashboards defined in dashboards/ (issue 6) as server-rendered
+// Package server serves the dashboards defined in dashboards/ as server-rendered
 // pages: html/template for the markup, Chart.js (installed from npm into dashboards/web and
 // served from disk, never from a CDN) for the charts, HTML tables for "table" panels, and a
 // CSV download per panel.
