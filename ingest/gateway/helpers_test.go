@@ -260,6 +260,12 @@ type sdkOutcome struct {
 // mcpServerNames maps client.js's server labels to the names the servers report.
 var mcpServerNames = map[string]string{"zod": "mcpulse-fixture-zod", "json": "mcpulse-fixture-json"}
 
+// mcpServerVersions maps client.js's server labels to the versions the servers report.
+var mcpServerVersions = map[string]string{"zod": "1.4.0", "json": "2.0.1"}
+
+// mcpClientName is the name client.js's MCP client gives in its handshake.
+const mcpClientName = "mcpulse-fixture-client"
+
 // runMCPClient runs testdata/mcp/client.js against the gateway at url: the official MCP client
 // drives the two @posthog/mcp-instrumented servers, whose events go to url. It returns the call
 // table and each call's outcome, checked against the table (a call expected to fail failed).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -91,7 +92,7 @@ type mcpRow struct {
 // schema implies (its `expect`): one tool_calls row per call with its ignored keys, their source
 // or why they are not measurable, its error class and whether the tool was unlisted; the key
 // paths and the ignored-key rate per tool; the served schemas, the sessions' handshakes and the
-// exceptions.
+// exceptions; then the rollup views (checkMCPRollups).
 func checkMCPRows(t *testing.T, ch driver.Conn, calls []sdkCall) {
 	t.Helper()
 	ctx := context.Background()
@@ -256,4 +257,168 @@ func checkMCPRows(t *testing.T, ch driver.Conn, calls []sdkCall) {
 	if !maps.Equal(gotFailed, failed) {
 		t.Errorf("mcp_exceptions by tool and error class:\n got %v\nwant %v", gotFailed, failed)
 	}
+	checkMCPRollups(t, ch, calls)
+}
+
+// toolCallStats are the measures of one v_tool_call_stats_hourly cell, summed over its hours.
+type toolCallStats struct {
+	Calls, Errors, Successful, Measurable, WithIgnoredKeys uint64
+	KeysReported, KeysFromResponse, KeysFromSchema         uint64
+	NoSchema, NotMeasurableTruncated, NotMeasurableOther   uint64
+	ValidationErrors, UnknownToolCalls, DurationCount      uint64
+}
+
+// wantToolCallStats is what client.js's calls imply for v_tool_call_stats_hourly per tool,
+// client, server name and version (CONTRACTS' measures: measurable_calls are the successful
+// calls whose ignored keys could be measured; the not-measurable reasons a cut or redaction
+// caused count as truncated; validation errors are the validation_* classes; unknown tools are
+// the calls the server refused as unknown). Keyed "tool client server version".
+func wantToolCallStats(calls []sdkCall) map[string]toolCallStats {
+	want := map[string]toolCallStats{}
+	for _, c := range calls {
+		k := strings.Join([]string{c.Tool, mcpClientName, mcpServerNames[c.Server], mcpServerVersions[c.Server]}, " ")
+		s := want[k]
+		s.Calls++
+		s.DurationCount++ // the SDK times every call, failed or not
+		switch e := c.Expect.Error; {
+		case e == "unknown_tool":
+			s.Errors++
+			s.UnknownToolCalls++
+		case strings.HasPrefix(e, "validation_"):
+			s.Errors++
+			s.ValidationErrors++
+		case e != "":
+			s.Errors++
+		default:
+			s.Successful++
+			switch c.Expect.Source {
+			case "reported":
+				s.KeysReported++
+			case "response":
+				s.KeysFromResponse++
+			case "schema":
+				s.KeysFromSchema++
+			}
+			switch c.Expect.Reason {
+			case "":
+				s.Measurable++
+				if len(c.Expect.Keys) > 0 {
+					s.WithIgnoredKeys++
+				}
+			case "no_schema":
+				s.NoSchema++
+			case "arguments_truncated", "arguments_redacted", "schema_truncated":
+				s.NotMeasurableTruncated++
+			default:
+				s.NotMeasurableOther++
+			}
+		}
+		want[k] = s
+	}
+	return want
+}
+
+// checkMCPRollups checks the rollup views the dashboards read against what client.js's calls
+// imply: v_tool_call_stats_hourly's measures per tool, client and server version, its
+// ignored-key rate (NULL, "not measured", when no successful call was measurable; else the
+// calls with ignored keys over the measurable ones), and v_ignored_key_paths_hourly's key paths
+// per tool and server version.
+func checkMCPRollups(t *testing.T, ch driver.Conn, calls []sdkCall) {
+	t.Helper()
+	ctx := context.Background()
+	servers := []string{mcpServerNames["zod"], mcpServerNames["json"]}
+	rows, err := ch.Query(ctx, `SELECT tool_name, client_name, server_name, server_version,
+		calls, errors, successful_calls, measurable_calls, calls_with_ignored_keys,
+		keys_reported, keys_from_response, keys_from_schema,
+		not_measurable_no_schema, not_measurable_truncated, not_measurable_other,
+		validation_errors, unknown_tool_calls, duration_count, ignored_key_rate
+		FROM mcpulse.v_tool_call_stats_hourly WHERE has(?, server_name)`, servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]toolCallStats{}
+	for rows.Next() {
+		var tool, client, server, version string
+		var s toolCallStats
+		var rate *float64
+		dest := []any{&tool, &client, &server, &version}
+		for _, p := range s.fields() {
+			dest = append(dest, p)
+		}
+		if err := rows.Scan(append(dest, &rate)...); err != nil {
+			t.Fatal(err)
+		}
+		k := strings.Join([]string{tool, client, server, version}, " ")
+		switch {
+		case s.Measurable == 0 && rate != nil:
+			t.Errorf("%s: ignored_key_rate %v with no measurable call, want NULL (not measured)", k, *rate)
+		case s.Measurable > 0 && (rate == nil || math.Abs(*rate-float64(s.WithIgnoredKeys)/float64(s.Measurable)) > 1e-12):
+			t.Errorf("%s: ignored_key_rate %v, want %d/%d", k, rate, s.WithIgnoredKeys, s.Measurable)
+		}
+		sum := got[k] // a cell per hour: the calls may straddle one
+		for i, p := range sum.fields() {
+			*p += *s.fields()[i]
+		}
+		got[k] = sum
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := wantToolCallStats(calls)
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("v_tool_call_stats_hourly %s:\n got %+v\nwant %+v", k, got[k], w)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("v_tool_call_stats_hourly: unexpected cell %s %+v", k, got[k])
+		}
+	}
+	notMeasured := 0
+	for _, w := range want {
+		if w.Measurable == 0 && w.Successful > 0 {
+			notMeasured++
+		}
+	}
+	if notMeasured == 0 {
+		t.Error("no tool's successful calls are all not measurable: the NULL rate is not exercised")
+	}
+
+	wantPaths := map[string]int{} // tool server version key path -> successful measurable calls listing it
+	for _, c := range calls {
+		if c.Expect.Error == "" && c.Expect.Reason == "" {
+			for _, p := range c.Expect.Keys {
+				wantPaths[strings.Join([]string{c.Tool, mcpServerNames[c.Server], mcpServerVersions[c.Server], p}, " ")]++
+			}
+		}
+	}
+	prows, err := ch.Query(ctx, `SELECT tool_name, server_name, server_version, key_path, toUInt64(sum(occurrences))
+		FROM mcpulse.v_ignored_key_paths_hourly WHERE has(?, server_name)
+		GROUP BY tool_name, server_name, server_version, key_path`, servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotPaths := map[string]int{}
+	for prows.Next() {
+		var tool, server, version, path string
+		var n uint64
+		if err := prows.Scan(&tool, &server, &version, &path, &n); err != nil {
+			t.Fatal(err)
+		}
+		gotPaths[strings.Join([]string{tool, server, version, path}, " ")] = int(n)
+	}
+	if err := prows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(gotPaths, wantPaths) {
+		t.Errorf("v_ignored_key_paths_hourly per tool and server version:\n got %v\nwant %v", gotPaths, wantPaths)
+	}
+}
+
+// fields are pointers to s's measures, in declaration order.
+func (s *toolCallStats) fields() []*uint64 {
+	return []*uint64{&s.Calls, &s.Errors, &s.Successful, &s.Measurable, &s.WithIgnoredKeys,
+		&s.KeysReported, &s.KeysFromResponse, &s.KeysFromSchema, &s.NoSchema, &s.NotMeasurableTruncated,
+		&s.NotMeasurableOther, &s.ValidationErrors, &s.UnknownToolCalls, &s.DurationCount}
 }
