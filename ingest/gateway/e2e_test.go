@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -188,6 +189,44 @@ func TestRealClientsEndToEnd(t *testing.T) {
 		t.Errorf("@posthog/mcp: %d tool_calls rows, want exactly %d", n, len(mcpCalls))
 	}
 	checkMCPRows(t, env.ClickHouse, mcpCalls)
+
+	// Every stored event counted per name (the data-quality dashboard's events per name),
+	// the kinds mcpulse stores apart and those it only counts alike.
+	failedMCP := 0
+	for _, c := range mcpCalls {
+		if c.Expect.Error != "" {
+			failedMCP++
+		}
+	}
+	wantEvents := map[string]uint64{
+		ingest.EventToolCall:           uint64(goCalls + goDefaultCalls + nodeCalls + 1 + 2 + len(mcpCalls)),
+		ingest.EventInvitationSent:     2,
+		ingest.EventBookingLinkOpened:  2,
+		ingest.EventInvitationResponse: 2,
+		"$identify":                    2,
+		"$mcp_initialize":              uint64(len(mcpServerNames)),
+		"$mcp_tools_list":              uint64(len(mcpServerNames)),
+		"$exception":                   uint64(failedMCP),
+	}
+	gotEvents := map[string]uint64{}
+	erows, err := env.ClickHouse.Query(context.Background(), `SELECT event, toUInt64(sum(events)) FROM mcpulse.v_events_by_name_hourly GROUP BY event`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for erows.Next() {
+		var name string
+		var n uint64
+		if err := erows.Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		gotEvents[name] = n
+	}
+	if err := erows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(gotEvents, wantEvents) {
+		t.Errorf("v_events_by_name_hourly:\n got %v\nwant %v", gotEvents, wantEvents)
+	}
 	if n := count(`SELECT count() FROM mcpulse.tool_calls FINAL WHERE distinct_id = 'retry-user'`); n != 1 {
 		t.Errorf("a batch sent twice: %d rows, want 1", n)
 	}
