@@ -14,6 +14,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/mcpulse/mcpulse/dashboards"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/gateway"
 )
@@ -226,6 +227,25 @@ func checkMCPRows(t *testing.T, ch driver.Conn, calls []sdkCall) {
 	if s := strings.Join(truncated, " "); s != "connect-source query-insights" {
 		t.Errorf("schemas marked cut or redacted: %q, want connect-source query-insights", s)
 	}
+	// The same snapshots on the Schema ratchet dashboard: one row per server version, its tools,
+	// those with no whole snapshot, no change within the version.
+	res := runPanel(t, ch, "schema-ratchet", "schemas-seen-in-traffic")
+	gotPanel := map[string]string{}
+	for _, row := range res.Rows {
+		v := func(name string) any {
+			return row[slices.IndexFunc(res.Columns, func(c dashboards.Column) bool { return c.Name == name })]
+		}
+		if server := v("server_name").(string); slices.Contains(servers, server) {
+			gotPanel[server+" "+v("server_version").(string)] = fmt.Sprintf("tools %v, cut %v, changes %v", v("tools"), v("truncated_tools"), v("schema_changes"))
+		}
+	}
+	wantPanel := map[string]string{
+		"mcpulse-fixture-zod 1.4.0":  "tools 5, cut 0, changes 0",
+		"mcpulse-fixture-json 2.0.1": "tools 6, cut 2, changes 0",
+	}
+	if !maps.Equal(gotPanel, wantPanel) {
+		t.Errorf("Schema ratchet dashboard, schemas seen in traffic:\n got %v\nwant %v", gotPanel, wantPanel)
+	}
 
 	var inits, exceptions uint64
 	if err := ch.QueryRow(ctx, `SELECT count() FROM mcpulse.mcp_initialize_events FINAL
@@ -421,4 +441,26 @@ func (s *toolCallStats) fields() []*uint64 {
 	return []*uint64{&s.Calls, &s.Errors, &s.Successful, &s.Measurable, &s.WithIgnoredKeys,
 		&s.KeysReported, &s.KeysFromResponse, &s.KeysFromSchema, &s.NoSchema, &s.NotMeasurableTruncated,
 		&s.NotMeasurableOther, &s.ValidationErrors, &s.UnknownToolCalls, &s.DurationCount}
+}
+
+// runPanel runs the panel id of the named dashboard (its YAML file name) over all time.
+func runPanel(t *testing.T, ch driver.Conn, dashboard, id string) *dashboards.Result {
+	t.Helper()
+	all, err := dashboards.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range all {
+		for _, p := range d.Panels {
+			if d.Name == dashboard && p.ID == id {
+				res, err := dashboards.Run(context.Background(), ch, p, dashboards.Filters{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+		}
+	}
+	t.Fatalf("no panel %s/%s", dashboard, id)
+	return nil
 }
