@@ -17,6 +17,8 @@ import (
 	"github.com/mcpulse/mcpulse/dashboards"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/gateway"
+	"github.com/mcpulse/mcpulse/jobs"
+	"github.com/mcpulse/mcpulse/schemacheck"
 )
 
 // TestPostHogMCPLandsExactlyOnce runs the real @posthog/mcp (posthog-node underneath, default
@@ -245,6 +247,35 @@ func checkMCPRows(t *testing.T, ch driver.Conn, calls []sdkCall) {
 	}
 	if !maps.Equal(gotPanel, wantPanel) {
 		t.Errorf("Schema ratchet dashboard, schemas seen in traffic:\n got %v\nwant %v", gotPanel, wantPanel)
+	}
+	// The ratchet checks those snapshots with no access to the servers: the latest version seen,
+	// every listed tool, the cut ones said so; the run is charted on the same dashboard.
+	for label, tools := range map[string]int{"zod": 5, "json": 6} {
+		server := mcpServerNames[label]
+		job := &jobs.SchemaRatchet{Server: schemacheck.ServerConfig{Name: server + "-traffic",
+			Traffic: &schemacheck.TrafficConfig{ServerName: server}}, ClickHouse: ch}
+		run, err := job.RunOnce(ctx)
+		if err != nil || run.Err != nil {
+			t.Fatalf("ratchet on %s's traffic: %v / %v", server, err, run.Err)
+		}
+		cut := map[string]int{"zod": 0, "json": 2}[label]
+		if run.Source != schemacheck.RunFromTraffic || run.ServerVersion != mcpServerVersions[label] ||
+			run.Report.Tools != tools || run.Report.TruncatedTools != cut {
+			t.Errorf("ratchet on %s's traffic: source %q, version %q, %d tools (%d cut); want traffic, %s, %d (%d)",
+				server, run.Source, run.ServerVersion, run.Report.Tools, run.Report.TruncatedTools, mcpServerVersions[label], tools, cut)
+		}
+	}
+	charted := map[string]int{}
+	res = runPanel(t, ch, "schema-ratchet", "oversized-vs-ratchet")
+	for _, row := range res.Rows {
+		if server, ok := row[slices.IndexFunc(res.Columns, func(c dashboards.Column) bool { return c.Name == "server" })].(string); ok {
+			charted[server]++
+		}
+	}
+	for _, server := range servers {
+		if charted[server+"-traffic"] != 1 {
+			t.Errorf("oversized-vs-ratchet: %d rows of %s-traffic, want its one run", charted[server+"-traffic"], server)
+		}
 	}
 
 	var inits, exceptions uint64
