@@ -120,6 +120,17 @@ func checkMCPRows(t *testing.T, ch driver.Conn, calls []sdkCall) {
 	if len(stored) != len(calls) {
 		t.Errorf("%d tool_calls rows for %d calls", len(stored), len(calls))
 	}
+	// The SDK's names for mcpulse's columns: $mcp_source -> source, $mcp_server_name/_version.
+	var unmapped uint64
+	if err := ch.QueryRow(ctx, `SELECT count() FROM mcpulse.tool_calls FINAL WHERE has(?, server_name)
+		AND (source != 'posthog_mcp_analytics' OR server_version != multiIf(server_name = ?, ?, server_name = ?, ?, '')
+			OR client_name != ? OR protocol_version = '')`,
+		servers, mcpServerNames["zod"], mcpServerVersions["zod"], mcpServerNames["json"], mcpServerVersions["json"], mcpClientName).Scan(&unmapped); err != nil {
+		t.Fatal(err)
+	}
+	if unmapped != 0 {
+		t.Errorf("%d tool_calls rows without the SDK's source, server version, client name or protocol version in their columns", unmapped)
+	}
 	type toolKey struct{ server, tool string }
 	type rate struct{ measurable, withKeys int }
 	wantRates, gotRates := map[toolKey]rate{}, map[toolKey]rate{}
