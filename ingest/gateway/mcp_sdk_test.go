@@ -95,7 +95,8 @@ type mcpRow struct {
 // schema implies (its `expect`): one tool_calls row per call with its ignored keys, their source
 // or why they are not measurable, its error class and whether the tool was unlisted; the key
 // paths and the ignored-key rate per tool; the served schemas, the sessions' handshakes and the
-// exceptions; then the rollup views (checkMCPRollups).
+// exceptions; then the rollup views (checkMCPRollups) and the Tool diagnostics dashboard
+// (checkMCPDashboards).
 func checkMCPRows(t *testing.T, ch driver.Conn, calls []sdkCall) {
 	t.Helper()
 	ctx := context.Background()
@@ -320,6 +321,7 @@ func checkMCPRows(t *testing.T, ch driver.Conn, calls []sdkCall) {
 		t.Errorf("mcp_exceptions by tool and error class:\n got %v\nwant %v", gotFailed, failed)
 	}
 	checkMCPRollups(t, ch, calls)
+	checkMCPDashboards(t, ch, calls)
 }
 
 // toolCallStats are the measures of one v_tool_call_stats_hourly cell, summed over its hours.
@@ -485,8 +487,9 @@ func (s *toolCallStats) fields() []*uint64 {
 		&s.NotMeasurableOther, &s.ValidationErrors, &s.UnknownToolCalls, &s.DurationCount}
 }
 
-// runPanel runs the panel id of the named dashboard (its YAML file name) over all time.
-func runPanel(t *testing.T, ch driver.Conn, dashboard, id string) *dashboards.Result {
+// runPanel runs the panel id of the named dashboard (its YAML file name) with f, or over all
+// time when f is empty.
+func runPanel(t *testing.T, ch driver.Conn, dashboard, id string, f ...dashboards.Filters) *dashboards.Result {
 	t.Helper()
 	all, err := dashboards.Load()
 	if err != nil {
@@ -495,7 +498,7 @@ func runPanel(t *testing.T, ch driver.Conn, dashboard, id string) *dashboards.Re
 	for _, d := range all {
 		for _, p := range d.Panels {
 			if d.Name == dashboard && p.ID == id {
-				res, err := dashboards.Run(context.Background(), ch, p, dashboards.Filters{})
+				res, err := dashboards.Run(context.Background(), ch, p, append(f, dashboards.Filters{})[0])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -505,4 +508,95 @@ func runPanel(t *testing.T, ch driver.Conn, dashboard, id string) *dashboards.Re
 	}
 	t.Fatalf("no panel %s/%s", dashboard, id)
 	return nil
+}
+
+// panelRows are res's rows as column name -> cell.
+func panelRows(res *dashboards.Result) []map[string]any {
+	rows := make([]map[string]any, 0, len(res.Rows))
+	for _, r := range res.Rows {
+		row := map[string]any{}
+		for i, c := range res.Columns {
+			row[c.Name] = r[i]
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// checkMCPDashboards checks the Tool diagnostics dashboard against what client.js's calls imply:
+// per tool and per server version, the ignored-key rate over measurable successful calls
+// (blank, "not measured", where none was measurable), the input-validation error rate over all
+// calls and the calls to tools the server does not list; per tool, the ignored key paths.
+func checkMCPDashboards(t *testing.T, ch driver.Conn, calls []sdkCall) {
+	t.Helper()
+	every := dashboards.Filters{MinCalls: 1, Limit: dashboards.MaxLimit}
+	byTool, byVersion := map[string]toolCallStats{}, map[string]toolCallStats{}
+	for k, s := range wantToolCallStats(calls) {
+		f := strings.Fields(k) // tool client server version
+		for m, key := range map[*map[string]toolCallStats]string{&byTool: f[0], &byVersion: f[2] + " " + f[3]} {
+			sum := (*m)[key]
+			for i, p := range sum.fields() {
+				*p += *s.fields()[i]
+			}
+			(*m)[key] = sum
+		}
+	}
+	// misuse is how a panel row shows a cell's misuse figures.
+	misuse := func(s toolCallStats) string {
+		rate := "not measured"
+		if s.Measurable > 0 {
+			rate = fmt.Sprintf("%.4f", float64(s.WithIgnoredKeys)/float64(s.Measurable))
+		}
+		return fmt.Sprintf("calls %d, ignored-key rate %s, validation-error rate %.4f, unknown tools %d",
+			s.Calls, rate, float64(s.ValidationErrors)/float64(s.Calls), s.UnknownToolCalls)
+	}
+	shown := func(row map[string]any) string {
+		rate := "not measured"
+		if r, ok := row["ignored_key_rate"].(float64); ok {
+			rate = fmt.Sprintf("%.4f", r)
+		}
+		return fmt.Sprintf("calls %v, ignored-key rate %s, validation-error rate %.4f, unknown tools %v",
+			row["calls"], rate, row["validation_error_rate"], row["unknown_tool_calls"])
+	}
+	for _, panel := range []struct {
+		id   string
+		key  func(map[string]any) string
+		want map[string]toolCallStats
+	}{
+		{"tools", func(r map[string]any) string { return r["tool_name"].(string) }, byTool},
+		{"server-versions", func(r map[string]any) string { return fmt.Sprint(r["server"], " ", r["server_version"]) }, byVersion},
+	} {
+		got, want := map[string]string{}, map[string]string{}
+		for _, row := range panelRows(runPanel(t, ch, "tool-diagnostics", panel.id, every)) {
+			if _, ok := panel.want[panel.key(row)]; ok {
+				got[panel.key(row)] = shown(row)
+			}
+		}
+		for k, s := range panel.want {
+			want[k] = misuse(s)
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("Tool diagnostics, %s panel, %s:\n got %s\nwant %s", panel.id, k, got[k], w)
+			}
+		}
+	}
+
+	wantPaths := map[string]float64{}
+	for _, c := range calls {
+		if c.Expect.Error == "" && c.Expect.Reason == "" {
+			for _, p := range c.Expect.Keys {
+				wantPaths[c.Tool+" "+p]++
+			}
+		}
+	}
+	gotPaths := map[string]float64{}
+	for _, row := range panelRows(runPanel(t, ch, "tool-diagnostics", "top-ignored-key-paths", every)) {
+		if _, ok := byTool[row["tool_name"].(string)]; ok {
+			gotPaths[fmt.Sprint(row["tool_name"], " ", row["key_path"])] = row["calls"].(float64)
+		}
+	}
+	if !maps.Equal(gotPaths, wantPaths) {
+		t.Errorf("Tool diagnostics, top ignored key paths:\n got %v\nwant %v", gotPaths, wantPaths)
+	}
 }
