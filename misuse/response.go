@@ -174,6 +174,9 @@ func fromText(text string) ([]string, int, bool) {
 	if j := strings.Index(rest, "\n\n"); j >= 0 {
 		rest = rest[:j]
 	}
+	if !strings.ContainsAny(rest, "0123456789") { // both expressions need a digit (\d is ASCII)
+		return keys, total, true
+	}
 	if m := andMoreRE.FindStringSubmatch(rest); m != nil {
 		if n, err := strconv.Atoi(m[1]); err == nil {
 			total = len(keys) + n
