@@ -184,7 +184,7 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, row
 			if v != nil {
 				schema = v.schemas[r.RawToolName]
 			}
-			k := misuse.Derive(misuse.Call{Response: call.Response, Parameters: call.Parameters, Schema: schema})
+			k := misuse.Derive(misuse.Call{Response: call.Response, Parameters: call.Parameters, Schema: schema, Valid: true}) // Parse checked them
 			r.IgnoredKeys, r.IgnoredKeysTotal = nonNilKeys(k.Keys), uint32(min(k.Total, 1<<32-1))
 			r.CountedIgnoredKeys = nonNilKeys(c.keys.Counted(k.Keys))
 			r.IgnoredKeysSource, r.IgnoredKeysReason = string(k.Source), string(k.Reason)

@@ -43,7 +43,7 @@ func FromArguments(s *Schema, arguments []byte) IgnoredKeys {
 	if len(bytes.TrimSpace(arguments)) == 0 {
 		return IgnoredKeys{Source: SourceSchema}
 	}
-	w := getWalker(arguments)
+	w := getWalker(arguments, false)
 	defer putWalker(w)
 	return w.arguments(s)
 }
@@ -54,6 +54,11 @@ func FromArguments(s *Schema, arguments []byte) IgnoredKeys {
 // or params the SDK cut is ReasonArgumentsTruncated; params without arguments are an empty
 // object (the agent sent none).
 func FromParameters(s *Schema, parameters []byte) IgnoredKeys {
+	return fromParameters(s, parameters, false)
+}
+
+// fromParameters is FromParameters; valid says parameters is valid JSON (Call.Valid).
+func fromParameters(s *Schema, parameters []byte, valid bool) IgnoredKeys {
 	if r := s.unusable(); r != "" {
 		return notMeasurable(r)
 	}
@@ -61,7 +66,7 @@ func FromParameters(s *Schema, parameters []byte) IgnoredKeys {
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return notMeasurable(ReasonNoArguments)
 	}
-	w := getWalker(trimmed)
+	w := getWalker(trimmed, valid)
 	defer putWalker(w)
 	for _, name := range [...]string{"request", "params", "arguments"} {
 		found, reason := w.member(name)
@@ -110,7 +115,7 @@ func (w *walker) member(name string) (bool, Reason) {
 	default:
 		return false, ReasonArgumentsInvalid
 	}
-	if _, err := w.dec.ReadToken(); err != nil {
+	if err := w.dec.ReadDelim(); err != nil {
 		return false, ReasonArgumentsInvalid
 	}
 	for w.dec.PeekKind() == '"' {
@@ -181,8 +186,10 @@ func (e stopError) Error() string { return string(e) }
 
 // walker walks one arguments document with a pooled decoder and scratch space.
 type walker struct {
-	dec  *jsontext.Decoder
-	keys keyList
+	dec     tokens // checked or &bounds
+	checked checked
+	bounds  boundaries
+	keys    keyList
 	// path is the dotted path of the current position ("" at the root); ends[i] is where the
 	// path of depth i+1 ends in it.
 	path []byte
@@ -196,13 +203,20 @@ type walker struct {
 }
 
 var walkers = sync.Pool{New: func() any {
-	return &walker{dec: jsontext.NewDecoder(bytes.NewReader(nil)), ctx: make([]*rule, 1)}
+	return &walker{checked: checked{jsontext.NewDecoder(bytes.NewReader(nil))}, ctx: make([]*rule, 1)}
 }}
 
-func getWalker(doc []byte) *walker {
+// getWalker returns a walker positioned before doc; valid says doc is valid JSON.
+func getWalker(doc []byte, valid bool) *walker {
 	w := walkers.Get().(*walker)
-	// A bytes.Buffer is read in place (no copy); the document is never written to.
-	w.dec.Reset(bytes.NewBuffer(doc), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if valid {
+		w.bounds.reset(doc)
+		w.dec = &w.bounds
+	} else {
+		// A bytes.Buffer is read in place (no copy); the document is never written to.
+		w.checked.dec.Reset(bytes.NewBuffer(doc), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+		w.dec = w.checked
+	}
 	w.keys = keyList{keys: w.keys.keys[:0]}
 	w.path = w.path[:0]
 	w.ends = w.ends[:0]
@@ -210,7 +224,9 @@ func getWalker(doc []byte) *walker {
 }
 
 func putWalker(w *walker) {
-	w.dec.Reset(bytes.NewReader(nil)) // drop the document
+	w.checked.dec.Reset(bytes.NewReader(nil)) // drop the document
+	w.bounds.reset(nil)
+	w.dec = nil
 	walkers.Put(w)
 }
 
@@ -347,7 +363,7 @@ func gather(ctx []*rule, buf []*rule) gathered {
 }
 
 func (w *walker) object(ctx []*rule, depth int) error {
-	if _, err := w.dec.ReadToken(); err != nil { // '{'
+	if err := w.dec.ReadDelim(); err != nil { // '{'
 		return err
 	}
 	g := gather(ctx, w.level(2*depth))
@@ -437,12 +453,12 @@ func (w *walker) object(ctx []*rule, depth int) error {
 			}
 		}
 	}
-	_, err := w.dec.ReadToken() // '}'
+	err := w.dec.ReadDelim() // '}'
 	return err
 }
 
 func (w *walker) array(ctx []*rule, depth int) error {
-	if _, err := w.dec.ReadToken(); err != nil { // '['
+	if err := w.dec.ReadDelim(); err != nil { // '['
 		return err
 	}
 	g := gather(ctx, w.level(2*depth))
@@ -465,7 +481,7 @@ func (w *walker) array(ctx []*rule, depth int) error {
 				return err
 			}
 		}
-		_, err := w.dec.ReadToken()
+		err := w.dec.ReadDelim()
 		return err
 	case g.arrOpen || !constrains:
 		return w.skipRest(']')
@@ -505,7 +521,7 @@ func (w *walker) array(ctx []*rule, depth int) error {
 			return err
 		}
 	}
-	_, err := w.dec.ReadToken() // ']'
+	err := w.dec.ReadDelim() // ']'
 	return err
 }
 
@@ -530,10 +546,10 @@ func (w *walker) skipRest(end jsontext.Kind) error {
 	for {
 		switch w.dec.PeekKind() {
 		case end:
-			_, err := w.dec.ReadToken()
+			err := w.dec.ReadDelim()
 			return err
 		case 0:
-			_, err := w.dec.ReadToken()
+			err := w.dec.ReadDelim()
 			if err == nil {
 				err = errors.New("unexpected end")
 			}

@@ -16,6 +16,7 @@ func derive(t *testing.T, schema, args string) misuse.IgnoredKeys {
 	if err != nil {
 		t.Fatalf("CompileSchema(%s): %v", schema, err)
 	}
+	checkValidWalk(t, s, []byte(`{"request":{"params":{"arguments":`+args+`}}}`))
 	return misuse.FromArguments(s, []byte(args))
 }
 
@@ -246,6 +247,7 @@ func TestFromParameters(t *testing.T) {
 			if got := misuse.FromParameters(s, []byte(tc.params)); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
+			checkValidWalk(t, s, []byte(tc.params))
 		})
 	}
 }

@@ -3,6 +3,7 @@ package misuse_test
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -52,6 +53,21 @@ func benchCall(b *testing.B) misuse.Call {
 // by 1000 for µs per event).
 func BenchmarkDerive(b *testing.B) {
 	c := benchCall(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		misuse.Derive(c)
+	}
+}
+
+// BenchmarkDeriveValid is BenchmarkDerive on parameters known to be valid JSON (Call.Valid),
+// as the consumer derives.
+func BenchmarkDeriveValid(b *testing.B) {
+	c := benchCall(b)
+	c.Valid = true
+	if got, want := misuse.Derive(c), misuse.FromParameters(c.Schema, c.Parameters); !reflect.DeepEqual(got, want) {
+		b.Fatalf("trusting the parameters derives %+v, checking them %+v", got, want)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

@@ -1,6 +1,7 @@
 package misuse_test
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,9 +35,22 @@ func checkIgnoredKeys(t *testing.T, got misuse.IgnoredKeys) {
 	}
 }
 
+// checkValidWalk asserts that Derive trusting params (Call.Valid) has FromParameters' outcome
+// when params is valid JSON.
+func checkValidWalk(t *testing.T, s *misuse.Schema, params []byte) {
+	t.Helper()
+	if !json.Valid(params) {
+		return
+	}
+	want := misuse.FromParameters(s, params)
+	if got := misuse.Derive(misuse.Call{Parameters: params, Schema: s, Valid: true}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("parameters %q: derived trusting them %+v, checking them %+v", params, got, want)
+	}
+}
+
 // FuzzFromArguments feeds arbitrary schemas and arguments. Nothing may panic, the outcome
-// keeps its invariants, and a second derivation (through the pooled walker) gives the same
-// outcome. Seeds: testdata/fuzz/FuzzFromArguments (the SDK fixtures' schemas and arguments,
+// keeps its invariants, a second derivation (through the pooled walker) gives the same
+// outcome, and so does a derivation trusting valid JSON (Call.Valid). Seeds: testdata/fuzz/FuzzFromArguments (the SDK fixtures' schemas and arguments,
 // $ref cycles, markers, unions).
 func FuzzFromArguments(f *testing.F) {
 	f.Add([]byte(`{"properties":{"a":{}}}`), []byte(`{"a":1,"b":{"c":2}}`))
@@ -55,6 +69,9 @@ func FuzzFromArguments(f *testing.F) {
 		}
 		params := append(append([]byte(`{"request":{"params":{"arguments":`), args...), "}}}"...)
 		checkIgnoredKeys(t, misuse.FromParameters(s, params))
+		checkValidWalk(t, s, params)
+		// Escaped quotes, backslashes and brackets in strings skipped before the arguments.
+		checkValidWalk(t, s, append(append([]byte(`{"request":{"id":"x\"},\\","meta":{"k":["]\"}",-1.5e3,true,null]},"params":{"name":"t\\","arguments":`), args...), "}}}"...))
 		_ = misuse.SchemaTruncated(schema)
 	})
 }

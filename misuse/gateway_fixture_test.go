@@ -120,6 +120,7 @@ func TestGatewayRecordings(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.keys) {
 			t.Errorf("%s (%s %s): Derive = %+v, want %+v", tc.file, server, tool, got, tc.keys)
 		}
+		checkValidWalk(t, schemas[server][tool], e.Properties["$mcp_parameters"])
 		if c := misuse.ClassifyError(e.str(t, "$mcp_error_message")); c != tc.class {
 			t.Errorf("%s: ClassifyError(%q) = %q, want %q", tc.file, e.str(t, "$mcp_error_message"), c, tc.class)
 		}

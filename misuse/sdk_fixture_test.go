@@ -114,6 +114,7 @@ func TestSDKFixtures(t *testing.T) {
 			if !reflect.DeepEqual(got, want[label]) {
 				t.Errorf("%s %s: Derive = %+v, want %+v", f, label, got, want[label])
 			}
+			checkValidWalk(t, schemas[name], e.Properties["$mcp_parameters"])
 		}
 	}
 }
