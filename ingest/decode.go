@@ -16,19 +16,34 @@ import (
 // into keys and the positions of their values. Values are decoded from those positions when a
 // kind reads them; properties are never decoded into a map and never re-encoded.
 
-// pair is one property of the properties object.
+// pair is one property of the properties object: offsets, no pointers, so that appending
+// pairs costs no write barriers while the garbage collector runs.
 type pair struct {
-	key     []byte // the key, unescaped; shares the input unless the key held an escape
-	start   int    // offset in the properties object of the key's opening quote
-	keyEnd  int    // offset just after the key's closing quote
-	value   []byte // the raw value, a sub-slice of the input
-	arena   int32  // offset of the value's content in decodeState.arena, -1 when not there
-	flags   uint8  // flagEscape, flagNonASCII of the value's strings
-	loose   bool   // whitespace between the key and the end of the value (outside strings)
-	dropped bool   // left out of Extra: read into a column, or repeated later
+	start    int // offset in the properties object of the key's opening quote
+	keyEnd   int // offset just after the key's closing quote
+	valStart int // the raw value is props[valStart:valEnd]
+	valEnd   int
+	// unquoted is the offset of the unescaped key in decodeState.keys, -1 when the key holds
+	// no escape (it is then props[start+1:keyEnd-1]); unquotedEnd ends it.
+	unquoted, unquotedEnd int
+	arena                 int32 // offset of the value's content in decodeState.arena, -1 when not there
+	flags                 uint8 // flagEscape, flagNonASCII of the value's strings
+	loose                 bool  // whitespace between the key and the end of the value (outside strings)
+	dropped               bool  // left out of Extra: read into a column, or repeated later
 	// keyNonASCII: the key holds a byte >= 0x80.
 	keyNonASCII bool
 }
+
+// key returns the pair's key, unescaped.
+func (d *decodeState) key(p *pair) []byte {
+	if p.unquoted >= 0 {
+		return d.keys[p.unquoted:p.unquotedEnd]
+	}
+	return d.props[p.start+1 : p.keyEnd-1]
+}
+
+// value returns the pair's raw value, a sub-slice of the input.
+func (d *decodeState) value(p *pair) []byte { return d.props[p.valStart:p.valEnd] }
 
 // envelopeFields holds the raw values of the envelope's fields (nil when absent).
 type envelopeFields struct {
@@ -45,6 +60,7 @@ type decodeState struct {
 	topFlags [fieldProperties + 1]uint8 // the flags of each envelope field's value
 	props    []byte                     // the properties object, when it is one
 	pairs    []pair
+	keys     []byte // the unescaped keys of the pairs whose keys hold an escape
 	// slots holds, for each known property key, the index in pairs of its last pair plus
 	// one (0 when absent).
 	slots [maxPropKeys]int32
@@ -63,7 +79,7 @@ var decodeStates = sync.Pool{New: func() any { return new(decodeState) }}
 func getDecodeState() *decodeState { return decodeStates.Get().(*decodeState) }
 
 func putDecodeState(d *decodeState) {
-	clear(d.pairs) // drop references to the input
+	d.keys = d.keys[:0]
 	d.top, d.topFlags, d.props, d.pairs, d.arena = envelopeFields{}, [fieldProperties + 1]uint8{}, nil, d.pairs[:0], ""
 	d.problems.Problems = d.problems.Problems[:0]
 	d.reader = propertyReader{}
@@ -183,7 +199,8 @@ func (d *decodeState) match() {
 	d.unknown = d.unknown[:0]
 	for i := range d.pairs {
 		p := &d.pairs[i]
-		if k, known := lookupPropKey(p.key); known {
+		key := d.key(p)
+		if k, known := lookupPropKey(key); known {
 			if prev := d.slots[k]; prev > 0 {
 				d.pairs[prev-1].dropped = true
 			}
@@ -191,7 +208,7 @@ func (d *decodeState) match() {
 			continue
 		}
 		for _, j := range d.unknown { // unknown keys are few: a scan beats a map
-			if q := &d.pairs[j]; !q.dropped && bytes.Equal(q.key, p.key) {
+			if q := &d.pairs[j]; !q.dropped && bytes.Equal(d.key(q), key) {
 				q.dropped = true
 				break
 			}
@@ -202,7 +219,7 @@ func (d *decodeState) match() {
 
 // plain reports whether the pair's value is a JSON string whose content is its value (see
 // plainString), from the flags the scan found.
-func (p *pair) plain() bool { return plainScanned(p.value, p.flags) }
+func (d *decodeState) plain(p *pair) bool { return plainScanned(d.value(p), p.flags) }
 
 // plainScanned is plainString of a scanned value, from its flags.
 func plainScanned(raw []byte, flags uint8) bool {
@@ -228,9 +245,9 @@ func (d *decodeState) buildArena(k *Kind, top []byte) int {
 	}
 	for reads := uint64(k.reads); reads != 0; reads &= reads - 1 {
 		if i := d.slots[bits.TrailingZeros64(reads)]; i > 0 {
-			if p := &d.pairs[i-1]; p.plain() {
+			if p := &d.pairs[i-1]; d.plain(p) {
 				p.arena = 0 // a plain string: copied below
-				n += len(p.value) - 2
+				n += p.valEnd - p.valStart - 2
 			}
 		}
 	}
@@ -247,7 +264,7 @@ func (d *decodeState) buildArena(k *Kind, top []byte) int {
 		if i := d.slots[bits.TrailingZeros64(reads)]; i > 0 {
 			if p := &d.pairs[i-1]; p.arena == 0 {
 				p.arena = int32(len(buf))
-				buf = append(buf, p.value[1:len(p.value)-1]...)
+				buf = append(buf, d.props[p.valStart+1:p.valEnd-1]...)
 			}
 		}
 	}
@@ -278,7 +295,7 @@ func (d *decodeState) extra() json.RawMessage {
 	n := 2
 	for i := range d.pairs {
 		if p := &d.pairs[i]; !p.dropped {
-			n += p.keyEnd - p.start + len(p.value) + 2
+			n += p.keyEnd - p.start + p.valEnd - p.valStart + 2
 		}
 	}
 	b := make([]byte, 0, n)
@@ -293,20 +310,20 @@ func (d *decodeState) extra() json.RawMessage {
 			b = append(b, ',')
 		}
 		first = false
-		key := d.props[p.start:p.keyEnd]
+		key, value := d.props[p.start:p.keyEnd], d.value(p)
 		switch {
-		case (p.keyNonASCII || p.flags&flagNonASCII != 0) && (!utf8.Valid(key) || !utf8.Valid(p.value)):
-			b = appendReencoded(b, p)
+		case (p.keyNonASCII || p.flags&flagNonASCII != 0) && (!utf8.Valid(key) || !utf8.Valid(value)):
+			b = appendReencoded(b, d.key(p), value)
 		case p.loose:
 			b = append(b, key...)
 			b = append(b, ':')
 			buf := bytes.NewBuffer(b)
-			_ = stdjson.Compact(buf, p.value) // valid (checked while decoding); encoding/json keeps < > & as they are
+			_ = stdjson.Compact(buf, value) // valid (checked while decoding); encoding/json keeps < > & as they are
 			b = buf.Bytes()
 		default:
-			b = append(b, d.props[p.start:p.keyEnd]...)
+			b = append(b, key...)
 			b = append(b, ':')
-			b = append(b, p.value...)
+			b = append(b, value...)
 		}
 	}
 	return append(b, '}')
@@ -314,10 +331,10 @@ func (d *decodeState) extra() json.RawMessage {
 
 // appendReencoded appends a pair holding invalid UTF-8 decoded and encoded again by
 // encoding/json, which turns each invalid byte into U+FFFD.
-func appendReencoded(b []byte, p *pair) []byte {
+func appendReencoded(b, rawKey, value []byte) []byte {
 	var v any
-	_ = stdjson.Unmarshal(p.value, &v) // valid: checked by json.Valid
-	key, _ := stdjson.Marshal(string(p.key))
+	_ = stdjson.Unmarshal(value, &v) // valid: checked by the scan
+	key, _ := stdjson.Marshal(string(rawKey))
 	val, err := stdjson.Marshal(v)
 	if err != nil {
 		val = []byte("null")

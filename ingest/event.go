@@ -272,7 +272,7 @@ func Parse(data []byte) (*Event, error) {
 		}
 		ev.DistinctID = distinctID
 	}
-	if p := d.last(keyInstanceURL); p != nil && p.flags&(flagEscape|flagNonASCII) != 0 && !jsExact(p.value) {
+	if p := d.last(keyInstanceURL); p != nil && p.flags&(flagEscape|flagNonASCII) != 0 && !jsExact(d.value(p)) {
 		problem("properties.instance_url", notJSExact)
 	}
 	switch s, ok := d.timestampText(); {

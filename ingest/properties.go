@@ -28,14 +28,14 @@ func (p propertyReader) raw(key propKey) []byte {
 		return nil
 	}
 	p.d.pairs[i].dropped = true
-	return p.d.pairs[i].value
+	return p.d.value(&p.d.pairs[i])
 }
 
 // peek returns the raw value of a property the kind reads (nil when absent), keeping it in
 // Event.Extra.
 func (p propertyReader) peek(key propKey) []byte {
 	if i := p.slot(key); i >= 0 {
-		return p.d.pairs[i].value
+		return p.d.value(&p.d.pairs[i])
 	}
 	return nil
 }
@@ -60,10 +60,11 @@ func (p propertyReader) text(key propKey) (s string, present, ok bool) {
 	pr := &p.d.pairs[i]
 	pr.dropped = true
 	if pr.arena >= 0 {
-		return p.d.arena[pr.arena : int(pr.arena)+len(pr.value)-2], true, true
+		return p.d.arena[pr.arena : int(pr.arena)+pr.valEnd-pr.valStart-2], true, true
 	}
-	s, ok = stringValue(pr.value)
-	return s, !isNull(pr.value), ok
+	value := p.d.value(pr)
+	s, ok = stringValue(value)
+	return s, !isNull(value), ok
 }
 
 // str reads an optional string property ("" when absent or null).

@@ -137,7 +137,7 @@ func (d *decodeState) scanEnvelope(b []byte, i int) (int, bool) {
 // an earlier properties object), and returns the offset just after it.
 func (d *decodeState) scanProperties(b []byte, i int) (int, bool) {
 	base := i
-	d.pairs = d.pairs[:0]
+	d.pairs, d.keys = d.pairs[:0], d.keys[:0]
 	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
 		return i + 1, true
 	}
@@ -161,11 +161,11 @@ func (d *decodeState) scanProperties(b []byte, i int) (int, bool) {
 		if !ok {
 			return end, false
 		}
-		p := pair{start: i - base, keyEnd: keyEnd - base, value: b[j:end], arena: -1}
+		p := pair{start: i - base, keyEnd: keyEnd - base, valStart: j - base, valEnd: end - base, unquoted: -1, arena: -1}
 		if keyFlags&flagEscape != 0 {
-			p.key = unquote(b[i:keyEnd])
-		} else {
-			p.key = b[i+1 : keyEnd-1]
+			p.unquoted = len(d.keys)
+			d.keys = append(d.keys, unquote(b[i:keyEnd])...)
+			p.unquotedEnd = len(d.keys)
 		}
 		p.loose = flags&flagLoose != 0 || colon != keyEnd || j != colon+1
 		p.flags = flags &^ flagLoose

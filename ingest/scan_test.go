@@ -26,9 +26,16 @@ type refEnvelope struct {
 	Properties json.RawMessage `json:"properties"`
 }
 
+// refPair is one property as the reference splits it.
+type refPair struct {
+	key, value    []byte
+	start, keyEnd int
+	loose         bool
+}
+
 // refScan is the reference: segmentio's Parse validates the input and decodes the fields, a
 // second scan splits the properties object.
-func refScan(data []byte) (top refEnvelope, pairs []pair, err error) {
+func refScan(data []byte) (top refEnvelope, pairs []refPair, err error) {
 	start := skipSpace(data, 0)
 	if start == len(data) || data[start] != '{' {
 		if !json.Valid(data) {
@@ -46,7 +53,7 @@ func refScan(data []byte) (top refEnvelope, pairs []pair, err error) {
 	}
 	i := skipSpace(b, 1)
 	for i < len(b) && b[i] != '}' {
-		p := pair{start: i, arena: -1}
+		p := refPair{start: i}
 		p.keyEnd = skipString(b, i)
 		p.key = unquote(b[i:p.keyEnd])
 		colon := skipSpace(b, p.keyEnd)
@@ -97,20 +104,21 @@ func checkScan(t *testing.T, data []byte) {
 	if len(d.pairs) != len(wantPairs) {
 		t.Fatalf("scan(%q): %d pairs, reference %d", data, len(d.pairs), len(wantPairs))
 	}
-	for i, p := range d.pairs {
-		w := wantPairs[i]
-		if !bytes.Equal(p.key, w.key) || p.start != w.start || p.keyEnd != w.keyEnd || !bytes.Equal(p.value, w.value) || p.loose != w.loose {
+	for i := range d.pairs {
+		p, w := &d.pairs[i], wantPairs[i]
+		key, value := d.key(p), d.value(p)
+		if !bytes.Equal(key, w.key) || p.start != w.start || p.keyEnd != w.keyEnd || !bytes.Equal(value, w.value) || p.loose != w.loose {
 			t.Fatalf("scan(%q): pair %d is %q@%d-%d=%q loose %v, reference %q@%d-%d=%q loose %v",
-				data, i, p.key, p.start, p.keyEnd, p.value, p.loose, w.key, w.start, w.keyEnd, w.value, w.loose)
+				data, i, key, p.start, p.keyEnd, value, p.loose, w.key, w.start, w.keyEnd, w.value, w.loose)
 		}
-		if got, want := p.flags&flagNonASCII != 0, hasHighByte(p.value); got != want {
+		if got, want := p.flags&flagNonASCII != 0, hasHighByte(value); got != want {
 			t.Fatalf("scan(%q): pair %d non-ASCII flag %v", data, i, got)
 		}
 		if got, want := p.keyNonASCII, hasHighByte(d.props[p.start:p.keyEnd]); got != want {
 			t.Fatalf("scan(%q): pair %d key non-ASCII flag %v", data, i, got)
 		}
-		if p.value[0] == '"' {
-			if got, want := p.flags&flagEscape != 0, bytes.IndexByte(p.value, '\\') >= 0; got != want {
+		if value[0] == '"' {
+			if got, want := p.flags&flagEscape != 0, bytes.IndexByte(value, '\\') >= 0; got != want {
 				t.Fatalf("scan(%q): pair %d escape flag %v", data, i, got)
 			}
 		}
