@@ -1,0 +1,53 @@
+-- panel_tools_most_misused computed from the deduplicated raw table tool_calls as
+-- raw_tools_diagnostics computes every measure: the dashboards benchmark's peer and a check of the
+-- panel. Same parameters.
+SELECT tool_name, calls, misuse_rate, ignored_key_rate, validation_error_rate, unknown_tool_calls
+FROM
+(
+    WITH (SELECT bounds FROM mcpulse.v_duration_bucket_bounds) AS bounds
+    SELECT
+        *,
+        errors / calls AS error_rate,
+        if(measurable = 0, NULL, with_ignored / measurable) AS ignored_key_rate,
+        if(successful = 0, NULL, measurable / successful) AS measured_share,
+        validation / calls AS validation_error_rate,
+        unknown AS unknown_tool_calls,
+        (with_ignored + validation + unknown) / calls AS misuse_rate,
+        arrayCumSum(b) AS cum,
+        arraySum(b) AS timed,
+        arrayFirstIndex(c -> c >= 0.5 * timed, cum) AS i50,
+        arrayFirstIndex(c -> c >= 0.95 * timed, cum) AS i95,
+        if(timed = 0, NULL, if(isInfinite(bounds[i50]), bounds[i50 - 1],
+            bounds[i50 - 1] + (bounds[i50] - bounds[i50 - 1]) * (0.5 * timed - cum[i50 - 1]) / b[i50])) AS p50_ms,
+        if(timed = 0, NULL, if(isInfinite(bounds[i95]), bounds[i95 - 1],
+            bounds[i95 - 1] + (bounds[i95] - bounds[i95 - 1]) * (0.95 * timed - cum[i95 - 1]) / b[i95])) AS p95_ms
+    FROM
+    (
+        SELECT
+            tool_name,
+            count() AS calls,
+            countIf(is_error = 1) AS errors,
+            countIf(is_error = 0) AS successful,
+            countIf(is_error = 0 AND ignored_keys_source != 'not_measurable') AS measurable,
+            countIf(is_error = 0 AND ignored_keys_source != 'not_measurable' AND notEmpty(counted_ignored_keys)) AS with_ignored,
+            countIf(startsWith(error_class, 'validation_')) AS validation,
+            countIf(unknown_tool = 1 OR error_class = 'unknown_tool') AS unknown,
+            sumForEach(buckets) AS b,
+            count(duration_ms) AS timed_calls
+        FROM
+        (
+            SELECT
+                tool_name, is_error, ignored_keys_source, counted_ignored_keys, error_class, unknown_tool, duration_ms,
+                arrayMap(i -> toUInt64(isNotNull(duration_ms) AND i = arrayFirstIndex(x -> ifNull(duration_ms, 0.) <= x,
+                    (SELECT bounds FROM mcpulse.v_duration_bucket_bounds))), arrayEnumerate((SELECT bounds FROM mcpulse.v_duration_bucket_bounds))) AS buckets
+            FROM mcpulse.tool_calls FINAL
+            WHERE toStartOfHour(timestamp) >= ? AND toStartOfHour(timestamp) <= ?
+                AND (? = '' OR client_name = ?)
+                AND (? = '' OR tool_name = ?)
+        )
+        GROUP BY tool_name
+        HAVING calls >= ? AND with_ignored + validation + unknown > 0 AND timed_calls >= 0
+    )
+)
+ORDER BY misuse_rate DESC, calls DESC, tool_name
+LIMIT ?
