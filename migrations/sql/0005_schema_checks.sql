@@ -1,4 +1,4 @@
--- Schema ratchet history (DESIGN.md §6): one row per check run of one MCP server, one row per tool
+-- Schema ratchet history (issue 4): one row per check run of one MCP server, one row per tool
 -- per run. A run that could not reach its server is recorded with ok = 0 and its error, never
 -- as a run with zero tools.
 CREATE TABLE IF NOT EXISTS mcpulse.schema_check_runs
