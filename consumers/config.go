@@ -23,11 +23,18 @@ const (
 	// a 50,000-row insert for about a third of the CPU a row of a 5,000-row one costs (fewer,
 	// larger parts to write and merge).
 	DefaultBatchSize = 50000
+	// DefaultBatchBytes is Config.BatchBytes's default: the message bytes (keys and values) a
+	// batch may hold. A batch's memory follows its bytes, not its count (the values, their
+	// decoded events, the insert's column buffers: about 2.5 times the message bytes), and
+	// two batches are in flight (one prepared while one is stored), so this bound keeps both
+	// near 80 MiB whatever the events' size: 2,400-byte SDK tool calls close a batch at about
+	// 7,000 messages, 750-byte demo events at about 22,000.
+	DefaultBatchBytes = 16 << 20
 	// DefaultBatchWait is Config.BatchWait's default. A consumer that keeps up closes a batch
 	// after this long, so it bounds the time from publish to queryable (plus one store).
 	DefaultBatchWait = 500 * time.Millisecond
 	// DefaultMemoryLimit is the soft memory limit (bytes) `mcpulse consume` gives the Go
-	// runtime (runtime/debug.SetMemoryLimit): with the default batch size, one batch prepared
+	// runtime (runtime/debug.SetMemoryLimit): with the default batch bounds, one batch prepared
 	// while one is stored, the garbage collector keeps the process under about 300 MiB. Add
 	// the dedup windows of the partitions a member reads (Config.DedupWindow × 24 bytes each,
 	// once full) when sizing a container.
@@ -71,6 +78,10 @@ type Config struct {
 	// BatchSize is the most messages processed (and committed) together. Default:
 	// DefaultBatchSize.
 	BatchSize int
+	// BatchBytes bounds a batch's message bytes (keys and values): a batch closes at the
+	// message that reaches it, or at BatchSize messages, whichever comes first. Default:
+	// DefaultBatchBytes.
+	BatchBytes int
 	// BatchWait is how long a batch waits to fill before it is processed. Default:
 	// DefaultBatchWait.
 	BatchWait time.Duration
@@ -136,6 +147,9 @@ func (c *Config) setDefaults() {
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
 	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = DefaultBatchBytes
+	}
 	if c.BatchWait == 0 {
 		c.BatchWait = DefaultBatchWait
 	}
@@ -191,6 +205,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchSize < 0 {
 		errs = append(errs, errors.New("consumer: BatchSize must be positive"))
+	}
+	if c.BatchBytes < 0 {
+		errs = append(errs, errors.New("consumer: BatchBytes must be positive"))
 	}
 	if c.DedupWindow < 1 || c.DedupWindow > dedup.MaxSize {
 		errs = append(errs, fmt.Errorf("consumer: DedupWindow must be between 1 and %d offsets", dedup.MaxSize))

@@ -106,16 +106,18 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 	}
 }
 
-// fill reads up to BatchSize messages from msgs, waiting at most BatchWait for the batch to
-// fill.
+// fill reads up to BatchSize messages, or up to the message whose key and value bring the
+// batch to BatchBytes, from msgs, waiting at most BatchWait for the batch to fill.
 func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message) []kafka.Message {
 	timer := time.NewTimer(c.cfg.BatchWait)
 	defer timer.Stop()
 	var batch []kafka.Message
-	for len(batch) < c.cfg.BatchSize {
+	bytes := 0
+	for len(batch) < c.cfg.BatchSize && bytes < c.cfg.BatchBytes {
 		select {
 		case m := <-msgs:
 			batch = append(batch, m)
+			bytes += len(m.Key) + len(m.Value)
 		case <-timer.C:
 			return batch
 		case <-ctx.Done():

@@ -147,6 +147,7 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.StringVar(&cfg.GroupID, "group", consumers.DefaultGroupID, "Kafka consumer group")
 	f.IntVar(&cfg.BatchSize, "batch-size", consumers.DefaultBatchSize, "most messages stored and committed together")
+	f.IntVar(&cfg.BatchBytes, "batch-bytes", consumers.DefaultBatchBytes, "most message bytes (keys and values) stored and committed together: a batch closes at --batch-size messages or at this many bytes, whichever comes first (a batch's memory follows its bytes)")
 	f.IntVar(&cfg.DedupWindow, "dedup-window", consumers.DefaultDedupWindow, "dedup window in offsets per partition (rounded up to a power of two): an event is a duplicate when its uuid is on a valid event at most this many offsets before it in its partition; about 24 bytes of memory per offset for each busy partition")
 	f.IntVar(&cfg.RollupCacheCells, "rollup-cache-cells", consumers.DefaultRollupCacheCells, "rollup cells whose totals stay in memory (a few hundred bytes each); others are read from ClickHouse when a batch touches them")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", consumers.DefaultSessionTimeout, "consumer-group session timeout: how long a member that died keeps its partitions (the broker must allow it)")

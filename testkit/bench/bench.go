@@ -281,6 +281,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if r.Rollups, err = rollupStorage(ctx, e.ch); err != nil {
 			return nil, err
 		}
+		if r.RawToolCalls, err = tableStorage(ctx, e.ch, "tool_calls"); err != nil {
+			return nil, err
+		}
 		if peers {
 			group := runGroup(KafkaEngineGroup, run)
 			e.step("run %d: ClickHouse Kafka table engine (JSONEachRow) → materialized view → copy of tool_calls (group %s)", run, group)

@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -14,6 +15,10 @@ type CPU struct {
 	Consumer float64 `json:"consumer"`
 	// ClickHouse is the clickhouse-server child.
 	ClickHouse float64 `json:"clickhouse"`
+	// ClickHouseMerges is the part of ClickHouse spent by its background merge pool (threads
+	// named "BackgrProcPool" on 18.16, "MergeMutate" on current releases): merging parts the
+	// inserts left. The rest of ClickHouse is queries: inserts, materialized views, polls.
+	ClickHouseMerges float64 `json:"clickhouse_merges"`
 	// Redis is the redis-server child.
 	Redis float64 `json:"redis"`
 	// Bench is this process: the in-process Kafka (kfake), the publisher or the bare reader,
@@ -53,6 +58,7 @@ func newCPUMeter() cpuMeter {
 func (m cpuMeter) read() CPU {
 	var c CPU
 	c.ClickHouse = pidCPU(m.clickhouse)
+	c.ClickHouseMerges = threadsCPU(m.clickhouse, mergeThreadNames)
 	c.Redis = pidCPU(m.redis)
 	c.Bench = selfCPU()
 	return c
@@ -65,6 +71,27 @@ func pidCPU(pid int) float64 {
 	_, _, ticks, ok := readStat("/proc/" + strconv.Itoa(pid) + "/stat")
 	if !ok {
 		return 0
+	}
+	return float64(ticks) / clockTicks
+}
+
+// mergeThreadNames are the name prefixes of clickhouse-server's background merge threads.
+var mergeThreadNames = []string{"BackgrProcPool", "MergeMutate"}
+
+// threadsCPU is the CPU seconds of the threads of pid whose name starts with one of prefixes.
+// The merge pool's threads live as long as the server, so the difference of two readings is
+// what they spent in between.
+func threadsCPU(pid int, prefixes []string) float64 {
+	if pid == 0 {
+		return 0
+	}
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/[0-9]*/stat")
+	var ticks int64
+	for _, f := range tasks {
+		comm, _, t, ok := readStat(f)
+		if ok && slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(comm, p) }) {
+			ticks += t
+		}
 	}
 	return float64(ticks) / clockTicks
 }
@@ -92,8 +119,9 @@ func readStat(path string) (comm string, ppid int, ticks int64, ok bool) {
 }
 
 func (c CPU) sub(o CPU) CPU {
-	return CPU{Consumer: c.Consumer - o.Consumer, ClickHouse: c.ClickHouse - o.ClickHouse, Redis: c.Redis - o.Redis, Bench: c.Bench - o.Bench}
+	return CPU{Consumer: c.Consumer - o.Consumer, ClickHouse: c.ClickHouse - o.ClickHouse, ClickHouseMerges: c.ClickHouseMerges - o.ClickHouseMerges,
+		Redis: c.Redis - o.Redis, Bench: c.Bench - o.Bench}
 }
 
-// Total is the sum over the processes.
+// Total is the sum over the processes (ClickHouseMerges is part of ClickHouse).
 func (c CPU) Total() float64 { return c.Consumer + c.ClickHouse + c.Redis + c.Bench }

@@ -68,6 +68,9 @@ type RunResult struct {
 	Redis RedisGrowth `json:"redis"`
 	// Rollups is the storage of each rollup table after mcpulse's phase.
 	Rollups []RollupStorage `json:"rollups"`
+	// RawToolCalls is the raw tool_calls table's storage after mcpulse's phase (active parts,
+	// as left): the disk a tool call takes before any TTL.
+	RawToolCalls RollupStorage `json:"raw_tool_calls"`
 	// PeerDefaults are the tool_calls columns the Kafka-engine peer left at their default
 	// (mcpulse derives them beyond what a SELECT can).
 	PeerDefaults []string `json:"peer_default_columns,omitempty"`
@@ -106,7 +109,8 @@ func (p Phase) perEvent() CPU {
 	if n == 0 {
 		return CPU{}
 	}
-	return CPU{Consumer: p.CPU.Consumer / n * 1e6, ClickHouse: p.CPU.ClickHouse / n * 1e6, Redis: p.CPU.Redis / n * 1e6, Bench: p.CPU.Bench / n * 1e6}
+	return CPU{Consumer: p.CPU.Consumer / n * 1e6, ClickHouse: p.CPU.ClickHouse / n * 1e6, ClickHouseMerges: p.CPU.ClickHouseMerges / n * 1e6,
+		Redis: p.CPU.Redis / n * 1e6, Bench: p.CPU.Bench / n * 1e6}
 }
 
 // Latency summarizes publish-to-queryable latencies in milliseconds.
@@ -177,10 +181,11 @@ func (r *Result) summarize() {
 		return PhaseSummary{
 			EventsPerSecond: over(func(run RunResult) float64 { return f(run).EventsPerSecond }),
 			CPUMicrosPerEvent: CPU{
-				Consumer:   cpu(func(c CPU) float64 { return c.Consumer }),
-				ClickHouse: cpu(func(c CPU) float64 { return c.ClickHouse }),
-				Redis:      cpu(func(c CPU) float64 { return c.Redis }),
-				Bench:      cpu(func(c CPU) float64 { return c.Bench }),
+				Consumer:         cpu(func(c CPU) float64 { return c.Consumer }),
+				ClickHouse:       cpu(func(c CPU) float64 { return c.ClickHouse }),
+				ClickHouseMerges: cpu(func(c CPU) float64 { return c.ClickHouseMerges }),
+				Redis:            cpu(func(c CPU) float64 { return c.Redis }),
+				Bench:            cpu(func(c CPU) float64 { return c.Bench }),
 			},
 		}
 	}
@@ -249,14 +254,14 @@ func (r *Result) Print(w io.Writer) {
 	}
 	us := func(p PhaseSummary, ran bool) string {
 		if !ran {
-			return "\t\t\t"
+			return "\t\t\t\t"
 		}
 		c := p.CPUMicrosPerEvent
-		return fmt.Sprintf("%.1f\t%.1f\t%.1f\t%.1f", c.Consumer, c.ClickHouse, c.Redis, c.Bench)
+		return fmt.Sprintf("%.1f\t%.1f\t%.1f\t%.1f\t%.1f", c.Consumer, c.ClickHouse, c.ClickHouseMerges, c.Redis, c.Bench)
 	}
 	peers := len(r.Runs) > 0 && r.Runs[0].KafkaEngine.Seconds > 0
 	s := r.Summary
-	fmt.Fprintln(tw, "consumer\tevents/s, median (min–max)\tmcpulse ÷ it\tCPU µs/event: consumer\tClickHouse\tRedis\tkfake+harness")
+	fmt.Fprintln(tw, "consumer\tevents/s, median (min–max)\tmcpulse ÷ it\tCPU µs/event: consumer\tClickHouse\tof it merges\tRedis\tkfake+harness")
 	fmt.Fprintf(tw, "mcpulse end to end (dedup, Redis, raw rows, rollups)\t%s\t\t%s\n", stat(s.Mcpulse.EventsPerSecond, "%.0f"), us(s.Mcpulse, true))
 	if peers {
 		fmt.Fprintf(tw, "ClickHouse Kafka engine (JSONEachRow) → tool_calls copy\t%s\t%s\t%s\n", stat(s.KafkaEngine.EventsPerSecond, "%.0f"), stat(s.VsKafkaEngine, "%.2f×"), us(s.KafkaEngine, true))
@@ -294,8 +299,11 @@ func (r *Result) Print(w io.Writer) {
 			fmt.Fprintf(w, "  publisher %.0f events/s; consumer joined in %.1f s; latency %d samples: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
 				run.Publish.EventsPerSecond, run.StartupSeconds, run.Latency.Samples, run.Latency.P50Ms, run.Latency.P99Ms, run.Latency.MaxMs)
 		}
-		fmt.Fprintf(w, "  Redis: used_memory %+.1f MiB, %d keys (%d dedup claims in %.1f MiB)\n",
-			float64(run.Redis.UsedMemoryDelta)/(1<<20), run.Redis.Keys, run.Redis.DedupClaims, float64(run.Redis.DedupKeyBytes)/(1<<20))
+		fmt.Fprintf(w, "  Redis: used_memory %+.1f MiB, %d keys\n", float64(run.Redis.UsedMemoryDelta)/(1<<20), run.Redis.Keys)
+		if raw := run.RawToolCalls; raw.Rows > 0 {
+			fmt.Fprintf(w, "  raw tool_calls: %d rows, %.1f MiB on disk (%.0f bytes per row) in %d parts\n",
+				raw.Rows, float64(raw.Bytes)/(1<<20), float64(raw.Bytes)/float64(raw.Rows), raw.Parts)
+		}
 		if len(run.Rollups) > 0 {
 			fmt.Fprint(w, "  rollup storage (active parts as left → after OPTIMIZE FINAL):")
 			for _, t := range run.Rollups {

@@ -18,12 +18,9 @@ type RedisGrowth struct {
 	UsedMemoryDelta int64 `json:"used_memory_delta_bytes"`
 	// BytesPerMillion is UsedMemoryDelta scaled to a million tool calls.
 	BytesPerMillion float64 `json:"bytes_per_million_events"`
-	// Keys is DBSIZE after the phase.
+	// Keys is DBSIZE after the phase: suppression and recruitment records (tool calls leave
+	// none; their dedup state is per partition, in the consumer).
 	Keys int64 `json:"keys"`
-	// DedupClaims and DedupKeyBytes are the uuid claims in hashes named mcpulse:dedup:* (HLEN,
-	// and MEMORY USAGE with SAMPLES 0), when the consumer keeps them in Redis.
-	DedupClaims   int64 `json:"dedup_claims"`
-	DedupKeyBytes int64 `json:"dedup_key_bytes"`
 }
 
 // usedMemory reads INFO memory's used_memory.
@@ -51,23 +48,6 @@ func redisGrowth(ctx context.Context, rdb redis.UniversalClient, before int64, e
 	if g.Keys, err = rdb.DBSize(ctx).Result(); err != nil {
 		return fmt.Errorf("redis DBSIZE: %w", err)
 	}
-	iter := rdb.Scan(ctx, 0, "mcpulse:dedup:*", 100).Iterator()
-	for iter.Next(ctx) {
-		key := iter.Val()
-		n, err := rdb.HLen(ctx, key).Result()
-		if err != nil {
-			return fmt.Errorf("redis HLEN: %w", err)
-		}
-		b, err := rdb.MemoryUsage(ctx, key, 0).Result()
-		if err != nil {
-			return fmt.Errorf("redis MEMORY USAGE: %w", err)
-		}
-		g.DedupClaims += n
-		g.DedupKeyBytes += b
-	}
-	if err := iter.Err(); err != nil {
-		return fmt.Errorf("redis SCAN: %w", err)
-	}
 	return nil
 }
 
@@ -84,10 +64,10 @@ type RollupStorage struct {
 
 // rollupTables lists mcpulse's rollup tables: the MergeTree-family tables of its database
 // named like a rollup (*_hourly*, *_daily*), so a rollup added by a migration is measured
-// without a change here.
+// without a change here, and the rollup writer's bookkeeping (rollup_*: write markers, epochs).
 func rollupTables(ctx context.Context, ch driver.Conn) ([]string, error) {
 	rows, err := ch.Query(ctx, `SELECT name FROM system.tables
-WHERE database = ? AND engine LIKE '%MergeTree' AND match(name, '_(hourly|daily)')
+WHERE database = ? AND engine LIKE '%MergeTree' AND match(name, '_(hourly|daily)|^rollup_')
 ORDER BY name`, migrations.Database)
 	if err != nil {
 		return nil, fmt.Errorf("list rollup tables: %w", err)
@@ -104,6 +84,17 @@ ORDER BY name`, migrations.Database)
 	return out, rows.Err()
 }
 
+// tableStorage measures the active parts of mcpulse's table as they are (no OPTIMIZE).
+func tableStorage(ctx context.Context, ch driver.Conn, table string) (RollupStorage, error) {
+	s := RollupStorage{Table: table}
+	err := ch.QueryRow(ctx, `SELECT sum(rows), sum(bytes_on_disk), count() FROM system.parts
+WHERE active AND database = ? AND table = ?`, migrations.Database, table).Scan(&s.Rows, &s.Bytes, &s.Parts)
+	if err != nil {
+		return s, fmt.Errorf("parts of %s: %w", table, err)
+	}
+	return s, nil
+}
+
 // rollupStorage measures every rollup table's active parts, then merges each with OPTIMIZE
 // FINAL and measures again.
 func rollupStorage(ctx context.Context, ch driver.Conn) ([]RollupStorage, error) {
@@ -112,9 +103,8 @@ func rollupStorage(ctx context.Context, ch driver.Conn) ([]RollupStorage, error)
 		return nil, err
 	}
 	parts := func(table string) (rows, bytes, n uint64, err error) {
-		err = ch.QueryRow(ctx, `SELECT sum(rows), sum(bytes_on_disk), count() FROM system.parts
-WHERE active AND database = ? AND table = ?`, migrations.Database, table).Scan(&rows, &bytes, &n)
-		return rows, bytes, n, err
+		s, err := tableStorage(ctx, ch, table)
+		return s.Rows, s.Bytes, s.Parts, err
 	}
 	out := make([]RollupStorage, 0, len(tables))
 	for _, t := range tables {

@@ -1,0 +1,53 @@
+package consumers
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// TestFillBoundsBatchBytes: a batch closes at the message that brings its keys and values to
+// BatchBytes, or at BatchSize messages, whichever comes first; the messages after it stay
+// queued for the next batch.
+func TestFillBoundsBatchBytes(t *testing.T) {
+	queue := func(n int) chan kafka.Message {
+		msgs := make(chan kafka.Message, n)
+		for range n {
+			msgs <- kafka.Message{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 999)}
+		}
+		return msgs
+	}
+	for _, tc := range []struct {
+		name              string
+		batchSize, nbytes int
+		want              int
+	}{
+		{"bytes first", 100, 3500, 4},
+		{"bytes exactly", 100, 3000, 3},
+		{"count first", 2, 1 << 20, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Consumer{cfg: Config{BatchSize: tc.batchSize, BatchBytes: tc.nbytes, BatchWait: 5 * time.Second}}
+			msgs := queue(10)
+			if got := len(c.fill(context.Background(), msgs)); got != tc.want {
+				t.Errorf("batch of %d messages of 1,000 bytes with BatchSize %d, BatchBytes %d: want %d", got, tc.batchSize, tc.nbytes, tc.want)
+			}
+			if left := len(msgs); left != 10-tc.want {
+				t.Errorf("%d messages left queued, want %d", left, 10-tc.want)
+			}
+		})
+	}
+
+	var cfg Config
+	cfg.setDefaults()
+	if cfg.BatchBytes != DefaultBatchBytes {
+		t.Errorf("default BatchBytes %d, want %d", cfg.BatchBytes, DefaultBatchBytes)
+	}
+	cfg.BatchBytes = -1
+	if err := cfg.Validate(); err == nil {
+		t.Error("Validate accepted BatchBytes -1")
+	}
+}
