@@ -41,15 +41,18 @@ machine and each in a new consumer group:
 
 The summary gives each figure as the median over the runs (min–max), the ratio of mcpulse's
 rate to each peer's from the same run, and the CPU µs per event each process spent during a
-phase: the consumer, clickhouse-server, redis-server, and this process (the in-process Kafka
-and the harness: commit polling, or the bare reader). On a shared machine that shows which
-stage bounds a rate, whatever else runs; each run's load average is printed beside it.
+phase: the consumer, clickhouse-server (and the part of it its background merge threads spent),
+redis-server, and this process (the in-process Kafka and the harness: commit polling, or the
+bare reader). On a shared machine that shows which stage bounds a rate, whatever else runs;
+each run's load average is printed beside it.
 
 Memory: the consumer's peak RSS (VmHWM from /proc/PID/status, polled every 100 ms), Redis's
 used_memory growth during mcpulse's phase per million tool calls, and the storage of each
 rollup table (active parts in system.parts: rows and bytes as the run left them, and after
-OPTIMIZE FINAL). Compare "--events 1000000" with "--events 10000000" at the same --hours to
-see whether rollup storage grows with the events or with hours × dimensions.
+OPTIMIZE FINAL), and the raw tool_calls table's storage. Compare "--events 1000000" with
+"--events 3000000" at the same --hours to see whether rollup storage grows with the events or
+with hours × dimensions. The in-process Kafka holds every message in this process's memory,
+about 2.4 KB of RSS per demo-shaped event (7 GB for 3,000,000): size --events to the machine.
 
 --live publishes while mcpulse consumes instead (its consumer joins first; the peers do not
 run) and reports publish-to-queryable latency: every k-th event (2,000 samples) carries a
