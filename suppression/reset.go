@@ -195,7 +195,7 @@ func (o *ResetOptions) check() error {
 		errs = append(errs, errors.New("a reason is required (--reason): say why this identity is reset, it goes in the audit"))
 	}
 	if strings.TrimSpace(o.Actor) == "" {
-		errs = append(errs, errors.New("an actor is required (--actor): the OS user could not be found"))
+		errs = append(errs, errors.New("an actor is required (--actor): who resets, kept in the audit"))
 	}
 	return errors.Join(errs...)
 }

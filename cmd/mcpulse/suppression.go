@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -163,14 +164,15 @@ on stderr: publish it to mcpulse_audit (key: the identity hash) by hand. Exit st
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if !cmd.Flags().Changed("actor") {
-				actor = suppression.DefaultResetActor()
-			}
-			if reason == "" {
+			if strings.TrimSpace(reason) == "" {
 				return errors.New(`--reason is required: say why the identity is reset (it is kept in the audit), e.g. --reason "ticket 1234"`)
 			}
-			if actor == "" {
-				return errors.New("--actor is required: the OS user could not be found")
+			if !cmd.Flags().Changed("actor") {
+				if actor = suppression.DefaultResetActor(); actor == "" {
+					return errors.New("the OS user could not be found: pass --actor NAME (who resets, kept in the audit)")
+				}
+			} else if strings.TrimSpace(actor) == "" {
+				return errors.New("--actor is empty: name who resets (kept in the audit), or leave --actor out to use the OS user")
 			}
 			var targets []suppression.ResetTarget
 			if file != "" {

@@ -36,3 +36,31 @@ func TestSuppressionCommandsRefuseInvalidUTF8BeforeTouchingStores(t *testing.T) 
 		}
 	}
 }
+
+// reset refuses a blank --reason or --actor before contacting any store, and says what to do:
+// an --actor given empty is not a missing OS user.
+func TestSuppressionResetNamesABlankReasonOrActor(t *testing.T) {
+	nowhere := "redis://127.0.0.1:1"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--reason", "", "--actor", "a"}, "--reason is required"},
+		{[]string{"--reason", "   ", "--actor", "a"}, "--reason is required"},
+		{[]string{"--reason", "r", "--actor", ""}, "--actor is empty"},
+		{[]string{"--reason", "r", "--actor", " \t"}, "--actor is empty"},
+	} {
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs(append([]string{"suppression", "reset", "--distinct-id", "user-42", "--redis", nowhere, "--dry-run"}, c.args...))
+		err := root.ExecuteContext(context.Background())
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error containing %q", c.args, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "OS user could not be found") {
+			t.Errorf("%q: %v blames the OS user for a flag given empty", c.args, err)
+		}
+	}
+}
