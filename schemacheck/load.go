@@ -524,7 +524,8 @@ func shorten(s string, n int) string {
 // Input schemas are kept as the raw bytes of the file. In a directory, a file that is none of
 // these (another format, a list of several tools, a schema bundle, invalid JSON) and a second
 // tool of a name already loaded are skipped, each with a reason in warnings; a single file that
-// is none of these is an error, as is a directory without a tool.
+// is none of these is an error, as are a file holding an empty list and a directory without a
+// tool (a check of no tool would pass every ratchet).
 func LoadFromFile(path string) (tools []Tool, warnings []string, err error) {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -538,6 +539,9 @@ func LoadFromFile(path string) (tools []Tool, warnings []string, err error) {
 		tools, err := parseToolsFile(path, data, false)
 		if err != nil {
 			return nil, nil, fmt.Errorf("schemacheck: %s: %w", path, err)
+		}
+		if len(tools) == 0 {
+			return nil, nil, fmt.Errorf("schemacheck: %s: no tool in the file (an empty list): nothing to check", path)
 		}
 		tools, warnings = dedupe(tools, path, map[string]string{})
 		return tools, warnings, nil

@@ -599,3 +599,23 @@ func TestLoadFromServerUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// A file holding an empty list is refused like a directory without a tool: a check of no tool
+// would pass every ratchet, so a truncated or wrong export must not read as a green run.
+func TestLoadFromFileRefusesAnEmptyList(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"array.json": `[]`,
+		"list.json":  `{"tools":[]}`,
+		"paged.json": ` {"tools":[],"nextCursor":"x"} `,
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tools, _, err := LoadFromFile(path)
+		if err == nil || !strings.Contains(err.Error(), "no tool in the file") {
+			t.Errorf("%s: %d tools, err = %v, want no tool in the file", name, len(tools), err)
+		}
+	}
+}
