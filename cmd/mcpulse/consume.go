@@ -73,7 +73,9 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 					debug.SetMemoryLimit(math.MaxInt64)
 				}
 			}
-			cfg.Brokers = stores.SplitBrokers(brokers)
+			if cfg.Brokers, err = stores.ParseBrokers(brokers); err != nil {
+				return err
+			}
 			if len(cfg.Brokers) == 0 {
 				return fmt.Errorf("no Kafka brokers: set %s or pass --brokers", stores.EnvKafkaBrokers)
 			}

@@ -84,7 +84,9 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 				return fmt.Errorf("no API keys: pass --api-keys-file or set %s", gatewayAPIKeysEnv)
 			}
 			cfg.APIKeys = keys
-			cfg.Brokers = stores.SplitBrokers(brokers)
+			if cfg.Brokers, err = stores.ParseBrokers(brokers); err != nil {
+				return err
+			}
 			if len(cfg.Brokers) == 0 {
 				return fmt.Errorf("no Kafka brokers: set %s or pass --brokers", stores.EnvKafkaBrokers)
 			}

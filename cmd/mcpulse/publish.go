@@ -10,13 +10,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
+
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
 // publishPingTimeout bounds how long publish waits for a broker to answer before it reads any
@@ -60,7 +61,10 @@ file twice is harmless.`,
 			if brokers == "" {
 				brokers = os.Getenv(publishBrokersEnv)
 			}
-			list := publishSplitBrokers(brokers)
+			list, err := stores.ParseBrokers(brokers)
+			if err != nil {
+				return err
+			}
 			if len(list) == 0 {
 				return fmt.Errorf("no Kafka brokers: pass --brokers host:port,... or set %s", publishBrokersEnv)
 			}
@@ -85,16 +89,6 @@ type publishOptions struct {
 	instanceURL string
 	stdin       io.Reader
 	out, errOut io.Writer
-}
-
-func publishSplitBrokers(s string) []string {
-	var list []string
-	for _, b := range strings.Split(s, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			list = append(list, b)
-		}
-	}
-	return list
 }
 
 func runPublish(ctx context.Context, o publishOptions) error {

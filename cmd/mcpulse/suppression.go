@@ -210,7 +210,10 @@ on stderr: publish it to mcpulse_audit (key: the identity hash) by hand. Exit st
 				Actor: actor, Reason: reason, DryRun: dryRun,
 			}
 			if !dryRun {
-				brokers := stores.SplitBrokers(conn.brokers)
+				brokers, err := stores.ParseBrokers(conn.brokers)
+				if err != nil {
+					return err
+				}
 				if len(brokers) == 0 {
 					return fmt.Errorf("no Kafka brokers for the audit event: set %s or pass --brokers", stores.EnvKafkaBrokers)
 				}

@@ -11,6 +11,7 @@ import (
 	neturl "net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,22 @@ func SplitBrokers(s string) []string {
 		}
 	}
 	return out
+}
+
+// ParseBrokers splits a comma-separated broker list (a --brokers value or $MCPULSE_KAFKA_BROKERS)
+// as SplitBrokers does and checks every entry: host:port with a port from 1 to 65535. A bad entry
+// is an error naming it and where it came from; an empty list is not (each caller says which
+// flag or variable to set).
+func ParseBrokers(s string) ([]string, error) {
+	list := SplitBrokers(s)
+	for _, b := range list {
+		host, port, err := net.SplitHostPort(b)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("Kafka broker %q (--brokers or $%s) is not host:port, e.g. kafka:9092", b, EnvKafkaBrokers)
+		}
+	}
+	return list, nil
 }
 
 // OpenClickHouse connects over the native protocol (the HTTP protocol fails on 18.16:
@@ -100,7 +117,7 @@ func OpenRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
 	} else {
 		opts, err := redis.ParseURL(url)
 		if err != nil {
-			return nil, fmt.Errorf("Redis URL: %w", err)
+			return nil, fmt.Errorf("Redis URL (--redis or $%s) is not redis://[user:password@]host:port/db (rediss:// for TLS): %w", EnvRedisURL, err)
 		}
 		client = redis.NewClient(opts)
 		where = opts.Addr

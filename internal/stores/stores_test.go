@@ -197,3 +197,35 @@ func TestOpenRedisRejectsBadClusterURLs(t *testing.T) {
 		}
 	}
 }
+
+// A single Redis URL that does not parse is refused saying which setting and what shape is
+// wanted, without echoing the URL (it may hold a password).
+func TestOpenRedisNamesTheWantedURLShape(t *testing.T) {
+	for _, url := range []string{"notaurl", "http://127.0.0.1:6379", "redis://:hunter2@127.0.0.1:6379/x"} {
+		_, err := stores.OpenRedis(context.Background(), url)
+		if err == nil || !strings.Contains(err.Error(), "--redis") || !strings.Contains(err.Error(), "redis://") {
+			t.Errorf("OpenRedis(%q) = %v, want the flag and the URL shape named", url, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("OpenRedis(%q) error echoes the password: %v", url, err)
+		}
+	}
+}
+
+// ParseBrokers keeps well-formed host:port entries, drops blanks, and names a bad entry and
+// the settings it came from.
+func TestParseBrokers(t *testing.T) {
+	got, err := stores.ParseBrokers(" kafka-1:9092, ,[::1]:19092,")
+	if err != nil || strings.Join(got, "|") != "kafka-1:9092|[::1]:19092" {
+		t.Errorf("ParseBrokers = %q, %v", got, err)
+	}
+	if got, err := stores.ParseBrokers(" , "); err != nil || len(got) != 0 {
+		t.Errorf("ParseBrokers of blanks = %q, %v, want none and no error", got, err)
+	}
+	for _, bad := range []string{"garbage", "kafka:9092,host:port", ":9092", "kafka:0", "kafka:70000", "kafka:"} {
+		_, err := stores.ParseBrokers(bad)
+		if err == nil || !strings.Contains(err.Error(), "--brokers") || !strings.Contains(err.Error(), "not host:port") {
+			t.Errorf("ParseBrokers(%q) = %v, want the bad entry named", bad, err)
+		}
+	}
+}

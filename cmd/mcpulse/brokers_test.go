@@ -1,0 +1,31 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// Every command that talks to Kafka refuses a --brokers entry that is not host:port before
+// contacting anything, naming the entry and the flag, instead of a library's configuration
+// field (Brokers[0]) or a connection error.
+func TestCommandsRefuseABrokerThatIsNotHostPort(t *testing.T) {
+	t.Setenv("MCPULSE_API_KEYS", "phc_test")
+	for _, args := range [][]string{
+		{"consume", "--until-drained", "--redis", "redis://127.0.0.1:1", "--clickhouse", "clickhouse://127.0.0.1:1/default"},
+		{"publish", "--file", "-"},
+		{"gateway", "--listen", "127.0.0.1:0"},
+	} {
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetIn(strings.NewReader(""))
+		root.SetArgs(append(args, "--brokers", "kafka:9092,garbage"))
+		err := root.ExecuteContext(context.Background())
+		if err == nil || !strings.Contains(err.Error(), `"garbage"`) || !strings.Contains(err.Error(), "--brokers") {
+			t.Errorf("%q: %v, want the bad broker and --brokers named", args, err)
+		}
+	}
+}
