@@ -145,7 +145,7 @@ or flags) or, with --store, could not be stored.`,
 	f.IntVar(&o.maxOversized, "max-oversized", schemacheck.DefaultMaxOversized, "ratchet: most oversized tools allowed")
 	f.Float64Var(&o.minNestedCoverage, "min-nested-coverage", schemacheck.DefaultMinNestedCoverage, "ratchet: least share (0 to 1) of nested parameters with a description")
 	f.StringVar(&o.nameRule, "name-rule", string(schemacheck.DefaultNameRule), "naming rule a tool name must pass: posthog (lowercase kebab-case, PostHog's) or mcp (the MCP specification's)")
-	f.IntVar(&o.nameMaxLen, "name-max-len", schemacheck.DefaultNameMaxLen, "longest tool name the naming rule allows (default 52 for posthog, 128 for mcp)")
+	f.IntVar(&o.nameMaxLen, "name-max-len", 0, "longest tool name the naming rule allows (default: 52 for posthog, 128 for mcp)")
 	f.IntVar(&o.maxTools, "max-tools", 0, "ratchet: most tools allowed (0: no limit)")
 	f.IntVar(&o.maxToolChars, "max-tool-chars", 0, "ratchet: largest serialized size allowed for any tool (0: no limit)")
 	f.BoolVar(&o.noInjectContext, "no-inject-context", false, `measure sizes without the injected "context" parameter (servers without PostHog's MCP analytics SDK)`)
