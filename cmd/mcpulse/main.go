@@ -66,5 +66,6 @@ Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		newHealthcheckCmd(),
 		newVersionCmd(),
 	)
+	hideEnvironmentDefaults(root)
 	return root
 }
