@@ -174,7 +174,7 @@ func writePublishSummary(out io.Writer, file, name string, st ingest.Stats, stop
 	} else {
 		fmt.Fprintf(out, "%s: publishing STOPPED after line %d (lines after it were not read): %d events published, %d dead-lettered to %s, %d blank; NOT published: %d events, %d bad lines not dead-lettered\n",
 			file, st.Lines, st.Published, st.DeadLettered, ingest.TopicDeadLetters, st.Blank, st.NotPublished, st.NotDeadLettered)
-		fmt.Fprintln(out, "publish the same input again once Kafka is back: events keep their uuid and dead letters their id, so nothing is counted twice")
+		fmt.Fprintln(out, "publish the same input again once the error below is fixed: events keep their uuid and dead letters their id, so nothing is counted twice")
 	}
 	if len(st.BadLines) == 0 {
 		return
@@ -204,7 +204,12 @@ func publishOpenInput(o publishOptions) (io.Reader, string, func(), error) {
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err == nil && fi.IsDir() {
+		f.Close()
+		return nil, "", nil, fmt.Errorf("--file %s is a directory: give a JSON Lines file (or - for standard input)", o.file)
+	}
+	if err != nil || !fi.Mode().IsRegular() {
 		// A pipe or device cannot be read twice: name it without a content hash.
 		return f, filepath.Base(o.file), func() { f.Close() }, nil
 	}

@@ -56,3 +56,13 @@ func TestPublishSummaryOfAStoppedRun(t *testing.T) {
 		t.Errorf("summary of a complete run:\n%s", s)
 	}
 }
+
+// --file naming a directory is refused when it is opened, saying what to give instead, not
+// reported as a run that stopped part-way (which told the user to wait for Kafka).
+func TestPublishRefusesADirectory(t *testing.T) {
+	dir := t.TempDir()
+	_, _, _, err := publishOpenInput(publishOptions{file: dir})
+	if err == nil || !strings.Contains(err.Error(), "is a directory") || !strings.Contains(err.Error(), "--file") {
+		t.Fatalf("publishOpenInput(%s) = %v, want a refusal naming --file and the directory", dir, err)
+	}
+}
