@@ -40,6 +40,9 @@ With --serve ADDR the stack keeps running after the summary and the dashboards (
 printed. --assets, --token and --basic-auth work as for "mcpulse dashboards".`,
 		Example: "  mcpulse demo\n  mcpulse demo --events 20000 --seed 7 --json\n  mcpulse demo --serve 127.0.0.1:8090",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.Events < 1 {
+				return fmt.Errorf("--events must be at least 1, got %d", cfg.Events)
+			}
 			cfg.Progress = cmd.ErrOrStderr()
 			if logLevel != "" {
 				cfg.Logger, _ = newLogger("text") // a constant, valid format

@@ -48,6 +48,9 @@ Requires the Debian packages redis-server and clickhouse-server.`,
   mcpulse stack > stack.env &            # then: . ./stack.env`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if partitions < 1 || partitions > 10000 {
+				return fmt.Errorf("--partitions must be between 1 and 10000, got %d", partitions)
+			}
 			level := slog.LevelWarn
 			if verbose {
 				level = slog.LevelInfo

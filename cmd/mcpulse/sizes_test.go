@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// A size flag of 0 or less is refused before anything starts, naming the flag: demo --events 0
+// used to run the default 200,000 events and --events -1 started the stack before failing;
+// stack --partitions 0 silently meant 4 and -1 was reported as a Go field (Partitions).
+func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // nothing may start: a command that gets past its checks fails on the context
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"demo", "--events", "0"}, "--events must be at least 1"},
+		{[]string{"demo", "--events", "-1"}, "--events must be at least 1"},
+		{[]string{"stack", "--partitions", "0"}, "--partitions must be between 1 and 10000"},
+		{[]string{"stack", "--partitions", "-1"}, "--partitions must be between 1 and 10000"},
+		{[]string{"stack", "--partitions", "10001"}, "--partitions must be between 1 and 10000"},
+	} {
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs(c.args)
+		err := root.ExecuteContext(ctx)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
