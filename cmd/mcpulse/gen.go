@@ -79,7 +79,7 @@ files.`,
 			} else {
 				t, err := time.Parse(time.RFC3339, end)
 				if err != nil {
-					return fmt.Errorf("--end: %w", err)
+					return fmt.Errorf("--end %q: want an RFC 3339 time with its offset, such as 2026-03-01T00:00:00Z", end)
 				}
 				cfg.End = t.UTC()
 			}

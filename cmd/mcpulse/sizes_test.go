@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// A size flag of 0 or less is refused before anything starts, naming the flag: demo --events 0
+// A size flag of 0 or less (and a gen --end that is not a time) is refused before anything
+// starts, naming the flag and what it wants: demo --events 0
 // used to run the default 200,000 events and --events -1 started the stack before failing;
 // stack --partitions 0 silently meant 4 and -1 was reported as a Go field (Partitions).
 func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
@@ -22,6 +23,8 @@ func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
 		{[]string{"stack", "--partitions", "0"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "-1"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "10001"}, "--partitions must be between 1 and 10000"},
+		{[]string{"gen", "--events", "10", "--end", "yesterday", "--out", "/nonexistent/x.jsonl"}, `--end "yesterday": want an RFC 3339 time`},
+		{[]string{"gen", "--events", "10", "--end", "2026-03-01", "--out", "/nonexistent/x.jsonl"}, `--end "2026-03-01": want an RFC 3339 time`},
 	} {
 		root := newRootCmd()
 		var out, errOut bytes.Buffer
