@@ -63,6 +63,9 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 			"  MCPULSE_ALERT_SLACK_URL=https://hooks.slack.com/services/... mcpulse scheduler --alert-receivers alert-receivers.yaml",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if cfg.ContactAuditWindow <= 0 {
+				return fmt.Errorf("--contact-audit-window must be positive, got %s (e.g. 720h for 30 days)", cfg.ContactAuditWindow)
+			}
 			var err error
 			if cfg.Logger, err = newLogger(logFormat); err != nil {
 				return err

@@ -23,6 +23,8 @@ func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
 		{[]string{"stack", "--partitions", "0"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "-1"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "10001"}, "--partitions must be between 1 and 10000"},
+		{[]string{"scheduler", "--contact-audit-window", "-5h"}, "--contact-audit-window must be positive"},
+		{[]string{"scheduler", "--contact-audit-window", "0s"}, "--contact-audit-window must be positive"},
 		{[]string{"gen", "--events", "10", "--end", "yesterday", "--out", "/nonexistent/x.jsonl"}, `--end "yesterday": want an RFC 3339 time`},
 		{[]string{"gen", "--events", "10", "--end", "2026-03-01", "--out", "/nonexistent/x.jsonl"}, `--end "2026-03-01": want an RFC 3339 time`},
 	} {
