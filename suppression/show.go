@@ -172,7 +172,7 @@ func Show(ctx context.Context, opts ShowOptions) (*ShowReport, error) {
 
 func showLoadHistory(ctx context.Context, ch driver.Conn, rep *ShowReport) error {
 	rows, err := ch.Query(ctx, `SELECT timestamp, kind, campaign_id, invitation_id, response, responded_at
-FROM mcpulse.recruitment_events FINAL WHERE identity_hash = ? ORDER BY timestamp`, rep.IdentityHash)
+FROM mcpulse.recruitment_events FINAL WHERE identity_hash = ? ORDER BY timestamp, kind`, rep.IdentityHash)
 	if err != nil {
 		return fmt.Errorf("reading mcpulse.recruitment_events: %w", err)
 	}

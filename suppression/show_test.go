@@ -3,6 +3,7 @@ package suppression_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,45 @@ func TestShowUnknownIdentityAndWithoutClickHouse(t *testing.T) {
 	}
 	if _, err := suppression.Show(ctx, suppression.ShowOptions{Redis: s.rdb}); err == nil {
 		t.Error("no identity was accepted")
+	}
+}
+
+// Events of one second (timestamps are whole seconds: an invitation and its answer sent in one
+// request get the same receive time) are listed in the order they happen, invitation, link
+// opened, response, whatever their uuids (the table's tie-break) say.
+func TestShowHistoryOrdersEventsOfOneSecondByWhatHappensFirst(t *testing.T) {
+	s := newOpsStack(t)
+	ctx := context.Background()
+	const erin = "user-erin"
+	at := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	for i, kind := range []string{"response", "link_opened", "invitation_sent"} { // uuids ascending in this order
+		b, err := s.ch.PrepareBatch(ctx, `INSERT INTO mcpulse.recruitment_events (uuid, timestamp, kind, distinct_id,
+identity_hash, instance_url, campaign_id, invitation_id, response, responded_at)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var response string
+		var respondedAt *time.Time
+		if kind == "response" {
+			response, respondedAt = "decline", &at
+		}
+		id := fmt.Sprintf("00000000-0000-7000-8000-%012d", i+1)
+		if err := b.Append(id, at, kind, erin, opsHash(erin), opsInstance, "c", "inv-1", response, respondedAt); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := suppression.Show(ctx, suppression.ShowOptions{Redis: s.rdb, ClickHouse: s.ch, DistinctID: erin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range rep.History {
+		kinds = append(kinds, ev.Kind)
+	}
+	if got := strings.Join(kinds, ","); got != "invitation_sent,link_opened,response" {
+		t.Errorf("history kinds = %s, want invitation_sent,link_opened,response", got)
 	}
 }
