@@ -28,6 +28,9 @@ type keyCheck struct {
 	checked map[string]bool // key -> known (each distinct key is hashed once)
 	found   int
 	unknown bool
+	// notString is set when an api_key or token in the body is a number, null, object or array:
+	// not a key, but the reason a request without any other key has none.
+	notString bool
 }
 
 func (g *Gateway) newKeyCheck() *keyCheck { return &keyCheck{g: g, checked: map[string]bool{}} }
@@ -72,6 +75,8 @@ func (c *keyCheck) verdict(form bodyForm) string {
 		return "unknown API key"
 	case c.found > 0:
 		return ""
+	case c.notString:
+		return "missing API key: an api_key or token in the body is not a string"
 	case form == formEnvelopes:
 		return "missing API key: send Authorization: Bearer <api key>"
 	default:
@@ -90,6 +95,9 @@ func (c *keyCheck) inBody(data []byte) (complete bool) {
 	for t.Next() {
 		switch t.Delim {
 		case '{', '[':
+			if isKeyPath(path, key) {
+				c.notString = true
+			}
 			path = append(path, scope{array: t.Delim == '[', key: key})
 			key = ""
 		case '}', ']':
@@ -102,7 +110,12 @@ func (c *keyCheck) inBody(data []byte) (complete bool) {
 				key = string(t.String())
 				continue
 			}
-			if t.Value.String() && isKeyPath(path, key) && !c.add(string(t.String())) {
+			if !isKeyPath(path, key) {
+				continue
+			}
+			if !t.Value.String() {
+				c.notString = true
+			} else if !c.add(string(t.String())) {
 				return true
 			}
 		}

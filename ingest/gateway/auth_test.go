@@ -77,3 +77,24 @@ func TestKeysAnywhereSDKsPutThem(t *testing.T) {
 		}
 	}
 }
+
+// A body whose only api_key or token is not a string is refused saying so, not as if it had
+// no key; a string key elsewhere in the request still authorizes it as before.
+func TestKeyThatIsNotAStringIsNamed(t *testing.T) {
+	f := newFixture(t, nil)
+	for name, body := range map[string]map[string]any{
+		"number":          {"api_key": 5, "batch": []any{toolCall(1)}},
+		"null":            {"api_key": nil, "batch": []any{toolCall(1)}},
+		"object":          {"token": map[string]any{"k": testKey}, "batch": []any{toolCall(1)}},
+		"event array key": {"batch": []any{map[string]any{"event": "$pageview", "api_key": []any{testKey}}}},
+	} {
+		res, r := f.post("/batch/", mustJSON(t, body))
+		if res.StatusCode != http.StatusUnauthorized || !strings.Contains(r.Error, "not a string") {
+			t.Errorf("%s: %d %q, want 401 saying the key is not a string", name, res.StatusCode, r.Error)
+		}
+	}
+	res, r := f.post("/batch/", mustJSON(t, map[string]any{"api_key": testKey, "token": nil, "batch": []any{toolCall(2)}}))
+	if res.StatusCode != http.StatusOK || r.Accepted != 1 {
+		t.Errorf("a string api_key beside a null token: %d %+v, want 200", res.StatusCode, r)
+	}
+}
