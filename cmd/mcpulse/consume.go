@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -137,7 +138,7 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 				err = c.Run(ctx)
 			}
 			s := c.Stats()
-			log.Info("consumer stopped", "messages", s.Messages, "stored", s.Stored, "duplicates", s.Duplicates,
+			log.Info("consumer stopped", "messages", s.Messages, storedByKind(s.Stored), "duplicates", s.Duplicates,
 				"dead_lettered", s.DeadLettered, "dead_letters_recorded", s.DeadLetters, "batches", s.Batches, "store_retries", s.StoreRetries, "fetch_retries", s.FetchRetries)
 			return err
 		},
@@ -177,4 +178,20 @@ func newLogger(format string) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be \"text\" or \"json\", got %q", format)
+}
+
+// storedByKind is the "stored" attribute of the consumer's last log line: one count per kind,
+// in kind order (stored.tool_call=7880 in text logs, an object in JSON ones), where logging the
+// map itself printed Go's map[exception:0 ...] syntax.
+func storedByKind(stored map[string]int64) slog.Attr {
+	kinds := make([]string, 0, len(stored))
+	for k := range stored {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	attrs := make([]any, 0, len(kinds))
+	for _, k := range kinds {
+		attrs = append(attrs, slog.Int64(k, stored[k]))
+	}
+	return slog.Group("stored", attrs...)
 }
