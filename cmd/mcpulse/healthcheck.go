@@ -23,8 +23,16 @@ func newHealthcheckCmd() *cobra.Command {
 no answer within --timeout, connection refused), printing the reason on stderr. It lets a
 container without curl check a service's /healthz or /readyz (see docker-compose.yml).`,
 		Example: "  mcpulse healthcheck http://127.0.0.1:9100/readyz\n  mcpulse healthcheck --timeout 2s http://127.0.0.1:8080/healthz",
-		Args:    cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("healthcheck takes one URL, got %d arguments (e.g. mcpulse healthcheck http://127.0.0.1:8080/healthz)", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout must be positive, got %s", timeout)
+			}
 			u, err := url.Parse(args[0])
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return fmt.Errorf("healthcheck: %q is not an http(s) URL", args[0])

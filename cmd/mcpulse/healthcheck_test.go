@@ -105,3 +105,23 @@ func TestServePprofServesProfilesUntilStopped(t *testing.T) {
 		t.Error("a bad --pprof-listen address: no error")
 	}
 }
+
+// A missing URL and a timeout that cannot be met are refused saying what to give, instead of
+// cobra's "accepts 1 arg(s), received 0" and a check that always fails with "context deadline
+// exceeded".
+func TestHealthcheckRefusesNoURLAndANonPositiveTimeout(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "healthcheck takes one URL"},
+		{[]string{"http://a/healthz", "http://b/healthz"}, "healthcheck takes one URL, got 2"},
+		{[]string{"--timeout", "0s", "http://127.0.0.1:1/healthz"}, "--timeout must be positive"},
+		{[]string{"--timeout", "-1s", "http://127.0.0.1:1/healthz"}, "--timeout must be positive"},
+	} {
+		err, _ := runHealthcheck(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
