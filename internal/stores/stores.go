@@ -68,7 +68,7 @@ func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
 	}
 	opts, err := clickhouse.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("ClickHouse DSN: %w", err)
+		return nil, fmt.Errorf("ClickHouse DSN (--clickhouse or $%s) is not clickhouse://[user:password@]host:port/database (native protocol): %w", EnvClickHouseDSN, err)
 	}
 	opts.Protocol = clickhouse.Native
 	if opts.DialTimeout == 0 {

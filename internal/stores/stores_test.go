@@ -229,3 +229,17 @@ func TestParseBrokers(t *testing.T) {
 		}
 	}
 }
+
+// A ClickHouse DSN that does not parse is refused saying which setting and what shape is
+// wanted (the driver's own "parse dsn address failed" says neither), without the password.
+func TestOpenClickHouseNamesTheWantedDSNShape(t *testing.T) {
+	for _, dsn := range []string{"notadsn", "clickhouse://default:hunter2@127.0.0.1:%zz/default"} {
+		_, err := stores.OpenClickHouse(context.Background(), dsn)
+		if err == nil || !strings.Contains(err.Error(), "--clickhouse") || !strings.Contains(err.Error(), "clickhouse://") {
+			t.Errorf("OpenClickHouse(%q) = %v, want the flag and the DSN shape named", dsn, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("OpenClickHouse(%q) error echoes the password: %v", dsn, err)
+		}
+	}
+}
