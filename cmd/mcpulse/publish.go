@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -36,7 +39,8 @@ func newPublishCmd() *cobra.Command {
 standard input), validates each line, and publishes the valid events to mcp_tool_calls and
 mcp_recruitment (acks from all in-sync replicas). A bad line (bad JSON, a contract violation,
 a line over 1 MiB) is not fatal: it goes to mcpulse_dlq with its line
-number and reason, and is listed in the final summary.
+number and reason, and is listed in the final summary. Gzip-compressed input (a .gz file or
+stream) is decompressed first.
 
 Progress (lines read, published, dead-lettered, events/s) is printed on stderr every second.
 
@@ -196,7 +200,29 @@ func writePublishSummary(out io.Writer, file, name string, st ingest.Stats, stop
 // hex digits of its SHA-256>" for a regular file (so re-publishing the same file gives the same
 // IDs, and two files of the same name do not collide), the base name alone for a pipe or
 // device, "stdin" for standard input.
+//
+// Input that starts with gzip's magic bytes (a .gz file, or a compressed stream on standard
+// input) is decompressed: JSON Lines cannot start with byte 0x1f, and read as lines it would be
+// dead-lettered as hundreds of binary fragments while nothing was published.
 func publishOpenInput(o publishOptions) (io.Reader, string, func(), error) {
+	r, name, closeInput, err := publishOpenRaw(o)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	br := bufio.NewReader(r)
+	if magic, _ := br.Peek(2); !bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		return br, name, closeInput, nil
+	}
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		closeInput()
+		return nil, "", nil, fmt.Errorf("--file %s starts like gzip but is not readable gzip: %w", o.file, err)
+	}
+	return zr, name, func() { zr.Close(); closeInput() }, nil
+}
+
+// publishOpenRaw opens the input as stored, and names it as publishOpenInput says.
+func publishOpenRaw(o publishOptions) (io.Reader, string, func(), error) {
 	if o.file == "-" {
 		return o.stdin, "stdin", func() {}, nil
 	}

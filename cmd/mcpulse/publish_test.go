@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +68,36 @@ func TestPublishRefusesADirectory(t *testing.T) {
 	_, _, _, err := publishOpenInput(publishOptions{file: dir})
 	if err == nil || !strings.Contains(err.Error(), "is a directory") || !strings.Contains(err.Error(), "--file") {
 		t.Fatalf("publishOpenInput(%s) = %v, want a refusal naming --file and the directory", dir, err)
+	}
+}
+
+// A gzip-compressed file or stream is read decompressed, so its lines are the JSON Lines it
+// holds (not binary fragments dead-lettered one by one), and plain input is read unchanged.
+func TestPublishReadsGzipInputDecompressed(t *testing.T) {
+	lines := `{"uuid":"0190c5a4-58a4-7b8e-9c3d-2f5e6a7b8c9d"}` + "\n" + `not json` + "\n"
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(lines))
+	zw.Close()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "events.jsonl.gz")
+	if err := os.WriteFile(file, gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []publishOptions{{file: file}, {file: "-", stdin: bytes.NewReader(gz.Bytes())}, {file: "-", stdin: strings.NewReader(lines)}} {
+		in, _, closeInput, err := publishOpenInput(o)
+		if err != nil {
+			t.Fatalf("%s: %v", o.file, err)
+		}
+		got, err := io.ReadAll(in)
+		closeInput()
+		if err != nil || string(got) != lines {
+			t.Errorf("%s: read %q, %v; want the JSON Lines", o.file, got, err)
+		}
+	}
+	bad := filepath.Join(dir, "bad.gz")
+	os.WriteFile(bad, []byte{0x1f, 0x8b, 0, 0}, 0o644)
+	if _, _, _, err := publishOpenInput(publishOptions{file: bad}); err == nil || !strings.Contains(err.Error(), "not readable gzip") {
+		t.Errorf("a file with gzip's magic but no gzip stream: %v", err)
 	}
 }
