@@ -184,7 +184,11 @@ on stderr: publish it to mcpulse_audit (key: the identity hash) by hand. Exit st
 					return err
 				}
 				if len(targets) > suppression.ResetBatchLimit && !yes {
-					return fmt.Errorf("%s names %d identities, more than %d: this is not a bulk tool; pass --yes if you mean it", file, len(targets), suppression.ResetBatchLimit)
+					from := file
+					if from == "-" {
+						from = "standard input"
+					}
+					return fmt.Errorf("%s names %d identities, more than %d: this is not a bulk tool; pass --yes if you mean it", from, len(targets), suppression.ResetBatchLimit)
 				}
 				if err := ingest.CheckIdentity(id.instanceURL, ""); err != nil {
 					return fmt.Errorf("--instance-url: %w", err)

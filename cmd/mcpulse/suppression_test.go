@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -62,5 +63,24 @@ func TestSuppressionResetNamesABlankReasonOrActor(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "OS user could not be found") {
 			t.Errorf("%q: %v blames the OS user for a flag given empty", c.args, err)
 		}
+	}
+}
+
+// More than the batch limit of identities on standard input is refused naming "standard
+// input", not "-".
+func TestSuppressionResetFromStdinNamesStandardInput(t *testing.T) {
+	var ids strings.Builder
+	for i := 0; i <= suppression.ResetBatchLimit; i++ {
+		fmt.Fprintf(&ids, "id-%d\n", i)
+	}
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(ids.String()))
+	root.SetArgs([]string{"suppression", "reset", "--from-file", "-", "--reason", "r", "--actor", "a", "--redis", "redis://127.0.0.1:1", "--dry-run"})
+	err := root.ExecuteContext(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), "standard input names") {
+		t.Errorf("err = %v, want it to start with %q", err, "standard input names")
 	}
 }
