@@ -80,6 +80,9 @@ func CompileSchema(inputSchema []byte) (*Schema, error) {
 	if err != nil {
 		return &Schema{failed: ReasonSchemaUnsupported}, fmt.Errorf("misuse: input schema is not JSON: %w", err)
 	}
+	if defaultsToDraft2020(doc) {
+		tuplesAsPrefixItems(doc)
+	}
 	p := &preparer{opaque: map[string]Reason{}, redacted: map[string]bool{}, cut: map[string]bool{}}
 	cleaned := p.schema(doc, "")
 	truncated := p.truncated || containsMarkers(doc)
@@ -205,6 +208,47 @@ var (
 // '#' aside); any other $schema is dropped (the default draft applies) rather than fetched.
 var knownDrafts = []string{"json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema",
 	"json-schema.org/draft-07/schema", "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema"}
+
+// defaultsToDraft2020 reports whether a schema document is read as draft 2020-12: its root
+// declares that draft, or no draft it knows (isKnownDraft), as MCP's inputSchema defaults.
+func defaultsToDraft2020(doc any) bool {
+	root, ok := doc.(map[string]any)
+	if !ok {
+		return true
+	}
+	s, _ := root["$schema"].(string)
+	return !isKnownDraft(s) || strings.Contains(s, "2020-12")
+}
+
+// tuplesAsPrefixItems rewrites, in place, every object of doc whose `items` is an array (a
+// tuple, up to draft 2019-09) into draft 2020-12's form: the array becomes `prefixItems` and
+// `additionalItems`, if any, becomes `items`. Servers publish schemas from generators that
+// still write draft-07 tuples (zod-to-json-schema's for z.tuple) without a `$schema`, and
+// their own validators read them as tuples; draft 2020-12 refuses an array `items`, which
+// left every such tool unmeasurable. Keywords CompileSchema drops (enum, const, default,
+// examples) may be rewritten too: they are dropped either way.
+func tuplesAsPrefixItems(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		if tuple, ok := v["items"].([]any); ok {
+			if _, taken := v["prefixItems"]; !taken {
+				delete(v, "items")
+				v["prefixItems"] = tuple
+				if rest, ok := v["additionalItems"]; ok {
+					v["items"] = rest
+					delete(v, "additionalItems")
+				}
+			}
+		}
+		for _, e := range v {
+			tuplesAsPrefixItems(e)
+		}
+	case []any:
+		for _, e := range v {
+			tuplesAsPrefixItems(e)
+		}
+	}
+}
 
 // preparer copies a schema document keeping only what CompileSchema reads, replacing SDK
 // markers and malformed subschemas with `true` and remembering where (JSON pointers).

@@ -256,11 +256,7 @@ func TestSDKDerivationAgreesWithMisuse(t *testing.T) {
 // misuseGaps are tools whose calls misuse cannot derive yet although their events allow it;
 // the test skips them, and fails once the gap is gone (so the list stays true). Each is in
 // the schema workstream's notes.
-var misuseGaps = map[string]string{
-	// sentry-mcp's schema is draft-07 with a tuple `items` array; misuse compiles served
-	// schemas as draft 2020-12, where items must be one schema, and says schema_unsupported.
-	"create_uptime_monitor": "draft-07 tuple items",
-}
+var misuseGaps = map[string]string{}
 
 // bucketOf is the rollups' not-measurable bucket of a reason.
 func bucketOf(r misuse.Reason) string {
