@@ -37,6 +37,15 @@ const FastClockTolerance = time.Second
 // service applies to the same measurement.
 const DefaultTransitAllowance = 150 * time.Second
 
+// MaxFutureTimestamp is how far ahead of the receive time an event's timestamp may still be,
+// after the request's correction, before the gateway dates the event at its receipt instead
+// (keeping the value sent in PropClientTimestamp). It is PostHog's ingestion rule for the
+// same case (a timestamp more than 23 hours in the future is replaced by the time the event
+// was received): without it one event dated 2099 sits in every hourly rollup's future for
+// ever, and a server's clock years ahead makes each of its events a partition of its own.
+// Invitation responses keep their stricter rule on responded_at (ingest.CheckClock).
+const MaxFutureTimestamp = 23 * time.Hour
+
 // maxOffset bounds PostHog's per-event offset (milliseconds before sending).
 const maxOffset = maxPlausibleSkew
 
@@ -188,6 +197,10 @@ func applyClock(top map[string]json.RawMessage, props map[string]json.RawMessage
 		changed = true
 	case tsOK && shift != 0:
 		top["timestamp"] = setTime(clientTS.Add(shift))
+		changed = true
+	}
+	if !hasOffset && !tsAbsent && tsOK && clientTS.Add(shift).Sub(c.now) > MaxFutureTimestamp {
+		top["timestamp"] = setTime(c.now)
 		changed = true
 	}
 	if hasOffset {

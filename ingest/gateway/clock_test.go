@@ -143,6 +143,34 @@ func TestTransitDelayIsNotReadAsSkew(t *testing.T) {
 	}
 }
 
+// An event dated more than 23 hours after its receipt (after the request's correction) is dated
+// at its receipt, as PostHog's ingestion does, with the value sent kept; one dated within the
+// bound keeps its date.
+func TestTimestampFarInTheFutureIsDatedAtReceipt(t *testing.T) {
+	f := clockFixture(t)
+	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
+	near := recvAt.Add(22 * time.Hour)
+	res, r := f.post("/batch/", batchBody(t, "", toolCallAt(1, far), toolCallAt(2, near)))
+	if res.StatusCode != http.StatusOK || r.Accepted != 2 {
+		t.Fatalf("%d %+v", res.StatusCode, r)
+	}
+	got := published(t, f, ingest.TopicToolCalls)
+	farEnv, nearEnv := got[uuidN(1)], got[uuidN(2)]
+	if !mustTime(t, farEnv.Timestamp).Equal(recvAt) {
+		t.Errorf("event dated %s stored at %s, want its receipt %s", rfc(far), farEnv.Timestamp, rfc(recvAt))
+	}
+	var sent string
+	if err := json.Unmarshal(farEnv.Properties[gateway.PropClientTimestamp], &sent); err != nil || sent != rfc(far) {
+		t.Errorf("%s = %s (%v), want the timestamp sent, %s", gateway.PropClientTimestamp, farEnv.Properties[gateway.PropClientTimestamp], err, rfc(far))
+	}
+	if !mustTime(t, nearEnv.Timestamp).Equal(near) {
+		t.Errorf("event dated 22 h ahead stored at %s, want %s as sent", nearEnv.Timestamp, rfc(near))
+	}
+	if _, ok := nearEnv.Properties[gateway.PropClientTimestamp]; ok {
+		t.Errorf("%s added to an event within the bound", gateway.PropClientTimestamp)
+	}
+}
+
 // PostHog's offset (ms before sending) dates an event: against sent_at (and its correction)
 // when the request has one, against the receive time otherwise, and against the event's own
 // timestamp + offset when that is the only clock reading. A bad offset is that event's 400.
