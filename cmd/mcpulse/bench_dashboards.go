@@ -41,6 +41,9 @@ panel (dashboard, panel, rows, median_ms, p95_ms, raw_median_ms, ratio, under_20
 Loading a million events takes a few minutes on a 2-core machine.`,
 		Example: "  mcpulse bench dashboards\n  mcpulse bench dashboards --events 100000 --runs 10 --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if events < 1 {
+				return fmt.Errorf("--events must be at least 1, got %d", events)
+			}
 			ctx := cmd.Context()
 			progress := cmd.ErrOrStderr()
 			dir := dataDir

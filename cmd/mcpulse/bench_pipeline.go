@@ -69,6 +69,12 @@ named in a note.
 so its profile can be taken; no RSS is reported).`,
 		Example: "  mcpulse bench pipeline\n  mcpulse bench pipeline --events 100000 --runs 1 --json\n  mcpulse bench pipeline --shape sdk --runs 3\n  mcpulse bench pipeline --live --rate 50000 --runs 1\n  mcpulse bench pipeline --events 300000 --runs 1 --in-process --skip-peers --cpuprofile cpu.out",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.Events < 1 {
+				return fmt.Errorf("--events must be at least 1, got %d", cfg.Events)
+			}
+			if cfg.Runs < 1 {
+				return fmt.Errorf("--runs must be at least 1, got %d", cfg.Runs)
+			}
 			if (cpuProfile != "" || memProf != "") && !inProcess {
 				return fmt.Errorf("--cpuprofile and --memprofile need --in-process")
 			}

@@ -10,7 +10,8 @@ import (
 // A size flag of 0 or less (and a gen --end that is not a time) is refused before anything
 // starts, naming the flag and what it wants: demo --events 0
 // used to run the default 200,000 events and --events -1 started the stack before failing;
-// stack --partitions 0 silently meant 4 and -1 was reported as a Go field (Partitions).
+// stack --partitions 0 silently meant 4 and -1 was reported as a Go field (Partitions);
+// bench pipeline and bench dashboards --events 0 ran a million events.
 func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // nothing may start: a command that gets past its checks fails on the context
@@ -23,6 +24,9 @@ func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
 		{[]string{"stack", "--partitions", "0"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "-1"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "10001"}, "--partitions must be between 1 and 10000"},
+		{[]string{"bench", "pipeline", "--events", "0"}, "--events must be at least 1"},
+		{[]string{"bench", "pipeline", "--runs", "0"}, "--runs must be at least 1"},
+		{[]string{"bench", "dashboards", "--events", "0"}, "--events must be at least 1"},
 		{[]string{"scheduler", "--contact-audit-window", "-5h"}, "--contact-audit-window must be positive"},
 		{[]string{"scheduler", "--contact-audit-window", "0s"}, "--contact-audit-window must be positive"},
 		{[]string{"gen", "--events", "10", "--end", "yesterday", "--out", "/nonexistent/x.jsonl"}, `--end "yesterday": want an RFC 3339 time`},
