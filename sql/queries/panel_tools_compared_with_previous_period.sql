@@ -3,7 +3,8 @@
 -- calls and their change, the error rate and ignored-key rate and their change, and the change
 -- of the p95 duration and validation-error rate (rates in percentage points, calls and p95
 -- relative), the busiest tools first. A change is NULL where either period has no call
--- (shown "new" for calls). The
+-- (shown "new" for calls), and a rate's or p95's change also where either period has nothing
+-- to compute it from (no measurable call, no timed call): engines differ on anyIf over NULLs. The
 -- ignored-key rate divides by the successful calls whose ignored keys could be measured;
 -- durations come from the rollup's histogram (v_duration_bucket_bounds). Reads
 -- v_tool_call_stats_hourly. Parameters, in order: period_from, period_to (DateTime UTC: the
@@ -16,9 +17,10 @@ SELECT
     if(sumIf(period_calls, NOT compared) = 0, NULL, calls / sumIf(period_calls, NOT compared) - 1) AS calls_change,
     anyIf(period_error_rate, compared) AS error_rate,
     if(calls = 0 OR sumIf(period_calls, NOT compared) = 0, NULL, error_rate - anyIf(period_error_rate, NOT compared)) AS error_rate_change,
-    if(calls = 0 OR sumIf(period_calls, NOT compared) = 0, NULL, anyIf(period_p95_ms, compared) / anyIf(period_p95_ms, NOT compared) - 1) AS p95_change,
-    anyIf(period_ignored_key_rate, compared) AS ignored_key_rate,
-    if(calls = 0 OR sumIf(period_calls, NOT compared) = 0, NULL,
+    if(sumIf(period_timed, compared) = 0 OR sumIf(period_timed, NOT compared) = 0, NULL,
+        anyIf(period_p95_ms, compared) / anyIf(period_p95_ms, NOT compared) - 1) AS p95_change,
+    if(sumIf(period_measurable, compared) = 0, NULL, anyIf(period_ignored_key_rate, compared)) AS ignored_key_rate,
+    if(sumIf(period_measurable, compared) = 0 OR sumIf(period_measurable, NOT compared) = 0, NULL,
         ignored_key_rate - anyIf(period_ignored_key_rate, NOT compared)) AS ignored_key_rate_change,
     if(calls = 0 OR sumIf(period_calls, NOT compared) = 0, NULL,
         anyIf(period_validation_error_rate, compared) - anyIf(period_validation_error_rate, NOT compared)) AS validation_error_rate_change
@@ -30,10 +32,12 @@ FROM
         compared,
         n AS period_calls,
         errors / n AS period_error_rate,
+        measurable AS period_measurable,
         if(measurable = 0, NULL, with_ignored / measurable) AS period_ignored_key_rate,
         validation / n AS period_validation_error_rate,
         arrayCumSum(b) AS cum,
         arraySum(b) AS timed,
+        timed AS period_timed,
         arrayFirstIndex(c -> c >= 0.95 * timed, cum) AS i95,
         if(timed = 0, NULL, if(isInfinite(bounds[i95]), bounds[i95 - 1],
             bounds[i95 - 1] + (bounds[i95] - bounds[i95 - 1]) * (0.95 * timed - cum[i95 - 1]) / b[i95])) AS period_p95_ms
