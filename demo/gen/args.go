@@ -215,7 +215,8 @@ func boolInt(b bool) int {
 // declaredProps returns the top-level properties of a schema, alternatives merged.
 func declaredProps(schema map[string]any) map[string]any {
 	out := map[string]any{}
-	for _, s := range flatten([]map[string]any{schema}) {
+	all, _ := flattenServed([]any{schema})
+	for _, s := range all {
 		props, _ := s["properties"].(map[string]any)
 		for k, v := range props {
 			out[k] = v

@@ -2,7 +2,6 @@ package gen
 
 import (
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -29,7 +28,13 @@ const maxIgnoredKeys = 20
 //   - The diff recurses into declared object properties and into arrays (items by index), so
 //     paths look like `filters.groups.0.rollout`; an ignored key's own value is not inspected.
 func ignoredKeys(schema, args map[string]any) (paths []string, total int) {
-	diffObject([]map[string]any{schema}, args, "", true, &paths)
+	walkServed([]any{schema}, args, "", true, &paths) // a schema of the corpus holds no SDK marker
+	return capKeys(paths)
+}
+
+// capKeys gives ignored key paths as $mcp_ignored_keys lists them: control characters masked
+// as '?', sorted, at most maxIgnoredKeys; total is their number before the cap.
+func capKeys(paths []string) (keys []string, total int) {
 	total = len(paths)
 	for i, p := range paths {
 		paths[i] = maskControl(p)
@@ -41,100 +46,11 @@ func ignoredKeys(schema, args map[string]any) (paths []string, total int) {
 	return paths, total
 }
 
-// flatten returns the schemas with their anyOf/oneOf/allOf alternatives expanded (recursively).
-func flatten(schemas []map[string]any) []map[string]any {
-	var out []map[string]any
-	var walk func(s map[string]any, depth int)
-	walk = func(s map[string]any, depth int) {
-		if s == nil || depth > 8 {
-			return
-		}
-		out = append(out, s)
-		for _, k := range [...]string{"anyOf", "oneOf", "allOf"} {
-			alts, _ := s[k].([]any)
-			for _, a := range alts {
-				m, _ := a.(map[string]any)
-				walk(m, depth+1)
-			}
-		}
-	}
-	for _, s := range schemas {
-		walk(s, 0)
-	}
-	return out
-}
-
 func joinPath(prefix, key string) string {
 	if prefix == "" {
 		return key
 	}
 	return prefix + "." + key
-}
-
-func diffValue(schemas []map[string]any, v any, path string, out *[]string) {
-	switch v := v.(type) {
-	case map[string]any:
-		diffObject(schemas, v, path, false, out)
-	case []any:
-		var items []map[string]any
-		for _, s := range flatten(schemas) {
-			if it, ok := s["items"].(map[string]any); ok {
-				items = append(items, it)
-			}
-		}
-		if len(items) == 0 {
-			return
-		}
-		for i, item := range v {
-			diffValue(items, item, joinPath(path, strconv.Itoa(i)), out)
-		}
-	}
-}
-
-// diffObject appends obj's ignored key paths. top marks the arguments object itself, whose
-// keys are the tool's parameters even when the schema lists none (`{}`: no parameters).
-func diffObject(schemas []map[string]any, obj map[string]any, path string, top bool, out *[]string) {
-	all := flatten(schemas)
-	strict, allowed := top, false
-	var additional []map[string]any
-	for _, s := range all {
-		if _, ok := s["properties"].(map[string]any); ok {
-			strict = true
-		}
-		switch ap := s["additionalProperties"].(type) {
-		case bool:
-			if ap {
-				allowed = true
-			} else {
-				strict = true
-			}
-		case map[string]any:
-			allowed = true
-			additional = append(additional, ap)
-		}
-	}
-	if !strict && !allowed {
-		return // free-form object
-	}
-	for key, val := range obj {
-		var sub []map[string]any
-		for _, s := range all {
-			props, _ := s["properties"].(map[string]any)
-			if ps, ok := props[key].(map[string]any); ok {
-				sub = append(sub, ps)
-			}
-		}
-		switch {
-		case len(sub) > 0:
-			diffValue(sub, val, joinPath(path, key), out)
-		case allowed:
-			if len(additional) > 0 {
-				diffValue(additional, val, joinPath(path, key), out)
-			}
-		default:
-			*out = append(*out, joinPath(path, key))
-		}
-	}
 }
 
 // maskControl replaces C0 and C1 control characters, DEL and the line separators U+2028 and

@@ -553,15 +553,8 @@ func expectDerivation(sc *sdkCall, tc *toolCallRec, captured any) derivation {
 	case walkCut:
 		return derivation{source: sourceNotMeasurable, bucket: bucketTruncated}
 	}
-	total := len(paths)
-	for i, p := range paths {
-		paths[i] = maskControl(p)
-	}
-	sort.Strings(paths)
-	if len(paths) > maxIgnoredKeys {
-		paths = paths[:maxIgnoredKeys:maxIgnoredKeys]
-	}
-	return derivation{source: sourceSchema, keys: paths, total: total}
+	keys, total := capKeys(paths)
+	return derivation{source: sourceSchema, keys: keys, total: total}
 }
 
 // walkResult says whether a walk could see every key it had to.
@@ -602,8 +595,9 @@ func isMarker(v any) bool {
 	return ok && (s == sdkObjectCut || s == sdkArrayCut || s == sdkBreadthCut || s == sdkRedacted)
 }
 
-// flattenServed is flatten over served schemas, which may hold the SDK's markers in place of
-// a schema or an alternative: cut is true when one does.
+// flattenServed returns the schemas with their anyOf/oneOf/allOf alternatives expanded
+// (recursively, 8 levels at most). Served schemas may hold the SDK's markers in place of a
+// schema or an alternative: cut is true when one does.
 func flattenServed(schemas []any) (all []map[string]any, cut bool) {
 	var walk func(s any, depth int)
 	walk = func(s any, depth int) {
@@ -632,9 +626,11 @@ func flattenServed(schemas []any) (all []map[string]any, cut bool) {
 	return all, cut
 }
 
-// walkServed is ignoredKeys' diff (diffObject) over a served, possibly cut schema and
-// arguments as captured: it appends the undeclared key paths of obj, and reports walkCut
-// when an object or array it must look into is governed by a cut schema, or is itself cut.
+// walkServed appends the undeclared key paths of obj by ignoredKeys' rules, over a schema as
+// served (possibly cut by the SDK) and arguments as captured; it reports walkCut when an
+// object or array it must look into is governed by a cut schema, or is itself cut. top marks
+// the arguments object itself, whose keys are the tool's parameters even when the schema
+// lists none (`{}`: no parameters).
 func walkServed(schemas []any, obj map[string]any, path string, top bool, out *[]string) walkResult {
 	all, cut := flattenServed(schemas)
 	if cut {
