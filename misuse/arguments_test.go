@@ -264,6 +264,8 @@ func TestSchemaTruncated(t *testing.T) {
 		`{"properties":{"a":{},"...":"[MaxProperties ~]"}}`:                            true,
 		`{"properties":{"a":{"enum":["x","[MaxProperties ~]"]}}}`:                      true,
 		`{"properties":{"a":{"description":"` + strings.Repeat("d", 32768) + `..."}}}`: true,
+		`{"properties":{"a":"\u005bObject]"}}`:                                         true,
+		`{"properties":{"a":{"description":"a [redacted] word"}}}`:                     false,
 		`not json`: false,
 	} {
 		if got := misuse.SchemaTruncated([]byte(in)); got != want {

@@ -119,11 +119,34 @@ func CompileSchema(inputSchema []byte) (*Schema, error) {
 // cut object, a string cut at 32,768 units): the snapshot is then not the schema exactly as
 // served, and its size is a lower bound. Invalid JSON is not truncated.
 func SchemaTruncated(inputSchema []byte) bool {
+	if !mayHoldMarkers(inputSchema) {
+		return false
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(inputSchema))
 	if err != nil {
 		return false
 	}
 	return containsMarkers(doc)
+}
+
+// markerTexts are the SDK's marker strings as they appear in JSON text unescaped; none holds a
+// character JSON must escape.
+var markerTexts = [][]byte{[]byte(markerObject), []byte(markerArray), []byte(markerBreadth), []byte(markerCircular), []byte(markerRedacted)}
+
+// mayHoldMarkers is false only when the JSON text raw cannot decode to a value holding an SDK
+// marker: no marker's text, no \u escape (which could spell one) and too short for a string
+// cut at maxStringUnits (each UTF-16 unit takes at least one byte). SchemaTruncated then
+// needs no decode: served schemas are decoded on every tools/list event, and almost none is cut.
+func mayHoldMarkers(raw []byte) bool {
+	if len(raw) > maxStringUnits || bytes.Contains(raw, []byte(`\u`)) {
+		return true
+	}
+	for _, m := range markerTexts {
+		if bytes.Contains(raw, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // containsMarkers reports whether any value in doc is an SDK marker.
