@@ -14,6 +14,7 @@ const (
 	JobContactAudit = "contact_audit"
 	JobSchemaCheck  = "schema_check"
 	JobAlerts       = "alerts"
+	JobSeal         = "seal"
 )
 
 // Run outcomes, the outcome label of mcpulse_job_runs_total.

@@ -1,6 +1,6 @@
 // Package jobs runs mcpulse's scheduled jobs with robfig/cron: suppression reconcile (Redis
-// rebuilt from ClickHouse), the contact-policy audit, the schema ratchet of
-// each configured MCP server, and the alert rules' evaluation.
+// rebuilt from ClickHouse), the contact-policy audit, the seal of the gate-reason people, the
+// schema ratchet of each configured MCP server, and the alert rules' evaluation.
 package jobs
 
 import (
@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
+	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/schemacheck"
 	"github.com/mcpulse/mcpulse/suppression"
 )
@@ -33,6 +34,10 @@ type SchedulerConfig struct {
 	ContactAuditSchedule string
 	// ContactAuditWindow is how far back each contact-policy audit looks. Default: 30 days.
 	ContactAuditWindow time.Duration
+	// SealSchedule is the cron spec of the seal of the gate-reason people of closed hours
+	// (rollup.SealGateReasonPeople). "" disables it: readers then count those people from the
+	// raw rows. Default: "@every 10m".
+	SealSchedule string
 	// Location is the zone of schedules without CRON_TZ= or TZ= (ParseSchedule). Default:
 	// time.Local.
 	Location *time.Location
@@ -71,6 +76,7 @@ const (
 	DefaultReconcileSchedule    = "@every 15m"
 	DefaultContactAuditSchedule = "@hourly"
 	DefaultAlertSchedule        = "@every 1m"
+	DefaultSealSchedule         = "@every 10m"
 	// DefaultSchemaCheckSchedule applies to a ratchets.yaml server without a schedule.
 	DefaultSchemaCheckSchedule = "@every 6h"
 )
@@ -105,7 +111,7 @@ func (c *SchedulerConfig) Validate() error {
 	if c.ClickHouse == nil {
 		errs = append(errs, errors.New("scheduler: no ClickHouse connection"))
 	}
-	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "alerts": c.AlertSchedule} {
+	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "alerts": c.AlertSchedule, "seal": c.SealSchedule} {
 		if spec == "" {
 			continue
 		}
@@ -152,6 +158,7 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 		{JobReconcile, cfg.ReconcileSchedule, ReconcileOnce},
 		{JobContactAudit, cfg.ContactAuditSchedule, ContactAuditOnce},
 		{JobAlerts, alertSchedule, AlertsOnce},
+		{JobSeal, cfg.SealSchedule, SealOnce},
 	} {
 		if j.spec == "" {
 			continue
@@ -218,6 +225,22 @@ func ContactAuditOnce(cfg SchedulerConfig) error {
 		return err
 	}
 	cfg.Logger.Info("contact-policy audit", "invitations", a.Invitations, "violations", len(a.Violations))
+	return nil
+}
+
+// SealOnce seals the gate-reason people of the closed hours that need it
+// (rollup.SealGateReasonPeople) at cfg.Now() and logs what it sealed; the error is also logged.
+func SealOnce(cfg SchedulerConfig) error {
+	cfg.setDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	res, err := rollup.SealGateReasonPeople(ctx, cfg.ClickHouse, cfg.Now())
+	if err != nil {
+		cfg.Logger.Error("gate-reason people seal failed", "err", err, "sealed_hours", len(res.Hours), "took", time.Since(start))
+		return err
+	}
+	cfg.Logger.Info("gate-reason people seal", "sealed_hours", len(res.Hours), "through", res.Through, "took", time.Since(start))
 	return nil
 }
 

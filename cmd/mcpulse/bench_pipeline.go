@@ -51,8 +51,17 @@ used_memory growth during mcpulse's phase per million tool calls, and the storag
 rollup table (active parts in system.parts: rows and bytes as the run left them, and after
 OPTIMIZE FINAL), and the raw tool_calls table's storage. Compare "--events 1000000" with
 "--events 3000000" at the same --hours to see whether rollup storage grows with the events or
-with hours × dimensions. The in-process Kafka holds every message in this process's memory,
-about 2.4 KB of RSS per demo-shaped event (7 GB for 3,000,000): size --events to the machine.
+with hours × dimensions.
+
+--kafka-store says where the in-process Kafka keeps the messages. "memory" holds every
+message in this process: about 2.4 KB of RSS per demo-shaped event (7 GB for 3,000,000).
+"disk" writes them to segment files under the stack's data directory (--data-dir, or a
+temporary directory removed at the end): about 0.75 KB of disk per demo-shaped event (7.5 GB
+for 10,000,000) and an index in memory of about 100 bytes per produced batch; reads come from
+the page cache or the disk. "auto" (the default) keeps up to 2,000,000 events in memory and
+more on disk. The corpus is generated and published in chunks (1,000,000 demo-shaped tool
+calls, 250,000 SDK-shaped ones), so nothing else in this process grows with --events; only
+--live holds the whole corpus in memory, to publish it at the timed moment.
 
 --live publishes while mcpulse consumes instead (its consumer joins first; the peers do not
 run) and reports publish-to-queryable latency: every k-th event (2,000 samples) carries a
@@ -67,7 +76,7 @@ named in a note.
 
 --cpuprofile and --memprofile need --in-process (the consumer then runs inside this process,
 so its profile can be taken; no RSS is reported).`,
-		Example: "  mcpulse bench pipeline\n  mcpulse bench pipeline --events 100000 --runs 1 --json\n  mcpulse bench pipeline --shape sdk --runs 3\n  mcpulse bench pipeline --live --rate 50000 --runs 1\n  mcpulse bench pipeline --events 300000 --runs 1 --in-process --skip-peers --cpuprofile cpu.out",
+		Example: "  mcpulse bench pipeline\n  mcpulse bench pipeline --events 100000 --runs 1 --json\n  mcpulse bench pipeline --shape sdk --runs 3\n  mcpulse bench pipeline --live --rate 50000 --runs 1\n  mcpulse bench pipeline --events 10000000 --runs 1 --skip-peers\n  mcpulse bench pipeline --events 300000 --runs 1 --in-process --skip-peers --cpuprofile cpu.out",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Events < 1 {
 				return fmt.Errorf("--events must be at least 1, got %d", cfg.Events)
@@ -133,6 +142,7 @@ so its profile can be taken; no RSS is reported).`,
 	f.BoolVar(&inProcess, "in-process", false, "run the consumer inside this process instead of as a child (for profiles; no RSS)")
 	f.IntVar(&cfg.ConsumerBatchSize, "batch-size", 0, "the consumer's batch size (default: the consumer's own default)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory)")
+	f.StringVar(&cfg.KafkaStore, "kafka-store", bench.KafkaAuto, `where the in-process Kafka keeps the messages: "memory", "disk" or "auto" (disk above 2,000,000 events)`)
 	f.BoolVar(&jsonOnly, "json", false, "print only the JSON object (the table is printed before it otherwise)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run here (with --in-process)")
 	f.StringVar(&memProf, "memprofile", "", "write a heap profile here when the first run's consumer is half-way (with --in-process)")

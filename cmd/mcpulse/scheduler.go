@@ -33,7 +33,7 @@ func newSchedulerCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
-		Short: "Run the scheduled jobs: suppression reconcile, contact-policy audit, schema checks and alerts",
+		Short: "Run the scheduled jobs: suppression reconcile, contact-policy audit, people seal, schema checks and alerts",
 		Long: `Runs mcpulse's scheduled jobs (robfig/cron) until interrupted:
 
   reconcile      rebuilds every live suppression record in Redis from the ClickHouse response
@@ -49,6 +49,10 @@ func newSchedulerCmd() *cobra.Command {
                  and notifies their receivers (--alert-receivers FILE: Alertmanager-format
                  webhooks, Slack incoming webhooks) once when an alert fires and once when it
                  resolves, however many replicas run; the history is on the alerts dashboard
+  seal           counts the distinct people of each gate-reason cell (hour, campaign, reason,
+                 client, capabilities) of the closed hours not sealed yet, or whose calls
+                 changed since, from the raw tool calls, and keeps the plain counts; readers
+                 take the people of the other hours from the raw rows
 
 Every job runs once per period across scheduler replicas sharing the Redis (a lock per job
 while it runs, and its last start kept for one period). A panicking run is logged and the
@@ -113,7 +117,7 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 			}
 			defer stopMetrics()
 			c.Start()
-			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule, "alerts", cfg.AlertSchedule)
+			cfg.Logger.Info("scheduler started", "reconcile", cfg.ReconcileSchedule, "contact_audit", cfg.ContactAuditSchedule, "alerts", cfg.AlertSchedule, "seal", cfg.SealSchedule)
 			<-ctx.Done()
 			<-c.Stop().Done() // let a running job finish
 			cfg.Logger.Info("scheduler stopped")
@@ -126,9 +130,7 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.StringVar(&cfg.ReconcileSchedule, "reconcile", jobs.DefaultReconcileSchedule, "schedule of the suppression reconcile")
 	f.StringVar(&cfg.ContactAuditSchedule, "contact-audit", jobs.DefaultContactAuditSchedule, "schedule of the contact-policy audit")
-	var seal string
-	f.StringVar(&seal, "seal", "", "no longer used: the rollups hold plain counts, nothing needs sealing")
-	_ = f.MarkDeprecated("seal", "the rollups hold plain counts now; nothing needs sealing")
+	f.StringVar(&cfg.SealSchedule, "seal", jobs.DefaultSealSchedule, "schedule of the seal of the gate-reason people of closed hours")
 	f.StringVar(&cfg.AlertSchedule, "alerts", jobs.DefaultAlertSchedule, "schedule of the alert rules' evaluation")
 	f.StringVar(&alertReceivers, "alert-receivers", "", "the alert receivers file (see alert-receivers.example.yaml); without it alerts are recorded (alerts dashboard) but sent nowhere")
 	f.StringVar(&alertRules, "alert-rules", "", "a directory of further alert rules (*.yaml, the format of dashboards/alerts), evaluated beside the built-in ones")

@@ -42,7 +42,8 @@ var (
 	}
 	// GateReasonCalls is gate_reason_calls_hourly: per hour, campaign, first failing
 	// recruitment gate, client and capability support (0 no, 1 yes, 2 unknown), the tool calls.
-	// Its people are a sketch in gate_reason_people_hourly, filled by a materialized view.
+	// Its people (a set, not a sum) are sealed into plain counts per closed hour
+	// (SealGateReasonPeople; readers count unsealed hours from the raw rows).
 	GateReasonCalls = &Table{
 		Name: "mcpulse.gate_reason_calls_hourly",
 		Dims: []Dim{{"hour", DimHour}, {"campaign_id", DimString}, {"reason", DimString}, {"client_name", DimString},

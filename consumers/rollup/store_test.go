@@ -447,7 +447,7 @@ func TestDurationBucketBoundsAreTheViewsBounds(t *testing.T) {
 func truncate(t *testing.T, ch driver.Conn) {
 	t.Helper()
 	for _, tbl := range []string{"tool_call_stats_hourly", "ignored_key_paths_hourly", "gate_reason_calls_hourly",
-		"gate_reason_people_hourly", "events_by_name_hourly", "rollup_writes"} {
+		"gate_reason_people_sealed", "events_by_name_hourly", "rollup_writes"} {
 		if err := ch.Exec(context.Background(), "TRUNCATE TABLE mcpulse."+tbl); err != nil {
 			t.Fatal(err)
 		}

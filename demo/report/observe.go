@@ -199,7 +199,7 @@ func readRollups(ctx context.Context, ch driver.Conn, prefix string, o *outcome.
 // RecomputedRollups are the rollups that RollupMismatches checks: each has a query
 // outcome_NAME reading its view and a query recompute_NAME deriving the same columns from the
 // deduplicated raw tables.
-var RecomputedRollups = []string{"tool_call_stats", "ignored_key_paths", "events_by_name"}
+var RecomputedRollups = []string{"tool_call_stats", "ignored_key_paths", "gate_reasons", "events_by_name"}
 
 // RollupMismatches compares every row of each of RecomputedRollups with its recomputation from
 // the raw tables and describes each difference (nil when every rollup equals its
@@ -245,6 +245,14 @@ func rowStrings(ctx context.Context, ch driver.Conn, query string) (map[string]i
 		parts := make([]string, len(vals))
 		for i, v := range vals {
 			x := reflect.ValueOf(v).Elem().Interface()
+			if p := reflect.ValueOf(x); p.Kind() == reflect.Pointer {
+				// A Nullable column scans into a pointer: compare values, not addresses.
+				if p.IsNil() {
+					x = "NULL"
+				} else {
+					x = p.Elem().Interface()
+				}
+			}
 			if t, ok := x.(time.Time); ok {
 				x = t.UTC().Format(hourFormat)
 			}

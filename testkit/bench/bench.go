@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/demo/gen"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/stores"
@@ -80,6 +81,13 @@ type Config struct {
 	Stack *stack.Stack
 	// DataDir keeps the started stack's data; "" uses a temporary directory.
 	DataDir string
+	// KafkaStore says where the started stack's in-process Kafka keeps the messages:
+	// KafkaInMemory (every message in this process's memory, about 2.4 KB of RSS per
+	// demo-shaped event), KafkaOnDisk (segment files under the stack's data directory, about
+	// 0.75 KB of disk per demo-shaped event; memory keeps an index of about 100 bytes per
+	// produced batch of up to 100 messages), or KafkaAuto (on disk when Events exceeds
+	// AutoDiskEvents). Ignored with Stack. Default: KafkaAuto.
+	KafkaStore string
 	// Progress receives one line per phase; nil discards it.
 	Progress io.Writer
 	// Logger receives the services' logs. Default: discard.
@@ -89,6 +97,23 @@ type Config struct {
 	Midway func()
 	// PhaseTimeout bounds each consuming phase. Default: 30 minutes.
 	PhaseTimeout time.Duration
+}
+
+// Where the in-process Kafka keeps the messages (Config.KafkaStore).
+const (
+	KafkaAuto     = "auto"
+	KafkaInMemory = "memory"
+	KafkaOnDisk   = "disk"
+)
+
+// AutoDiskEvents is the largest Events that KafkaAuto keeps in memory: 2,000,000 demo-shaped
+// events take about 5 GB of this process's RSS in memory (a shared machine's budget), while
+// on disk they take about 1.5 GB of segment files and almost no memory.
+const AutoDiskEvents = 2_000_000
+
+// kafkaOnDisk reports whether the started stack's Kafka keeps its messages on disk.
+func (c *Config) kafkaOnDisk() bool {
+	return c.KafkaStore == KafkaOnDisk || (c.KafkaStore == KafkaAuto && c.Events > AutoDiskEvents)
 }
 
 // Shapes of the generated tool calls (Config.Shape).
@@ -109,6 +134,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Hours == 0 {
 		c.Hours = 24
+	}
+	if c.KafkaStore == "" {
+		c.KafkaStore = KafkaAuto
 	}
 	if c.Seed == 0 {
 		c.Seed = 1
@@ -138,6 +166,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Hours < 1 {
 		errs = append(errs, fmt.Errorf("bench: Hours must be positive, got %d", c.Hours))
+	}
+	if c.KafkaStore != KafkaAuto && c.KafkaStore != KafkaInMemory && c.KafkaStore != KafkaOnDisk {
+		errs = append(errs, fmt.Errorf("bench: KafkaStore must be %q, %q or %q, got %q", KafkaAuto, KafkaInMemory, KafkaOnDisk, c.KafkaStore))
 	}
 	if c.Rate < 0 {
 		errs = append(errs, fmt.Errorf("bench: Rate must not be negative, got %d", c.Rate))
@@ -191,12 +222,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	e.st = cfg.Stack
 	if e.st == nil {
-		e.step("starting the embedded stack (kfake, redis-server, clickhouse-server)")
+		onDisk := cfg.kafkaOnDisk()
+		where := "in memory"
+		if onDisk {
+			where = "on disk"
+		}
+		e.step("starting the embedded stack (kfake with its messages %s, redis-server, clickhouse-server)", where)
 		dir := cfg.DataDir
 		if dir != "" {
 			dir = filepath.Join(dir, "stack")
 		}
-		s, err := stack.Start(ctx, stack.Config{DataDir: dir, Logger: cfg.Logger})
+		s, err := stack.Start(ctx, stack.Config{DataDir: dir, PersistKafka: onDisk, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -220,6 +256,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	res := &Result{Shape: cfg.Shape, Hours: cfg.Hours, Live: cfg.Live, Rate: cfg.Rate}
+	if cfg.Stack == nil {
+		res.KafkaStore = KafkaInMemory
+		if cfg.kafkaOnDisk() {
+			res.KafkaStore = KafkaOnDisk
+		}
+	}
 	if e.starts, err = topicEnds(ctx, e.st.KafkaBrokers); err != nil {
 		return nil, err
 	}
@@ -278,6 +320,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				res.Notes = append(res.Notes, note)
 			}
 		}
+		sealStart := time.Now()
+		sealed, err := rollup.SealGateReasonPeople(ctx, e.ch, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		r.Seal = SealPhase{Hours: len(sealed.Hours), Seconds: time.Since(sealStart).Seconds()}
 		if r.Rollups, err = rollupStorage(ctx, e.ch); err != nil {
 			return nil, err
 		}

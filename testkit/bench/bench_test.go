@@ -82,10 +82,21 @@ func TestRun(t *testing.T) {
 			if filled == 0 {
 				t.Errorf("run %d: no rollup table holds rows: %+v", r.Run, r.Rollups)
 			}
+			sealed := slices.IndexFunc(r.Rollups, func(s RollupStorage) bool { return s.Table == "gate_reason_people_sealed" })
+			if r.Seal.Hours == 0 || sealed < 0 || r.Rollups[sealed].RowsOptimized == 0 {
+				t.Errorf("run %d: seal %+v, rollups %+v: want the gate-reason people of the corpus's hours sealed and measured", r.Run, r.Seal, r.Rollups)
+			}
 			if !slices.Contains(r.PeerDefaults, "properties") {
 				t.Errorf("run %d: peer default columns %v lack properties", r.Run, r.PeerDefaults)
 			}
 			rates = append(rates, r.Mcpulse.EventsPerSecond)
+		}
+		var unsealed uint64
+		if err := ch.QueryRow(ctx, "SELECT count() FROM mcpulse.v_gate_reason_unsealed_hours").Scan(&unsealed); err != nil {
+			t.Fatal(err)
+		}
+		if unsealed != 0 {
+			t.Errorf("%d hours unsealed after the run's seal, want none (every hour of the corpus is closed)", unsealed)
 		}
 		slices.Sort(rates)
 		if got := res.Summary.Mcpulse.EventsPerSecond; got.Median != (rates[0]+rates[1])/2 || got.Min != rates[0] || got.Max != rates[1] {
@@ -460,5 +471,32 @@ func TestStatOfIsMedianMinMax(t *testing.T) {
 		if got := statOf(c.in); got != c.want {
 			t.Errorf("statOf(%v) = %+v, want %+v", c.in, got, c.want)
 		}
+	}
+}
+
+// The in-process Kafka keeps the messages where KafkaStore says; auto keeps up to
+// AutoDiskEvents in memory.
+func TestKafkaStore(t *testing.T) {
+	for _, c := range []struct {
+		store  string
+		events int
+		disk   bool
+	}{
+		{KafkaAuto, AutoDiskEvents, false}, {KafkaAuto, AutoDiskEvents + 1, true},
+		{KafkaInMemory, 10 * AutoDiskEvents, false}, {KafkaOnDisk, 1, true},
+	} {
+		cfg := Config{Events: c.events, KafkaStore: c.store}
+		cfg.setDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s, %d events: %v", c.store, c.events, err)
+		}
+		if got := cfg.kafkaOnDisk(); got != c.disk {
+			t.Errorf("%s, %d events: on disk %v, want %v", c.store, c.events, got, c.disk)
+		}
+	}
+	cfg := Config{KafkaStore: "ssd"}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `"ssd"`) {
+		t.Errorf("KafkaStore ssd: %v, want an error naming it", err)
 	}
 }

@@ -26,6 +26,9 @@ type Result struct {
 	// events/s when Rate > 0); otherwise every consumer read a topic filled beforehand.
 	Live bool `json:"live"`
 	Rate int  `json:"rate,omitempty"`
+	// KafkaStore is where the in-process Kafka kept the messages ("memory" or "disk"; "" for
+	// a stack given by the caller).
+	KafkaStore string `json:"kafka_store,omitempty"`
 	// Publish is the generation and publication of the corpus before any consumer started
 	// (zero when Live: see RunResult.Publish).
 	Publish Phase `json:"publish"`
@@ -37,6 +40,13 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 	// Machine describes where it ran.
 	Machine Machine `json:"machine"`
+}
+
+// SealPhase is one seal of the gate-reason people (rollup.SealGateReasonPeople).
+type SealPhase struct {
+	// Hours is how many hours it sealed; Seconds how long it took.
+	Hours   int     `json:"hours"`
+	Seconds float64 `json:"seconds"`
 }
 
 // RunResult is one run: each consumer read the corpus once, mcpulse on empty stores.
@@ -66,6 +76,9 @@ type RunResult struct {
 	ConsumerPeakRSSBytes int64 `json:"consumer_peak_rss_bytes"`
 	// Redis is what mcpulse's phase left in Redis.
 	Redis RedisGrowth `json:"redis"`
+	// Seal is the seal of the gate-reason people after mcpulse's phase (every hour of the
+	// corpus is closed), before Rollups is measured.
+	Seal SealPhase `json:"seal"`
 	// Rollups is the storage of each rollup table after mcpulse's phase.
 	Rollups []RollupStorage `json:"rollups"`
 	// RawToolCalls is the raw tool_calls table's storage after mcpulse's phase (active parts,
@@ -240,6 +253,9 @@ func (r *Result) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "pipeline benchmark: %d %s-shaped tool calls (%d messages, %.0f MB) over %d hours, %s\n",
 		r.Events, r.Shape, r.Messages, float64(r.Bytes)/1e6, r.Hours, mode)
+	if r.KafkaStore != "" {
+		mode += ", in-process Kafka's messages " + map[string]string{KafkaInMemory: "in memory", KafkaOnDisk: "on disk"}[r.KafkaStore]
+	}
 	fmt.Fprintf(w, "%d run(s), %d CPUs, load %s at the end (per run: %s)\n\n", len(r.Runs), r.Machine.CPUs, r.Machine.LoadAvg, r.loads())
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -305,11 +321,19 @@ func (r *Result) Print(w io.Writer) {
 				raw.Rows, float64(raw.Bytes)/(1<<20), float64(raw.Bytes)/float64(raw.Rows), raw.Parts)
 		}
 		if len(run.Rollups) > 0 {
-			fmt.Fprint(w, "  rollup storage (active parts as left → after OPTIMIZE FINAL):")
-			for _, t := range run.Rollups {
-				fmt.Fprintf(w, " %s %d rows/%.1f MiB → %d rows/%.1f MiB;", t.Table, t.Rows, float64(t.Bytes)/(1<<20), t.RowsOptimized, float64(t.BytesOptimized)/(1<<20))
+			if run.Seal.Seconds > 0 {
+				fmt.Fprintf(w, "  gate-reason people sealed: %d hours in %.1f s\n", run.Seal.Hours, run.Seal.Seconds)
 			}
-			fmt.Fprintln(w)
+			fmt.Fprint(w, "  rollup storage (active parts as left → after OPTIMIZE FINAL):")
+			var total RollupStorage
+			for _, t := range run.Rollups {
+				fmt.Fprintf(w, " %s %d rows/%.2f MiB → %d rows/%.2f MiB;", t.Table, t.Rows, float64(t.Bytes)/(1<<20), t.RowsOptimized, float64(t.BytesOptimized)/(1<<20))
+				total.Rows += t.Rows
+				total.Bytes += t.Bytes
+				total.RowsOptimized += t.RowsOptimized
+				total.BytesOptimized += t.BytesOptimized
+			}
+			fmt.Fprintf(w, " total %d rows/%.2f MiB → %d rows/%.2f MiB\n", total.Rows, float64(total.Bytes)/(1<<20), total.RowsOptimized, float64(total.BytesOptimized)/(1<<20))
 		}
 		if len(run.PeerDefaults) > 0 {
 			fmt.Fprintf(w, "  the Kafka-engine peer left at their default: %s (mcpulse derives them)\n", strings.Join(run.PeerDefaults, ", "))

@@ -63,11 +63,11 @@ type RollupStorage struct {
 }
 
 // rollupTables lists mcpulse's rollup tables: the MergeTree-family tables of its database
-// named like a rollup (*_hourly*, *_daily*), so a rollup added by a migration is measured
+// named like a rollup (*_hourly*, *_daily*, *_sealed), so a rollup added by a migration is measured
 // without a change here, and the rollup writer's bookkeeping (rollup_*: write markers, epochs).
 func rollupTables(ctx context.Context, ch driver.Conn) ([]string, error) {
 	rows, err := ch.Query(ctx, `SELECT name FROM system.tables
-WHERE database = ? AND engine LIKE '%MergeTree' AND match(name, '_(hourly|daily)|^rollup_')
+WHERE database = ? AND engine LIKE '%MergeTree' AND match(name, '_(hourly|daily)|_sealed$|^rollup_')
 ORDER BY name`, migrations.Database)
 	if err != nil {
 		return nil, fmt.Errorf("list rollup tables: %w", err)
