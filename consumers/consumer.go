@@ -1,14 +1,15 @@
 // Package consumers runs the mcpulse consumer group (DESIGN.md §1, §5): it reads the event
 // topics in batches, decodes and validates each event, drops duplicates by uuid, applies
-// invitation responses to the Redis suppression records, writes the raw tables (whose
-// materialized views fill the rollups) and dead letters to ClickHouse, and only then commits
-// the batch's offsets.
+// invitation responses to the Redis suppression records, writes the raw tables and dead
+// letters to ClickHouse, then the rollups the stored events add to, and only then commits
+// the batch's offsets (the stages overlap on consecutive batches: pipeline.go).
 //
 // Every store write is idempotent, so a crash at any point, a rebalance that hands a message
 // to a second member, or a redelivered batch neither loses nor double-counts an event: raw rows
-// collapse in ReplacingMergeTree and are read with FINAL, rollups hold uniqExact states, the
-// suppression script ignores a response that is not newer than the record, and dead letters
-// are keyed by their source position.
+// collapse in ReplacingMergeTree and are read with FINAL, rollup rows are cumulative totals as
+// of a partition's offset (package consumers/rollup), the suppression script ignores a
+// response that is not newer than the record, and dead letters are keyed by their source
+// position.
 package consumers
 
 import (
@@ -24,6 +25,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/ingest"
@@ -184,16 +186,16 @@ func (c *Consumer) Run(ctx context.Context) error { return c.run(ctx, false) }
 // its end offset and nothing arrived for IdleToDrain, then returns nil.
 func (c *Consumer) RunUntilDrained(ctx context.Context) error { return c.run(ctx, true) }
 
-// storeWithRetry stores a batch, retrying with capped exponential backoff until it succeeds,
-// ctx is cancelled (ctx's error), or a retry would start after the batch's generation ended
-// (errGenerationEnded: the partitions' next owner reads the batch again).
-func (c *Consumer) storeWithRetry(ctx, genCtx context.Context, p *prepared) error {
-	msgs := p.msgs
+// retryStore runs a store step of batch p (Redis and the raw tables: storeRaw; the rollups:
+// storeRollups), retrying it with capped exponential backoff until it succeeds, ctx is
+// cancelled (ctx's error), or a retry would start after the batch's generation ended
+// (errGenerationEnded: the partitions' next owner reads the batch again). Every step is
+// idempotent and keeps what it computed in p, so a retry writes the same rows.
+func (c *Consumer) retryStore(ctx, genCtx context.Context, p *prepared, step func(context.Context, *prepared) error) error {
 	backoff := c.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		res, err := c.store(ctx, p)
+		err := step(ctx, p)
 		if err == nil {
-			c.account(res)
 			if attempt > 1 {
 				c.cfg.Logger.Info("store recovered; consumption resumes", "attempts", attempt)
 			}
@@ -203,7 +205,7 @@ func (c *Consumer) storeWithRetry(ctx, genCtx context.Context, p *prepared) erro
 			return ctx.Err()
 		}
 		c.stats.retries.Add(1)
-		c.cfg.Logger.Warn("storing a batch failed; consumption paused, retrying", "attempt", attempt, "retry_in", backoff, "messages", len(msgs), "err", err)
+		c.cfg.Logger.Warn("storing a batch failed; consumption paused, retrying", "attempt", attempt, "retry_in", backoff, "messages", len(p.msgs), "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -252,10 +254,12 @@ func position(m *kafka.Message) string {
 	return m.Topic + "/" + strconv.Itoa(m.Partition) + "/" + strconv.FormatInt(m.Offset, 10)
 }
 
-// store runs Redis ▸ ClickHouse for one prepared batch. It is idempotent: running it again on
-// the same batch changes no store, so a failed attempt is retried with the same p (which
-// keeps the rollup rows computed by the first attempt, p.rollupWrite).
-func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) {
+// storeRaw is a batch's first store step: Redis ▸ the raw tables, dead letters and audit rows
+// ▸ what the stored events add to the rollups (counted in p.rollup, written by storeRollups).
+// The ClickHouse inserts of the step go to their tables at once, each on its own connection.
+// It is idempotent: running it again on the same batch changes no store, so a failed attempt
+// is retried with the same p. On success p.result holds what the batch stored.
+func (c *Consumer) storeRaw(ctx context.Context, p *prepared) error {
 	res := batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}}
 	msgs, bad, deadRows, auditRows, audits := p.msgs, p.bad, p.deadRows, p.auditRows, p.audits
 	rows := p.rows
@@ -264,50 +268,26 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 	}
 
 	if err := c.applySuppression(ctx, p.responses, res.suppression); err != nil {
-		return res, err
+		return err
 	}
 	if err := c.fillInvitationSentAt(ctx, rows.Recruitment); err != nil {
-		return res, err
+		return err
 	}
 	if !p.derived {
 		// Once per batch: the derivation fills the rows in place.
 		if err := c.deriveMisuse(ctx, p.misuse, rows.ToolCalls); err != nil {
-			return res, err
+			return err
 		}
 		p.misuse, p.derived = nil, true
 	}
 	if len(bad) > 0 {
 		if err := c.cfg.DeadLetters.DeadLetter(ctx, bad...); err != nil {
-			return res, fmt.Errorf("dead-letter %d events: %w", len(bad), err)
+			return fmt.Errorf("dead-letter %d events: %w", len(bad), err)
 		}
 	}
-	var refused map[uuid.UUID]string // event → why ClickHouse refuses it for good
-	for _, t := range rawTables {
-		if t.len(&rows) == 0 {
-			continue
-		}
-		if t.optional {
-			if ok, err := c.optionalTableExists(ctx, t.name); err != nil {
-				return res, err
-			} else if !ok {
-				c.cfg.Logger.Warn("table missing: rows left out (run mcpulse migrate up)", "table", t.name, "rows", t.len(&rows))
-				res.rowsLeftOut += int64(t.len(&rows))
-				continue
-			}
-		}
-		ref, splits, err := t.insert(ctx, c.cfg.ClickHouse, &rows)
-		res.insertSplits += int64(splits)
-		if err != nil {
-			return res, fmt.Errorf("insert %s: %w", t.name, err)
-		}
-		for id, err := range ref {
-			if refused == nil {
-				refused = map[uuid.UUID]string{}
-			}
-			if _, seen := refused[id]; !seen {
-				refused[id] = refusalReason(t.name, err)
-			}
-		}
+	refused, err := c.insertRaw(ctx, &rows, deadRows, auditRows, &res)
+	if err != nil {
+		return err
 	}
 	// Events ClickHouse refuses for good are dead-lettered, so that the batch is committed
 	// and nothing else waits on them (refused.go).
@@ -323,27 +303,18 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 		}
 		// The messages' bytes were let go after prepare: read the few refused back.
 		if err := c.refetchPayloads(ctx, at, letters); err != nil {
-			return res, err
+			return err
 		}
 		if err := c.cfg.DeadLetters.DeadLetter(ctx, letters...); err != nil {
-			return res, fmt.Errorf("dead-letter %d events ClickHouse refused: %w", len(letters), err)
+			return fmt.Errorf("dead-letter %d events ClickHouse refused: %w", len(letters), err)
 		}
 		c.cfg.Logger.Warn("events ClickHouse refuses for good were dead-lettered", "events", len(letters), "first", letters[0].Reason)
 		bad = append(bad[:len(bad):len(bad)], letters...)
 		res.storeRefused = int64(len(letters))
 	}
-	if err := insertRows(ctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
-		return res, fmt.Errorf("insert dead_letters: %w", err)
-	}
-	if err := insertRows(ctx, c.cfg.ClickHouse, insertAudit, auditRows); err != nil {
-		return res, fmt.Errorf("insert suppression_audit: %w", err)
-	}
 	if !p.counted {
 		c.countRollups(p, refused)
 		p.counted = true
-	}
-	if err := c.storeRollups(ctx, p); err != nil {
-		return res, err
 	}
 	res.audits = int64(len(auditRows))
 	if len(audits) > 0 && c.cfg.AuditStored != nil {
@@ -357,7 +328,69 @@ func (c *Consumer) store(ctx context.Context, p *prepared) (batchResult, error) 
 	res.deadLettered = int64(len(bad))
 	res.classifyDeadLetters(bad, msgs)
 	res.deadLetters = int64(len(deadRows))
-	return res, nil
+	p.result = res
+	return nil
+}
+
+// insertRaw inserts a batch's raw rows, the dead-letter topic's rows and the audit rows, each
+// table's insert on its own connection, all at once: the tables are independent and every
+// insert is idempotent, and ClickHouse writes the parts of concurrent inserts on its own
+// threads. It returns the events ClickHouse refuses for good (uuid → why), in the order of
+// rawTables where two tables refuse one event, and the first error. res gets the rows left
+// out of optional tables and the refused inserts split.
+func (c *Consumer) insertRaw(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error) {
+	refusedBy := make([]map[uuid.UUID]error, len(rawTables))
+	splits := make([]int, len(rawTables))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, t := range rawTables {
+		n := t.len(rows)
+		if n == 0 {
+			continue
+		}
+		if t.optional {
+			if ok, err := c.optionalTableExists(ctx, t.name); err != nil {
+				return nil, err
+			} else if !ok {
+				c.cfg.Logger.Warn("table missing: rows left out (run mcpulse migrate up)", "table", t.name, "rows", n)
+				res.rowsLeftOut += int64(n)
+				continue
+			}
+		}
+		g.Go(func() error {
+			ref, n, err := t.insert(gctx, c.cfg.ClickHouse, rows)
+			refusedBy[i], splits[i] = ref, n
+			if err != nil {
+				return fmt.Errorf("insert %s: %w", t.name, err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		if err := insertRows(gctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
+			return fmt.Errorf("insert dead_letters: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := insertRows(gctx, c.cfg.ClickHouse, insertAudit, auditRows); err != nil {
+			return fmt.Errorf("insert suppression_audit: %w", err)
+		}
+		return nil
+	})
+	err := g.Wait()
+	var refused map[uuid.UUID]string
+	for i, ref := range refusedBy {
+		res.insertSplits += int64(splits[i])
+		for id, err := range ref {
+			if refused == nil {
+				refused = map[uuid.UUID]string{}
+			}
+			if _, seen := refused[id]; !seen {
+				refused[id] = refusalReason(rawTables[i].name, err)
+			}
+		}
+	}
+	return refused, err
 }
 
 // applySuppression runs the suppression script (package suppression) for every response,

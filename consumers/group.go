@@ -146,6 +146,23 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 	}
 
+	// pending is the previous batch in the commit stage (its rollups, then its commit), run on
+	// its own goroutine while the loop stores the next batch's raw rows; nil when none.
+	var pending *committing
+	settle := func() error {
+		if pending == nil {
+			return nil
+		}
+		err := <-pending.done
+		if err == nil {
+			c.windows.commit(pending.msgs)
+			c.stats.batches.Add(1)
+		}
+		pending = nil
+		return err
+	}
+	defer func() { _ = settle() }() // before stored closes: the generation holds until the commit is done
+
 	for {
 		var batch *prepared
 		var ok bool
@@ -165,6 +182,9 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		msgs := batch.msgs
 		if len(msgs) == 0 {
 			if untilDrained && time.Since(*lastMessage) >= c.cfg.IdleToDrain {
+				if settle() != nil {
+					return ctx.Err() != nil
+				}
 				drained, err := c.drained(ctx)
 				if err != nil {
 					c.cfg.Logger.Warn("drain check failed", "err", err)
@@ -176,25 +196,52 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		*lastMessage = time.Now()
 		c.stats.messages.Add(int64(len(msgs)))
-		if err := c.storeWithRetry(ctx, genCtx, batch); err != nil {
+		err := c.retryStore(ctx, genCtx, batch, c.storeRaw) // while the previous batch commits
+		if settle() != nil {
+			return ctx.Err() != nil // logged by the commit stage
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return true
 			}
 			c.cfg.Logger.Info("generation ended while a store was retried; the partitions' next owner reads the batch again", "messages", len(msgs))
 			return false
 		}
-		if err := c.commit(genCtx, gen, msgs); err != nil {
-			if ctx.Err() != nil {
-				return true
-			}
+		batch.rawStored()
+		pending = &committing{msgs: msgs, done: make(chan error, 1)}
+		go func(done chan<- error) { done <- c.commitStage(ctx, genCtx, gen, batch) }(pending.done)
+	}
+}
+
+// committing is a batch in the commit stage.
+type committing struct {
+	msgs []kafka.Message
+	done chan error // receives the stage's outcome: nil once the batch is committed
+}
+
+// commitStage writes batch p's rollup rows (retried like every store step), accounts what the
+// batch stored and commits its offsets with gen. The raw stage stored p already, and the
+// batch before p was committed. A non-nil error means p was not committed: ctx ended, gen
+// ended (the partitions' next owner reads p again), or the commit kept failing (the member
+// rejoins and reads it again); the stage logs which.
+func (c *Consumer) commitStage(ctx, genCtx context.Context, gen *kafka.Generation, p *prepared) error {
+	msgs := p.msgs
+	if err := c.retryStore(ctx, genCtx, p, c.storeRollups); err != nil {
+		if ctx.Err() == nil {
+			c.cfg.Logger.Info("generation ended while a store was retried; the partitions' next owner reads the batch again", "messages", len(msgs))
+		}
+		return err
+	}
+	c.account(p.result)
+	if err := c.commit(genCtx, gen, msgs); err != nil {
+		if ctx.Err() == nil {
 			// Stored but not committed: every write is idempotent, and the next generation
 			// reads the partitions again from their committed offsets.
 			c.cfg.Logger.Warn("commit failed; rejoining the group to read the batch again", "messages", len(msgs), "generation", gen.ID, "err", err)
-			return false
 		}
-		c.windows.commit(msgs)
-		c.stats.batches.Add(1)
+		return err
 	}
+	return nil
 }
 
 // commit commits msgs' offsets (each partition's highest offset + 1) with gen, retrying a

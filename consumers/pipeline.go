@@ -11,14 +11,20 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
-// Pipelining. A batch goes through two stages: prepare (decode ▸ validate ▸ dedup in each
-// partition's window ▸ what the events add to the rollups: computation on the messages, no
-// store touched) and store (Redis ▸ ClickHouse ▸ commit). The next batch is fetched and
-// prepared while the current one is stored, so decoding overlaps the stores' round trips;
-// stores and commits stay sequential, in fetch order, and a batch's offsets are still
-// committed only after the stores hold it (DESIGN.md §5). Preparing touches no store, so
-// nothing a prepared batch does is visible before its turn; a batch whose store is retried
-// is not prepared again.
+// Pipelining. A batch goes through three stages: prepare (decode ▸ validate ▸ dedup in each
+// partition's window ▸ the raw rows: computation on the messages, no store touched), raw
+// (Redis ▸ the raw tables, dead letters and audit rows, their ClickHouse inserts at once on
+// several connections ▸ what the stored events add to the rollups) and commit (the rollup
+// rows ▸ the offset commit). The three run at once on consecutive batches: while batch N's
+// rollups are written and its offsets committed, batch N+1's raw rows are stored and batch
+// N+2 is fetched and prepared, so the store round trips overlap each other and the decoding.
+// A batch's offsets are still committed only after Redis and ClickHouse hold it (DESIGN.md
+// §5), in fetch order; and a batch's rollup rows are written only after the batch before it
+// was committed, so at most one batch per partition has rollup rows stored but not committed
+// (what a new owner's reset relies on: consumers/rollup). Raw rows of a batch that is never
+// committed are replaced by its replay (the raw tables are idempotent). Preparing touches no
+// store, so nothing a prepared batch does is visible before its turn; a batch whose store is
+// retried is not prepared again.
 
 // prepared is a fetched batch after prepare.
 type prepared struct {
@@ -47,6 +53,17 @@ type prepared struct {
 	// computed from it, kept so a retried store writes the same rows.
 	rollup      *rollup.Batch
 	rollupWrite *rollup.Write
+	// result is what the raw stage stored, accounted once the batch's rollups are written.
+	result batchResult
+}
+
+// rawStored lets go of what only the raw stage needed (the rows, the events kept), so that a
+// batch waiting for its rollups and commit holds little more than its rollup cells and its
+// messages' offsets.
+func (p *prepared) rawStored() {
+	p.rows = ingest.Rows{}
+	p.kept, p.responses, p.misuse, p.toolCallStreams = nil, nil, nil, nil
+	p.bad, p.deadRows, p.auditRows, p.audits, p.duplicates = nil, nil, nil, nil, nil
 }
 
 // keptEvent is what the store stage needs of an event prepare kept: to count it, add it to

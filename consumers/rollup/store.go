@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/mcpulse/mcpulse/consumers/chwrite"
 	mcsql "github.com/mcpulse/mcpulse/sql"
@@ -89,7 +90,8 @@ func (b *Batch) Len() int {
 
 // Store keeps the rollups' cumulative totals: a cache of the cells of recent hours per stream,
 // loaded from ClickHouse on a miss, and the writer of each batch's rows. A Store serves one
-// consumer; Begin, Prepare and Write are called from one goroutine, in that order per batch.
+// consumer; Begin, Prepare and Write.Insert are called one at a time (never concurrently), in
+// that order per batch.
 type Store struct {
 	conn   driver.Conn
 	tables []*Table
@@ -519,8 +521,10 @@ func (s *Store) evict() {
 // called from any goroutine.
 func (s *Store) CachedCells() int { return int(s.published.Load()) }
 
-// Insert writes the batch's markers, then its rows. It writes the same rows however often it
-// is called, so a failed Insert is retried as it is.
+// Insert writes the batch's markers, then its rows: every table's at once, each on its own
+// connection (the marker must be stored before any row it covers; the tables are
+// independent). It writes the same rows however often it is called, so a failed Insert is
+// retried as it is.
 func (w *Write) Insert(ctx context.Context) error {
 	if len(w.markers) == 0 {
 		return nil
@@ -533,12 +537,13 @@ func (w *Write) Insert(ctx context.Context) error {
 	if err := markerTable.Insert(ctx, s.conn, markers); err != nil {
 		return fmt.Errorf("rollups: write markers: %w", err)
 	}
+	g, gctx := errgroup.WithContext(ctx)
 	for ti, rows := range w.rows {
-		if err := s.insertRows(ctx, s.tables[ti], rows, w.version); err != nil {
-			return err
+		if len(rows) > 0 {
+			g.Go(func() error { return s.insertRows(gctx, s.tables[ti], rows, w.version) })
 		}
 	}
-	return nil
+	return g.Wait()
 }
 
 // insertRows writes rows into t, column by column. The rollup tables have no partition key, so
