@@ -49,9 +49,10 @@ each run's load average is printed beside it.
 Memory: the consumer's peak RSS (VmHWM from /proc/PID/status, polled every 100 ms), Redis's
 used_memory growth during mcpulse's phase per million tool calls, and the storage of each
 rollup table (active parts in system.parts: rows and bytes as the run left them, and after
-OPTIMIZE FINAL), and the raw tool_calls table's storage. Compare "--events 1000000" with
-"--events 3000000" at the same --hours to see whether rollup storage grows with the events or
-with hours × dimensions.
+OPTIMIZE FINAL; the gate-reason people of every closed hour are sealed first, as the
+scheduler's seal job does), and the raw tool_calls table's storage. Compare "--events 1000000"
+with "--events 10000000" at the same --hours to see whether rollup storage grows with the
+events or with hours × dimensions.
 
 --kafka-store says where the in-process Kafka keeps the messages. "memory" holds every
 message in this process: about 2.4 KB of RSS per demo-shaped event (7 GB for 3,000,000).
