@@ -80,6 +80,10 @@ func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
 	if opts.MaxOpenConns == 0 {
 		opts.MaxOpenConns = 8
 	}
+	// An idle connection would otherwise keep the buffer its largest insert grew (megabytes for
+	// a block of raw rows), on every connection concurrent inserts used: live heap that a
+	// process under a soft memory limit pays for in garbage collection.
+	opts.FreeBufOnConnRelease = true
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open ClickHouse: %w", err)
