@@ -34,10 +34,11 @@ const (
 	// after this long, so it bounds the time from publish to queryable (plus one store).
 	DefaultBatchWait = 500 * time.Millisecond
 	// DefaultMemoryLimit is the soft memory limit (bytes) `mcpulse consume` gives the Go
-	// runtime (runtime/debug.SetMemoryLimit): with the default batch bounds, one batch prepared
-	// while one is stored, the garbage collector keeps the process under about 300 MiB. Add
-	// the dedup windows of the partitions a member reads (Config.DedupWindow × 24 bytes each,
-	// once full) when sizing a container.
+	// runtime (runtime/debug.SetMemoryLimit). The dedup windows (Config.DedupWindow × 25 bytes
+	// per partition read, once full) and the batches in flight share it: as the windows fill,
+	// a batch's byte bound is lowered below BatchBytes (budget.go), so the process stays under
+	// about 300 MiB with four partitions at the default window. A member reading more
+	// partitions needs a higher limit, or a smaller window.
 	DefaultMemoryLimit = 256 << 20
 	// DefaultInstanceURL is Config.DefaultInstanceURL's default: PostHog US cloud, the same
 	// instance the publisher and gateway assume (ingest.DefaultInstanceURL).
@@ -79,8 +80,9 @@ type Config struct {
 	// DefaultBatchSize.
 	BatchSize int
 	// BatchBytes bounds a batch's message bytes (keys and values): a batch closes at the
-	// message that reaches it, or at BatchSize messages, whichever comes first. Default:
-	// DefaultBatchBytes.
+	// message that reaches it, or at BatchSize messages, whichever comes first. While the
+	// dedup windows take much of the process's soft memory limit, batches close earlier (at
+	// no less than 1 MiB; see DefaultMemoryLimit). Default: DefaultBatchBytes.
 	BatchBytes int
 	// BatchWait is how long a batch waits to fill before it is processed. Default:
 	// DefaultBatchWait.

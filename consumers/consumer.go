@@ -58,6 +58,9 @@ type Consumer struct {
 	// partitions at their committed offsets.
 	rollupsBegun    bool
 	rollupCommitted map[rollup.Stream]int64
+	// lastBatchBytes is the byte bound the previous batch was filled to (budget.go), so that
+	// a change of it is logged once.
+	lastBatchBytes atomic.Int64
 }
 
 // optionalTableExists reports whether an optional raw table exists, asking ClickHouse until it

@@ -124,13 +124,14 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 }
 
 // fill reads up to BatchSize messages, or up to the message whose key and value bring the
-// batch to BatchBytes, from msgs, waiting at most BatchWait for the batch to fill.
+// batch to its byte bound (BatchBytes, lowered while the dedup windows fill the memory
+// budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill.
 func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message) []kafka.Message {
 	timer := time.NewTimer(c.cfg.BatchWait)
 	defer timer.Stop()
 	var batch []kafka.Message
-	bytes := 0
-	for len(batch) < c.cfg.BatchSize && bytes < c.cfg.BatchBytes {
+	bytes, maxBytes := 0, c.batchBytes()
+	for len(batch) < c.cfg.BatchSize && bytes < maxBytes {
 		select {
 		case m := <-msgs:
 			batch = append(batch, m)

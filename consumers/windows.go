@@ -89,8 +89,11 @@ func (ws *windows) commit(msgs []kafka.Message) {
 	}
 }
 
-// Bytes is the memory the windows hold.
+// Bytes is the memory the windows hold (0 for none).
 func (ws *windows) Bytes() int {
+	if ws == nil {
+		return 0
+	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	n := 0
