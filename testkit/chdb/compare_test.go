@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/dashboards"
 	"github.com/mcpulse/mcpulse/demo"
 	"github.com/mcpulse/mcpulse/demo/gen"
@@ -163,6 +164,13 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		if err != nil {
 			t.Fatalf("contact-policy audit on %s: %v", e.name, err)
 		}
+		sealed, err := rollup.SealGateReasonPeople(ctx, e.ch, now)
+		if err != nil {
+			t.Fatalf("gate-reason people seal on %s: %v", e.name, err)
+		}
+		if len(sealed.Hours) == 0 {
+			t.Errorf("gate-reason people seal on %s sealed no hour; the readers' sealed branch goes unchecked", e.name)
+		}
 		alerted, err := evaluateAlerts(ctx, e.ch, e.rdb, "harness", now)
 		if err != nil {
 			t.Fatalf("alerts on %s: %v", e.name, err)
@@ -170,7 +178,7 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		if len(alerted.Transitions) == 0 || alerted.Sent == 0 || len(alerted.Errors) > 0 {
 			t.Errorf("alerts on %s fired nothing or failed: %+v", e.name, alerted)
 		}
-		for name, v := range map[string]any{"schema check runs": runs, "contact-policy audit": audit, "alerts": alerted} {
+		for name, v := range map[string]any{"schema check runs": runs, "contact-policy audit": audit, "gate-reason people seal": sealed, "alerts": alerted} {
 			pair := reports[name]
 			pair[i] = v
 			reports[name] = pair
