@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
@@ -153,29 +155,31 @@ func byMonths[T any](rows []T, max int, times func(*T, []time.Time) []time.Time)
 	var (
 		out    [][]T
 		start  int
-		months = map[int]bool{}
+		months []int // the distinct months of rows[start:i], as year*12+month
 		ts     []time.Time
 		own    []int
 	)
 	for i := range rows {
 		own, ts = own[:0], times(&rows[i], ts[:0])
 		for _, t := range ts {
-			u := t.UTC()
-			own = append(own, u.Year()*12+int(u.Month()))
+			y, m, _ := t.UTC().Date()
+			own = append(own, y*12+int(m))
 		}
 		added := 0
 		for _, m := range own {
-			if !months[m] {
+			if !slices.Contains(months, m) {
 				added++
 			}
 		}
 		if len(months)+added > max && i > start {
 			out = append(out, rows[start:i])
 			start = i
-			clear(months)
+			months = months[:0]
 		}
 		for _, m := range own {
-			months[m] = true
+			if !slices.Contains(months, m) {
+				months = append(months, m)
+			}
 		}
 	}
 	if start < len(rows) {
@@ -200,25 +204,30 @@ func rowTimes(r *row, dst []time.Time) []time.Time {
 }
 
 // structTimes returns a times function (byMonths) for struct type T: it appends the values of
-// T's time.Time and non-nil *time.Time fields.
+// T's time.Time and non-nil *time.Time fields, in field order, read at their offsets (no
+// reflection per row).
 func structTimes[T any]() func(*T, []time.Time) []time.Time {
-	var fields []int
+	type timeField struct {
+		off uintptr
+		ptr bool // *time.Time
+	}
+	var fields []timeField
 	t := reflect.TypeFor[T]()
 	for i := range t.NumField() {
-		if ft := t.Field(i).Type; ft == reflect.TypeFor[time.Time]() || ft == reflect.TypeFor[*time.Time]() {
-			fields = append(fields, i)
+		switch f := t.Field(i); f.Type {
+		case reflect.TypeFor[time.Time]():
+			fields = append(fields, timeField{off: f.Offset})
+		case reflect.TypeFor[*time.Time]():
+			fields = append(fields, timeField{off: f.Offset, ptr: true})
 		}
 	}
 	return func(r *T, dst []time.Time) []time.Time {
-		v := reflect.ValueOf(r).Elem()
-		for _, i := range fields {
-			switch x := v.Field(i).Interface().(type) {
-			case time.Time:
-				dst = append(dst, x)
-			case *time.Time:
-				if x != nil {
-					dst = append(dst, *x)
-				}
+		base := unsafe.Pointer(r)
+		for _, f := range fields {
+			if !f.ptr {
+				dst = append(dst, *(*time.Time)(unsafe.Add(base, f.off)))
+			} else if p := *(**time.Time)(unsafe.Add(base, f.off)); p != nil {
+				dst = append(dst, *p)
 			}
 		}
 		return dst

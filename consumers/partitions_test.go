@@ -52,3 +52,24 @@ func TestByMonthsBoundsPartitionsPerInsert(t *testing.T) {
 		t.Errorf("no rows gave %d chunks", len(got))
 	}
 }
+
+// structTimes reads a row's time.Time fields and its non-nil *time.Time ones, in field order.
+func TestStructTimesReadsTimeFields(t *testing.T) {
+	type r struct {
+		A    string
+		At   time.Time
+		N    *time.Time
+		Sent *time.Time
+		B    int64
+		Last time.Time
+	}
+	at, sent, last := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 12, 31, 23, 0, 0, 0, time.UTC), time.Unix(7, 0)
+	times := structTimes[r]()
+	got := times(&r{A: "x", At: at, Sent: &sent, B: 9, Last: last}, nil)
+	if len(got) != 3 || !got[0].Equal(at) || !got[1].Equal(sent) || !got[2].Equal(last) {
+		t.Errorf("times = %v, want [%v %v %v]", got, at, sent, last)
+	}
+	if got := times(&r{}, got[:0]); len(got) != 2 {
+		t.Errorf("zero row: times = %v, want the two zero time.Time values", got)
+	}
+}
