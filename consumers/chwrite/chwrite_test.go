@@ -15,36 +15,37 @@ import (
 
 // every is a row with a field of every supported type.
 type every struct {
-	S    string     `ch:"s"`
-	B    bool       `ch:"b"`
-	U8   uint8      `ch:"u8"`
-	U16  uint16     `ch:"u16"`
-	U32  uint32     `ch:"u32"`
-	U64  uint64     `ch:"u64"`
-	I8   int8       `ch:"i8"`
-	I16  int16      `ch:"i16"`
-	I32  int32      `ch:"i32"`
-	I64  int64      `ch:"i64"`
-	F32  float32    `ch:"f32"`
-	F64  float64    `ch:"f64"`
-	T    time.Time  `ch:"t"`
-	ID   uuid.UUID  `ch:"id"`
-	SS   []string   `ch:"ss"`
-	UU   []uint64   `ch:"uu"`
-	PS   *string    `ch:"ps"`
-	PU8  *uint8     `ch:"pu8"`
-	PU32 *uint32    `ch:"pu32"`
-	PU64 *uint64    `ch:"pu64"`
-	PI32 *int32     `ch:"pi32"`
-	PI64 *int64     `ch:"pi64"`
-	PF64 *float64   `ch:"pf64"`
-	PT   *time.Time `ch:"pt"`
-	Skip string     // no tag: not a column
+	S    string      `ch:"s"`
+	B    bool        `ch:"b"`
+	U8   uint8       `ch:"u8"`
+	U16  uint16      `ch:"u16"`
+	U32  uint32      `ch:"u32"`
+	U64  uint64      `ch:"u64"`
+	I8   int8        `ch:"i8"`
+	I16  int16       `ch:"i16"`
+	I32  int32       `ch:"i32"`
+	I64  int64       `ch:"i64"`
+	F32  float32     `ch:"f32"`
+	F64  float64     `ch:"f64"`
+	T    time.Time   `ch:"t"`
+	ID   uuid.UUID   `ch:"id"`
+	SS   []string    `ch:"ss"`
+	UU   []uint64    `ch:"uu"`
+	TT   []time.Time `ch:"tt"`
+	PS   *string     `ch:"ps"`
+	PU8  *uint8      `ch:"pu8"`
+	PU32 *uint32     `ch:"pu32"`
+	PU64 *uint64     `ch:"pu64"`
+	PI32 *int32      `ch:"pi32"`
+	PI64 *int64      `ch:"pi64"`
+	PF64 *float64    `ch:"pf64"`
+	PT   *time.Time  `ch:"pt"`
+	Skip string      // no tag: not a column
 }
 
 const everyDDL = `CREATE TABLE %s (s String, b UInt8, u8 UInt8, u16 UInt16, u32 UInt32, u64 UInt64,
 i8 Int8, i16 Int16, i32 Int32, i64 Int64, f32 Float32, f64 Float64, t DateTime('UTC'), id UUID,
-ss Array(String), uu Array(UInt64), ps Nullable(String), pu8 Nullable(UInt8), pu32 Nullable(UInt32),
+ss Array(String), uu Array(UInt64), tt Array(DateTime('UTC')), ps Nullable(String), pu8 Nullable(UInt8), pu32 Nullable(UInt32),
 pu64 Nullable(UInt64), pi32 Nullable(Int32), pi64 Nullable(Int64), pf64 Nullable(Float64),
 pt Nullable(DateTime('UTC'))) ENGINE = MergeTree ORDER BY i64`
 
@@ -53,19 +54,20 @@ func row(i int) every {
 		S: fmt.Sprintf("row-%d-\t'\"\\ü", i), B: i%2 == 0, U8: uint8(i), U16: uint16(i), U32: uint32(i), U64: uint64(i) << 20,
 		I8: int8(i), I16: int16(-i), I32: int32(-i), I64: int64(i), F32: float32(i) / 4, F64: float64(i) / 8,
 		T:  time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second),
-		ID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint(i))), SS: []string{}, UU: []uint64{uint64(i), 7},
+		ID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint(i))), SS: []string{}, UU: []uint64{uint64(i), 7}, TT: []time.Time{},
 	}
 	if i%3 == 0 {
 		s, u8, u32, u64, i32, i64, f := fmt.Sprint(i), uint8(i), uint32(i), uint64(i), int32(i), int64(i), float64(i)+0.5
 		at := r.T.Add(time.Hour)
 		r.PS, r.PU8, r.PU32, r.PU64, r.PI32, r.PI64, r.PF64, r.PT = &s, &u8, &u32, &u64, &i32, &i64, &f, &at
 		r.SS = []string{"a", fmt.Sprint(i)}
+		r.TT = []time.Time{r.T, r.T.Add(time.Minute)}
 	}
 	return r
 }
 
-// TestInsertStreamsEveryTypeExactly inserts rows of every supported type in several blocks and
-// reads them back: every value arrives in its column, in its row.
+// TestInsertStreamsEveryTypeExactly inserts rows of every supported type in several blocks, in
+// two inserts, and reads them back: every value arrives in its column, in its row.
 func TestInsertStreamsEveryTypeExactly(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := context.Background()
@@ -77,16 +79,19 @@ func TestInsertStreamsEveryTypeExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl.BlockRows = 1000
-	const n = 4321 // five blocks, the last one short
+	tbl.BlockRows = 1500 // two chunks of a column's values per full block
+	const n = 4321       // 2,500 rows in two blocks, then 1,821 in two; each insert's last one short
 	rows := make([]every, n)
 	for i := range rows {
 		rows[i] = row(i)
 	}
-	if err := tbl.Insert(ctx, ch, rows); err != nil {
-		t.Fatal(err)
+	// Two inserts of several blocks each: the second reuses the first's scratch slices.
+	for _, part := range [][]every{rows[:2500], rows[2500:]} {
+		if err := tbl.Insert(ctx, ch, part); err != nil {
+			t.Fatal(err)
+		}
 	}
-	got, err := ch.Query(ctx, `SELECT s, b, u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, t, id, ss, uu,
+	got, err := ch.Query(ctx, `SELECT s, b, u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, t, id, ss, uu, tt,
 ps, pu8, pu32, pu64, pi32, pi64, pf64, pt FROM default.chwrite_every ORDER BY i64`)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +102,7 @@ ps, pu8, pu32, pu64, pi32, pi64, pf64, pt FROM default.chwrite_every ORDER BY i6
 		var r every
 		var b uint8
 		if err := got.Scan(&r.S, &b, &r.U8, &r.U16, &r.U32, &r.U64, &r.I8, &r.I16, &r.I32, &r.I64, &r.F32, &r.F64, &r.T, &r.ID,
-			&r.SS, &r.UU, &r.PS, &r.PU8, &r.PU32, &r.PU64, &r.PI32, &r.PI64, &r.PF64, &r.PT); err != nil {
+			&r.SS, &r.UU, &r.TT, &r.PS, &r.PU8, &r.PU32, &r.PU64, &r.PI32, &r.PI64, &r.PF64, &r.PT); err != nil {
 			t.Fatal(err)
 		}
 		r.B = b == 1
@@ -118,6 +123,9 @@ ps, pu8, pu32, pu64, pi32, pi64, pf64, pt FROM default.chwrite_every ORDER BY i6
 func deref(r every) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v %v %v %v %v %v %v %v %v %v %v %v %v %v %v %v", r.S, r.B, r.U8, r.U16, r.U32, r.U64, r.I8, r.I16, r.I32, r.I64, r.F32, r.F64, r.T.UTC(), r.ID, r.SS, r.UU)
+	for _, t := range r.TT {
+		fmt.Fprintf(&b, " tt=%v", t.UTC())
+	}
 	for _, p := range []any{r.PS, r.PU8, r.PU32, r.PU64, r.PI32, r.PI64, r.PF64} {
 		fmt.Fprintf(&b, " %v", ptr(p))
 	}
@@ -221,7 +229,7 @@ func TestNewTableRefusesWhatItCannotMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cols := tbl.Columns(); len(cols) != 24 || cols[0] != "s" || cols[23] != "pt" {
+	if cols := tbl.Columns(); len(cols) != 25 || cols[0] != "s" || cols[24] != "pt" {
 		t.Errorf("Columns() = %v", cols)
 	}
 }
