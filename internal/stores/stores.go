@@ -84,6 +84,14 @@ func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
 	// a block of raw rows), on every connection concurrent inserts used: live heap that a
 	// process under a soft memory limit pays for in garbage collection.
 	opts.FreeBufOnConnRelease = true
+	// A block being sent is written to the socket whenever the connection's buffer passes this
+	// many bytes (after the column that passed it), instead of once encoded whole: the buffer
+	// a connection grows from empty for each insert (FreeBufOnConnRelease) then stays near
+	// 1 MiB rather than the block's size (megabytes of raw rows), copied less as it grows.
+	// The DSN's max_compression_buffer still wins.
+	if opts.MaxCompressionBuffer == 0 {
+		opts.MaxCompressionBuffer = 1 << 20
+	}
 	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open ClickHouse: %w", err)
