@@ -31,12 +31,14 @@ func TestFillBoundsBatchBytes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Consumer{cfg: Config{BatchSize: tc.batchSize, BatchBytes: tc.nbytes, BatchWait: 5 * time.Second}}
-			msgs := queue(10)
-			if got := len(c.fill(context.Background(), msgs)); got != tc.want {
-				t.Errorf("batch of %d messages of 1,000 bytes with BatchSize %d, BatchBytes %d: want %d", got, tc.batchSize, tc.nbytes, tc.want)
-			}
-			if left := len(msgs); left != 10-tc.want {
-				t.Errorf("%d messages left queued, want %d", left, 10-tc.want)
+			for _, hint := range []int{0, 1, 50} { // the room hint changes no batch
+				msgs := queue(10)
+				if got := len(c.fill(context.Background(), msgs, hint)); got != tc.want {
+					t.Errorf("hint %d: batch of %d messages of 1,000 bytes with BatchSize %d, BatchBytes %d: want %d", hint, got, tc.batchSize, tc.nbytes, tc.want)
+				}
+				if left := len(msgs); left != 10-tc.want {
+					t.Errorf("hint %d: %d messages left queued, want %d", hint, left, 10-tc.want)
+				}
 			}
 		})
 	}

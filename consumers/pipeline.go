@@ -105,8 +105,12 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 	msgs := make(chan kafka.Message, partitionQueue)
 	wait := c.partitionReaders(ctx, assignments, msgs)
 	defer wait()
+	last := 0 // the last non-empty batch's length: room for the next one (fill)
 	for {
-		batch := c.fill(ctx, msgs)
+		batch := c.fill(ctx, msgs, last)
+		if len(batch) > 0 {
+			last = len(batch)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -125,11 +129,13 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 
 // fill reads up to BatchSize messages, or up to the message whose key and value bring the
 // batch to its byte bound (BatchBytes, lowered while the dedup windows fill the memory
-// budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill.
-func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message) []kafka.Message {
+// budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill. The batch
+// starts with room for about hint messages (the last non-empty batch's length): grown by doubling, a
+// batch of large kafka.Message values was copied again and again.
+func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int) []kafka.Message {
 	timer := time.NewTimer(c.cfg.BatchWait)
 	defer timer.Stop()
-	var batch []kafka.Message
+	batch := make([]kafka.Message, 0, min(hint+hint/8, c.cfg.BatchSize))
 	bytes, maxBytes := 0, c.batchBytes()
 	for len(batch) < c.cfg.BatchSize && bytes < maxBytes {
 		select {
@@ -175,6 +181,9 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 	}
 	p.rows.ToolCalls = make([]ingest.ToolCallRow, 0, perTopic[ingest.TopicToolCalls])
 	p.rows.Recruitment = make([]ingest.RecruitmentRow, 0, perTopic[ingest.TopicRecruitment])
+	p.kept = make([]keptEvent, 0, perTopic[ingest.TopicToolCalls]+perTopic[ingest.TopicRecruitment])
+	p.misuse = make([]*ingest.Event, 0, perTopic[ingest.TopicToolCalls])
+	p.toolCallStreams = make([]rollup.Stream, 0, perTopic[ingest.TopicToolCalls])
 	at := ingest.RowContext{InsertedAt: now.UTC().Truncate(time.Second), DefaultInstanceURL: c.cfg.DefaultInstanceURL, Keys: c.keys}
 	c.windows.mu.Lock()
 	defer c.windows.mu.Unlock()
