@@ -17,7 +17,7 @@ import (
 )
 
 // markerCheck wraps the consumer's ClickHouse connection: before each insert into
-// rollup_writes (a batch's write markers, which precede its rollup rows) it reads the markers
+// rollup_batches (a batch's markers, which precede its rollup rows) it reads the markers
 // already stored and the group's committed offsets, and records every partition whose newest
 // marker is beyond its committed offset. A new owner's reset of a partition's rollups
 // (consumers/rollup) relies on there being none: at most one batch per partition has rollup
@@ -32,7 +32,7 @@ type markerCheck struct {
 }
 
 func (m *markerCheck) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
-	if strings.Contains(query, "mcpulse.rollup_writes") {
+	if strings.Contains(query, "mcpulse.rollup_batches") {
 		if err := m.check(ctx); err != nil {
 			return nil, err
 		}
@@ -49,7 +49,7 @@ func (m *markerCheck) check(ctx context.Context) error {
 	for _, l := range lag {
 		committed[fmt.Sprintf("%s/%d", l.Topic, l.Partition)] = l.Committed
 	}
-	rows, err := m.Conn.Query(ctx, "SELECT kafka_topic, kafka_partition, max(as_of) FROM mcpulse.rollup_writes GROUP BY kafka_topic, kafka_partition")
+	rows, err := m.Conn.Query(ctx, "SELECT kafka_topic, kafka_partition, max(as_of) FROM mcpulse.rollup_batches GROUP BY kafka_topic, kafka_partition")
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,12 @@ package rollup
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -12,7 +15,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/mcpulse/mcpulse/consumers/chwrite"
 	mcsql "github.com/mcpulse/mcpulse/sql"
 )
 
@@ -105,6 +107,25 @@ type Store struct {
 	cells     int          // cells cached
 	published atomic.Int64 // cells, for CachedCells from other goroutines
 	clock     uint64       // for LRU
+	// batches caches the cells of batches of older generations whose late rows a load found,
+	// by stream and version (reset by Begin).
+	batches map[batchID]batchCells
+}
+
+// batchID names one batch's marker: its stream and its rows' version.
+type batchID struct {
+	stream  Stream
+	version uint64
+}
+
+// batchCells is what a batch's marker records of one of its cells, by table name and key:
+// the totals the batch replaced and the offset they are as of.
+type batchCells map[string]map[Key]before
+
+// before is a cell's totals before a batch wrote it, as of an offset.
+type before struct {
+	vals []uint64
+	asOf int64
 }
 
 // groupKey names the cached cells of one stream, table and hour: the unit loaded and evicted.
@@ -147,6 +168,7 @@ func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
 	s.cells = 0
 	s.published.Store(0)
 	s.committed = committed
+	s.batches = map[batchID]batchCells{}
 	var newest uint64
 	if err := s.conn.QueryRow(ctx, mcsql.Rollup("epoch_newest")).Scan(&newest); err != nil {
 		return fmt.Errorf("rollups: newest epoch: %w", err)
@@ -156,14 +178,61 @@ func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
 		return fmt.Errorf("rollups: take epoch %d: %w", epoch, err)
 	}
 	s.epoch, s.seq = epoch, 0
-	return s.recover(ctx)
+	if err := s.recover(ctx); err != nil {
+		return err
+	}
+	return s.dropOldBatches(ctx)
+}
+
+// batchBlockEpochs is how many epochs one block of rollup_batches holds (its PARTITION BY
+// intDiv(epoch, 1024), migration 0035).
+const batchBlockEpochs = 1024
+
+// dropOldBatches drops the blocks of rollup_batches whose markers are from epochs more than
+// one block older than this generation's: every owner of a partition since then recovered it
+// at Begin, so no reset needs them, and no member of those generations still writes.
+func (s *Store) dropOldBatches(ctx context.Context) error {
+	keep := s.epoch / batchBlockEpochs
+	if keep < 2 {
+		return nil
+	}
+	rows, err := s.conn.Query(ctx, mcsql.Rollup("batches_old_blocks"), keep-1)
+	if err != nil {
+		return fmt.Errorf("rollups: old batch markers: %w", err)
+	}
+	var blocks []string
+	for rows.Next() {
+		var b string
+		if err := rows.Scan(&b); err != nil {
+			rows.Close()
+			return fmt.Errorf("rollups: old batch markers: %w", err)
+		}
+		blocks = append(blocks, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("rollups: old batch markers: %w", err)
+	}
+	for _, b := range blocks {
+		n, err := strconv.ParseUint(b, 10, 64)
+		if err != nil {
+			return fmt.Errorf("rollups: rollup_batches block %q is not an epoch block", b)
+		}
+		if err := s.conn.Exec(ctx, mcsql.Rollup("batches_drop_block"), n); err != nil {
+			return fmt.Errorf("rollups: drop rollup_batches block %d: %w", n, err)
+		}
+		s.log.Info("rollups: dropped the batch markers of old generations", "epochs_below", (n+1)*batchBlockEpochs)
+	}
+	return nil
 }
 
 // Epoch is the epoch taken by the last Begin.
 func (s *Store) Epoch() uint64 { return s.epoch }
 
-// recover finds the streams whose newest write marker is beyond their committed offset and
-// resets the cells of the marked hours whose newest row is beyond it to their before totals.
+// recover finds the streams whose newest batch marker is beyond their committed offset and
+// resets every cell that batch wrote to the totals it replaced (the committed ones). Streams
+// with no marker in rollup_batches fall back to the markers of rollup_writes, written before
+// migration 0035, whose rows carry their before totals themselves.
 func (s *Store) recover(ctx context.Context) error {
 	if len(s.committed) == 0 {
 		return nil
@@ -176,6 +245,113 @@ func (s *Store) recover(ctx context.Context) error {
 	for t := range topics {
 		names = append(names, t)
 	}
+	rows, err := s.conn.Query(ctx, mcsql.Rollup("batches_newest"), names)
+	if err != nil {
+		return fmt.Errorf("rollups: batch markers: %w", err)
+	}
+	marked := map[Stream]bool{}
+	inFlight := map[Stream]uint64{}
+	for rows.Next() {
+		var (
+			st      Stream
+			asOf    int64
+			version uint64
+		)
+		if err := rows.Scan(&st.Topic, &st.Partition, &asOf, &version); err != nil {
+			rows.Close()
+			return fmt.Errorf("rollups: batch markers: %w", err)
+		}
+		marked[st] = true
+		if c, ok := s.committed[st]; ok && asOf > c {
+			inFlight[st] = version
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("rollups: batch markers: %w", err)
+	}
+	version := s.epoch << 32 // sequence 0: below every batch of this generation
+	for st, v := range inFlight {
+		cells, err := s.batch(ctx, st, v)
+		if err != nil {
+			return err
+		}
+		if cells == nil {
+			return fmt.Errorf("rollups: the marker of batch version %d of %s vanished while it was read", v, st)
+		}
+		c := s.committed[st]
+		for _, t := range s.tables {
+			var resets []rowOut
+			for key, b := range cells[t.Name] {
+				if b.asOf > c {
+					s.log.Error("rollups: a cell's previous total is beyond the committed offset too; resetting it to that total",
+						"table", t.Name, "stream", st.String(), "committed", c, "before_as_of", b.asOf)
+				}
+				resets = append(resets, rowOut{stream: st, key: key, vals: b.vals, asOf: b.asOf, before: b.vals, beforeAsOf: b.asOf})
+			}
+			if len(resets) == 0 {
+				continue
+			}
+			slices.SortFunc(resets, func(a, b rowOut) int { return strings.Compare(string(a.key), string(b.key)) })
+			if err := s.insertRows(ctx, t, resets, version); err != nil {
+				return err
+			}
+			s.log.Info("rollups: reset cells of a batch stored but not committed", "table", t.Name, "stream", st.String(),
+				"committed", c, "cells", len(resets))
+		}
+	}
+	return s.recoverLegacy(ctx, names, marked)
+}
+
+// batch returns the cells batch version v of stream st wrote and the totals it replaced in
+// each, from its marker (nil if there is none), caching them for the generation.
+func (s *Store) batch(ctx context.Context, st Stream, v uint64) (batchCells, error) {
+	id := batchID{st, v}
+	if cells, ok := s.batches[id]; ok {
+		return cells, nil
+	}
+	var (
+		tables, keys []string
+		befores      [][]uint64
+		asOfs        []int64
+	)
+	err := s.conn.QueryRow(ctx, mcsql.Rollup("batch_cells"), st.Topic, st.Partition, v).Scan(&tables, &keys, &befores, &asOfs)
+	if errors.Is(err, sql.ErrNoRows) {
+		s.batches[id] = nil
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rollups: batch marker %d of %s: %w", v, st, err)
+	}
+	if len(keys) != len(tables) || len(befores) != len(tables) || len(asOfs) != len(tables) {
+		return nil, fmt.Errorf("rollups: batch marker %d of %s: %d tables, %d keys, %d befores, %d offsets",
+			v, st, len(tables), len(keys), len(befores), len(asOfs))
+	}
+	width := map[string]int{}
+	for _, t := range s.tables {
+		width[t.Name] = t.width()
+	}
+	cells := batchCells{}
+	for i, name := range tables {
+		w, ok := width[name]
+		if !ok {
+			continue // a table this build does not write
+		}
+		m := cells[name]
+		if m == nil {
+			m = map[Key]before{}
+			cells[name] = m
+		}
+		m[Key(keys[i])] = before{vals: fit(befores[i], w), asOf: asOfs[i]}
+	}
+	s.batches[id] = cells
+	return cells, nil
+}
+
+// recoverLegacy resets the cells of batches marked in rollup_writes (before migration 0035)
+// for the streams not in marked: each cell of the marked hours whose newest row is beyond the
+// committed offset goes back to the before totals the row carries.
+func (s *Store) recoverLegacy(ctx context.Context, names []string, marked map[Stream]bool) error {
 	rows, err := s.conn.Query(ctx, mcsql.Rollup("writes"), names)
 	if err != nil {
 		return fmt.Errorf("rollups: write markers: %w", err)
@@ -191,7 +367,7 @@ func (s *Store) recover(ctx context.Context) error {
 			rows.Close()
 			return fmt.Errorf("rollups: write markers: %w", err)
 		}
-		if c, ok := s.committed[st]; ok && asOf > c {
+		if c, ok := s.committed[st]; ok && asOf > c && !marked[st] {
 			inFlight[st] = hours
 		}
 	}
@@ -199,22 +375,12 @@ func (s *Store) recover(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("rollups: write markers: %w", err)
 	}
-	if len(inFlight) == 0 {
-		return nil
-	}
-	version := s.epoch << 32 // sequence 0: below every batch of this generation
+	version := s.epoch << 32
 	for st, hours := range inFlight {
 		c := s.committed[st]
 		for _, t := range s.tables {
 			var resets []rowOut
 			err := s.query(ctx, t, "in_flight", st, hours, []any{c}, func(key Key, r loaded) error {
-				if r.beforeAsOf > c {
-					// Two batches beyond the committed offset: the consumer never stores a
-					// batch before the one ahead of it is committed, so this is a BUG (or a
-					// member that went on writing after losing the partition).
-					s.log.Error("rollups: a cell's previous total is beyond the committed offset too; resetting it to that total",
-						"table", t.Name, "stream", st.String(), "committed", c, "as_of", r.asOf, "before_as_of", r.beforeAsOf)
-				}
 				resets = append(resets, rowOut{stream: st, key: key, vals: r.before, asOf: r.beforeAsOf, before: r.before, beforeAsOf: r.beforeAsOf})
 				return nil
 			})
@@ -225,8 +391,8 @@ func (s *Store) recover(ctx context.Context) error {
 				if err := s.insertRows(ctx, t, resets, version); err != nil {
 					return err
 				}
-				s.log.Info("rollups: reset cells of a batch stored but not committed", "table", t.Name, "stream", st.String(),
-					"committed", c, "cells", len(resets))
+				s.log.Info("rollups: reset cells of a batch stored but not committed (marked before the batch markers carried their cells)",
+					"table", t.Name, "stream", st.String(), "committed", c, "cells", len(resets))
 			}
 		}
 	}
@@ -240,6 +406,9 @@ type loaded struct {
 	before     []uint64
 	beforeAsOf int64
 	version    uint64
+	// legacyBefore: the row carries the totals it replaced in before and beforeAsOf (rows
+	// written before migration 0035; later rows leave them empty, their marker holds them).
+	legacyBefore bool
 }
 
 // query runs the named template for table t, stream st and hours, with extra parameters after
@@ -291,6 +460,7 @@ func (s *Store) query(ctx context.Context, t *Table, name string, st Stream, hou
 		if err != nil {
 			return err
 		}
+		r.legacyBefore = len(r.before) > 0 || r.beforeAsOf > 0
 		r.vals, r.before = fit(r.vals, t.width()), fit(r.before, t.width())
 		if err := fn(key, r); err != nil {
 			return err
@@ -330,29 +500,16 @@ type Write struct {
 	rows    [][]rowOut // per table
 }
 
-// markerRow is one row of mcpulse.rollup_writes.
-type markerRow struct {
-	Topic     string      `ch:"kafka_topic"`
-	Partition int32       `ch:"kafka_partition"`
-	AsOf      int64       `ch:"as_of"`
-	Hours     []time.Time `ch:"hours"`
-	Version   uint64      `ch:"version"`
-}
-
-var markerTable = mustTable[markerRow]("mcpulse.rollup_writes")
-
-func mustTable[T any](name string) *chwrite.Table[T] {
-	t, err := chwrite.NewTable[T](name)
-	if err != nil {
-		panic(err)
-	}
-	return t
-}
-
+// marker is a batch's marker of one stream (a row of rollup_batches): its end offset, the
+// hours its rows fall in, and per cell written (table name, key) the totals replaced.
 type marker struct {
-	stream Stream
-	asOf   int64
-	hours  []time.Time
+	stream  Stream
+	asOf    int64
+	hours   []time.Time
+	tables  []string
+	keys    []string
+	befores [][]uint64
+	asOfs   []int64
 }
 
 // rowOut is one row to write.
@@ -445,6 +602,21 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 			w.markers = append(w.markers, marker{stream: st, asOf: sb.next, hours: hours})
 		}
 	}
+	// Each marker lists its stream's cells with the totals they replace.
+	at := map[Stream]int{}
+	for i, m := range w.markers {
+		at[m.stream] = i
+	}
+	for ti, rows := range w.rows {
+		name := s.tables[ti].Name
+		for _, r := range rows {
+			m := &w.markers[at[r.stream]]
+			m.tables = append(m.tables, name)
+			m.keys = append(m.keys, string(r.key))
+			m.befores = append(m.befores, r.before)
+			m.asOfs = append(m.asOfs, r.beforeAsOf)
+		}
+	}
 	for ti, rows := range w.rows {
 		for _, r := range rows {
 			g := s.groups[groupKey{r.stream, ti, r.key.hour().Unix()}]
@@ -464,8 +636,8 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 
 // load reads the cells of table t, stream st and hours into the cache. A cell whose newest
 // row is beyond the stream's committed offset and older than this generation was written by a
-// member that lost the partition after Begin reset the cells: its before totals are the
-// committed ones.
+// member that lost the partition after Begin reset the cells: the totals that row replaced,
+// recorded in its batch's marker, are the committed ones.
 func (s *Store) load(ctx context.Context, st Stream, t *Table, hours []time.Time) error {
 	if len(hours) == 0 {
 		return nil
@@ -478,7 +650,11 @@ func (s *Store) load(ctx context.Context, st Stream, t *Table, hours []time.Time
 	err := s.query(ctx, t, "cells", st, hours, nil, func(key Key, r loaded) error {
 		vals, asOf := r.vals, r.asOf
 		if asOf > c && r.version < s.epoch<<32 {
-			vals, asOf = r.before, r.beforeAsOf
+			b, err := s.lateRowBefore(ctx, st, t, key, r)
+			if err != nil {
+				return err
+			}
+			vals, asOf = b.vals, b.asOf
 		}
 		fresh[key.hour().Unix()].cells[key] = &cell{vals: vals, asOf: asOf}
 		return nil
@@ -491,6 +667,26 @@ func (s *Store) load(ctx context.Context, st Stream, t *Table, hours []time.Time
 		s.cells += len(g.cells)
 	}
 	return nil
+}
+
+// lateRowBefore returns the totals the late row r of cell key (table t, stream st) replaced:
+// from the row itself when it carries them (written before migration 0035), else from its
+// batch's marker, which is stored before any row of the batch. Without either (the marker's
+// block was dropped, over 1,024 generations later) it logs the loss and keeps the row's totals.
+func (s *Store) lateRowBefore(ctx context.Context, st Stream, t *Table, key Key, r loaded) (before, error) {
+	if r.legacyBefore {
+		return before{vals: r.before, asOf: r.beforeAsOf}, nil
+	}
+	cells, err := s.batch(ctx, st, r.version)
+	if err != nil {
+		return before{}, err
+	}
+	if b, ok := cells[t.Name][key]; ok {
+		return b, nil
+	}
+	s.log.Error("rollups: a late row of an older generation has no batch marker; continuing from its totals",
+		"table", t.Name, "stream", st.String(), "as_of", r.asOf, "version", r.version)
+	return before{vals: r.vals, asOf: r.asOf}, nil
 }
 
 // evict drops the least recently used groups until the cache holds at most budget cells,
@@ -530,12 +726,8 @@ func (w *Write) Insert(ctx context.Context) error {
 		return nil
 	}
 	s := w.store
-	markers := make([]markerRow, len(w.markers))
-	for i, m := range w.markers {
-		markers[i] = markerRow{m.stream.Topic, m.stream.Partition, m.asOf, m.hours, w.version}
-	}
-	if err := markerTable.Insert(ctx, s.conn, markers); err != nil {
-		return fmt.Errorf("rollups: write markers: %w", err)
+	if err := s.insertMarkers(ctx, w.markers, w.version); err != nil {
+		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for ti, rows := range w.rows {
@@ -544,6 +736,44 @@ func (w *Write) Insert(ctx context.Context) error {
 		}
 	}
 	return g.Wait()
+}
+
+// insertMarkers writes a batch's markers (version: its rows' version) into rollup_batches,
+// column by column.
+func (s *Store) insertMarkers(ctx context.Context, markers []marker, version uint64) error {
+	n := len(markers)
+	topics, parts := make([]string, n), make([]int32, n)
+	epochs, asOfs, versions := make([]uint64, n), make([]int64, n), make([]uint64, n)
+	hours := make([][]time.Time, n)
+	tables, keys := make([][]string, n), make([][]string, n)
+	befores, beforeAsOfs := make([][][]uint64, n), make([][]int64, n)
+	for i, m := range markers {
+		topics[i], parts[i] = m.stream.Topic, m.stream.Partition
+		epochs[i], asOfs[i], versions[i] = version>>32, m.asOf, version
+		hours[i], tables[i], keys[i], befores[i], beforeAsOfs[i] = m.hours, m.tables, m.keys, m.befores, m.asOfs
+	}
+	names := []string{"kafka_topic", "kafka_partition", "epoch", "as_of", "hours", "cell_tables", "cell_keys", "befores", "before_as_ofs", "version"}
+	cols := []any{topics, parts, epochs, asOfs, hours, tables, keys, befores, beforeAsOfs, versions}
+	return s.insertColumns(ctx, "mcpulse.rollup_batches", names, cols)
+}
+
+// insertColumns sends one INSERT into table of the given columns, each a slice of one value
+// per row.
+func (s *Store) insertColumns(ctx context.Context, table string, names []string, cols []any) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+strings.Join(names, ", ")+")")
+	if err != nil {
+		return fmt.Errorf("rollups: insert into %s: %w", table, err)
+	}
+	for i, col := range cols {
+		if err := batch.Column(i).Append(col); err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("rollups: insert into %s: column %s: %w", table, names[i], err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("rollups: insert into %s: %w", table, err)
+	}
+	return nil
 }
 
 // insertRows writes rows into t, column by column. The rollup tables have no partition key, so
@@ -573,8 +803,7 @@ func (s *Store) insertChunk(ctx context.Context, t *Table, rows []rowOut, versio
 		measures[i] = make([]uint64, n)
 	}
 	arrays := make([][]uint64, n)
-	asOf, beforeAsOf, versions := make([]int64, n), make([]int64, n), make([]uint64, n)
-	befores := make([][]uint64, n)
+	asOf, versions := make([]int64, n), make([]uint64, n)
 	for r, row := range rows {
 		topics[r], parts[r], hours[r] = row.stream.Topic, row.stream.Partition, row.key.hour()
 		vals, err := row.key.decode(t)
@@ -593,7 +822,7 @@ func (s *Store) insertChunk(ctx context.Context, t *Table, rows []rowOut, versio
 			measures[i][r] = row.vals[i]
 		}
 		arrays[r] = row.vals[len(t.Measures):]
-		asOf[r], beforeAsOf[r], versions[r], befores[r] = row.asOf, row.beforeAsOf, version, row.before
+		asOf[r], versions[r] = row.asOf, version
 	}
 	cols := []any{topics, parts, hours}
 	cols = append(cols, dims...)
@@ -609,20 +838,8 @@ func (s *Store) insertChunk(ctx context.Context, t *Table, rows []rowOut, versio
 		cols = append(cols, arrays)
 		names = append(names, t.Array)
 	}
-	cols = append(cols, asOf, befores, beforeAsOf, versions)
-	names = append(names, "as_of", "before", "before_as_of", "version")
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+t.Name+" ("+strings.Join(names, ", ")+")")
-	if err != nil {
-		return fmt.Errorf("rollups: insert into %s: %w", t.Name, err)
-	}
-	for i, col := range cols {
-		if err := batch.Column(i).Append(col); err != nil {
-			_ = batch.Abort()
-			return fmt.Errorf("rollups: insert into %s: column %s: %w", t.Name, names[i], err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("rollups: insert into %s: %w", t.Name, err)
-	}
-	return nil
+	// before and before_as_of (migration 0015) keep their defaults: the marker holds them.
+	cols = append(cols, asOf, versions)
+	names = append(names, "as_of", "version")
+	return s.insertColumns(ctx, t.Name, names, cols)
 }

@@ -2,6 +2,7 @@ package rollup_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -432,6 +433,224 @@ func TestALateRowOfAnOlderGenerationIsNotABase(t *testing.T) {
 	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 4}, "after the late row")
 }
 
+// TestTheTotalsReplacedLiveInTheMarkerNotTheRows: after batches of two partitions, no rollup
+// row carries the totals it replaced, and once merged the markers are one row per partition
+// (of the one generation): each with its newest batch's cells and, for each, the totals that
+// batch replaced, which are the totals of the batch before.
+func TestTheTotalsReplacedLiveInTheMarkerNotTheRows(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	truncate(t, env.ClickHouse)
+	rng := rand.New(rand.NewPCG(3, 4))
+	streams := []rollup.Stream{{"mcp_tool_calls", 0}, {"mcp_tool_calls", 1}}
+	logs := map[rollup.Stream][]event{streams[0]: genLog(rng, 1500), streams[1]: genLog(rng, 1500)}
+	store := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+	if err := store.Begin(ctx, map[rollup.Stream]int64{streams[0]: 0, streams[1]: 0}); err != nil {
+		t.Fatal(err)
+	}
+	var a rollup.Adder
+	for from := 0; from < 1500; from += 500 {
+		b := store.NewBatch()
+		for _, s := range streams {
+			feed(b, &a, s, logs[s], from, from+500)
+		}
+		w, err := store.Prepare(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Insert(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compare(t, env.ClickHouse, logs, map[rollup.Stream]int{streams[0]: 1500, streams[1]: 1500}, "after three batches")
+	for _, tbl := range rollup.Tables() {
+		var rows, carrying uint64
+		if err := env.ClickHouse.QueryRow(ctx, "SELECT count(), countIf(notEmpty(before) OR before_as_of != 0) FROM "+tbl.Name).Scan(&rows, &carrying); err != nil {
+			t.Fatal(err)
+		}
+		if rows == 0 || carrying != 0 {
+			t.Errorf("%s: %d of %d rows carry before totals", tbl.Name, carrying, rows)
+		}
+	}
+	if err := env.ClickHouse.Exec(ctx, "OPTIMIZE TABLE mcpulse.rollup_batches FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := env.ClickHouse.Query(ctx, `SELECT kafka_partition, as_of, cell_tables, cell_keys, befores, before_as_ofs
+FROM mcpulse.rollup_batches ORDER BY kafka_partition`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var (
+			partition    int32
+			asOf         int64
+			tables, keys []string
+			befores      [][]uint64
+			asOfs        []int64
+		)
+		if err := rows.Scan(&partition, &asOf, &tables, &keys, &befores, &asOfs); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if asOf != 1500 || len(keys) == 0 || len(tables) != len(keys) || len(befores) != len(keys) || len(asOfs) != len(keys) {
+			t.Fatalf("partition %d: marker as of %d with %d tables, %d keys, %d befores, %d offsets", partition, asOf, len(tables), len(keys), len(befores), len(asOfs))
+		}
+		// The events_by_name cell of each hour: the marker's before is the hour's count in the
+		// partition's first 1,000 events, as of offset 1,000 (or nothing, before then).
+		want := map[time.Time]uint64{}
+		for _, e := range logs[streams[partition]][:1000] {
+			if e.call != nil {
+				want[e.call.Timestamp.Truncate(time.Hour)]++
+			}
+		}
+		checked := 0
+		for i, tbl := range tables {
+			if tbl != rollup.EventsByName.Name {
+				continue
+			}
+			hour := time.Unix(int64(binary.BigEndian.Uint64([]byte(keys[i][:8]))), 0).UTC()
+			wantAsOf := int64(1000)
+			if want[hour] == 0 {
+				wantAsOf = 0
+			}
+			if len(befores[i]) != 1 || befores[i][0] != want[hour] || asOfs[i] != wantAsOf {
+				t.Errorf("partition %d, hour %s: marker's before %v as of %d, want [%d] as of %d", partition, hour, befores[i], asOfs[i], want[hour], wantAsOf)
+			}
+			checked++
+		}
+		if checked == 0 {
+			t.Errorf("partition %d: the marker lists no events_by_name cell", partition)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(streams) {
+		t.Errorf("rollup_batches holds %d rows after merges, want one per partition (%d)", n, len(streams))
+	}
+}
+
+// TestMarkersOfOldGenerationsAreDropped: a member that begins more than one block of 1,024
+// epochs after a marker's generation drops that marker's block, and keeps the recent ones.
+func TestMarkersOfOldGenerationsAreDropped(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	truncate(t, env.ClickHouse)
+	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_epochs"); err != nil {
+		t.Fatal(err)
+	}
+	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
+	log := genLog(rand.New(rand.NewPCG(5, 6)), 400)
+	var a rollup.Adder
+	write := func(epoch uint64, from, to int) {
+		t.Helper()
+		if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', ?, now()", epoch-1); err != nil {
+			t.Fatal(err)
+		}
+		store := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+		if err := store.Begin(ctx, map[rollup.Stream]int64{s: int64(from)}); err != nil {
+			t.Fatal(err)
+		}
+		if store.Epoch() != epoch {
+			t.Fatalf("took epoch %d, want %d", store.Epoch(), epoch)
+		}
+		b := store.NewBatch()
+		feed(b, &a, s, log, from, to)
+		w, err := store.Prepare(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Insert(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	epochs := func() []uint64 {
+		t.Helper()
+		rows, err := env.ClickHouse.Query(ctx, "SELECT DISTINCT epoch FROM mcpulse.rollup_batches ORDER BY epoch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []uint64
+		for rows.Next() {
+			var e uint64
+			if err := rows.Scan(&e); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	write(5, 0, 100)
+	write(1500, 100, 200)
+	write(2047, 200, 300)
+	if got := epochs(); !slices.Equal(got, []uint64{5, 1500, 2047}) {
+		t.Fatalf("before a generation two blocks on: markers of epochs %v", got)
+	}
+	write(2048, 300, 400) // block 2: block 0 (epochs 0-1023) goes
+	if got := epochs(); !slices.Equal(got, []uint64{1500, 2047, 2048}) {
+		t.Errorf("after a generation in block 2: markers of epochs %v, want [1500 2047 2048]", got)
+	}
+	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 400}, "after the drop")
+}
+
+// TestABatchMarkedBeforeTheMarkersCarriedCellsIsReset: data written before migration 0035
+// (rows carrying their before totals, markers in rollup_writes) is still recovered: a new
+// owner resets a cell a batch stored beyond the committed offset, and counts its replay once.
+func TestABatchMarkedBeforeTheMarkersCarriedCellsIsReset(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	truncate(t, env.ClickHouse)
+	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
+	tc := &rollup.ToolCall{Timestamp: t0, Tool: "a", Source: "reported"}
+	log := []event{{tc}, {tc}, {tc}, {tc}}
+	var a rollup.Adder
+	old := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+	if err := old.Begin(ctx, map[rollup.Stream]int64{s: 0}); err != nil {
+		t.Fatal(err)
+	}
+	b := old.NewBatch()
+	feed(b, &a, s, log, 0, 2)
+	w, err := old.Prepare(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Insert(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// As if the first batch was written before migration 0035 (its marker was in
+	// rollup_writes), and then the second one, never committed: its events_by_name row
+	// carries the committed total (2, as of offset 2) as its before.
+	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_batches"); err != nil {
+		t.Fatal(err)
+	}
+	version := old.Epoch()<<32 | 2
+	if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)
+SELECT 'mcp_tool_calls', 0, 4, [toDateTime(?, 'UTC')], ?`, t0.Unix(), version); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.events_by_name_hourly (kafka_topic, kafka_partition, hour, event, events,
+as_of, before, before_as_of, version) SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), '$mcp_tool_call', 4, 4, [2], 2, ?`, t0.Unix(), version); err != nil {
+		t.Fatal(err)
+	}
+	owner := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+	if err := owner.Begin(ctx, map[rollup.Stream]int64{s: 2}); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 2}, "after the reset")
+	b = owner.NewBatch()
+	feed(b, &a, s, log, 2, 4)
+	if w, err = owner.Prepare(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Insert(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 4}, "after the replay")
+}
+
 // TestDurationBucketBoundsAreTheViewsBounds: the Go list and the SQL view are one definition.
 func TestDurationBucketBoundsAreTheViewsBounds(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
@@ -447,7 +666,7 @@ func TestDurationBucketBoundsAreTheViewsBounds(t *testing.T) {
 func truncate(t *testing.T, ch driver.Conn) {
 	t.Helper()
 	for _, tbl := range []string{"tool_call_stats_hourly", "ignored_key_paths_hourly", "gate_reason_calls_hourly",
-		"gate_reason_people_sealed", "events_by_name_hourly", "rollup_writes"} {
+		"gate_reason_people_sealed", "events_by_name_hourly", "rollup_writes", "rollup_batches"} {
 		if err := ch.Exec(context.Background(), "TRUNCATE TABLE mcpulse."+tbl); err != nil {
 			t.Fatal(err)
 		}

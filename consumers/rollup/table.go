@@ -10,14 +10,17 @@
 // and sum over partitions. Storage grows with hours × dimensions × partitions, not with events.
 //
 // A batch is written in two steps, like the offset-range state of ClickHouse's Kafka Connect
-// sink: first a marker per partition (table rollup_writes: the batch's end offset and the hours
-// it touches), then the rows, each carrying the totals it replaced (before, before_as_of). At
-// most one batch per partition is stored but not committed (the consumer commits before it
-// stores the next), so when a member takes a partition over at committed offset C, a marker
-// beyond C names the hours of the one batch that may have written rows beyond C, and each such
-// row's `before` is the committed total: the member resets those cells to it (a replay that
+// sink: first a marker per partition (table rollup_batches, migration 0035: the batch's end
+// offset, the hours it touches, and for each cell it writes the totals it replaces, as of
+// their offset), then the rows. At most one batch per partition is stored but not committed
+// (the consumer commits before it stores the next), so when a member takes a partition over at
+// committed offset C, a newest marker beyond C lists every cell that batch may have written
+// beyond C, with the committed totals: the member resets those cells to them (a replay that
 // derives a cell differently — the ignored keys a tool call's served schema yields depend on
-// the schemas seen — must not leave the first attempt's count behind) and continues from there.
+// the schemas seen — must not leave the first attempt's count behind) and continues from
+// there. The rows themselves carry no previous totals, so after merges a cell costs one row of
+// its dimensions, measures, as_of and version; the markers keep one batch per partition and
+// generation.
 //
 // Versions are epoch<<32 | sequence: every member takes a new epoch, above every epoch taken
 // before (table rollup_epochs), when a consumer-group generation starts, so its rows supersede
