@@ -101,7 +101,6 @@ type Store struct {
 	budget int // cells cached, at most (about)
 
 	epoch     uint64
-	seq       uint64
 	committed map[Stream]int64 // the streams assigned in this generation, at their committed offsets
 	groups    map[groupKey]*group
 	cells     int          // cells cached
@@ -177,7 +176,10 @@ func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
 	if err := s.conn.Exec(ctx, mcsql.Rollup("epoch_take"), epoch); err != nil {
 		return fmt.Errorf("rollups: take epoch %d: %w", epoch, err)
 	}
-	s.epoch, s.seq = epoch, 0
+	if epoch > maxEpoch {
+		return fmt.Errorf("rollups: epoch %d is beyond the versions' %d bits of epoch", epoch, epochBits)
+	}
+	s.epoch = epoch
 	if err := s.recover(ctx); err != nil {
 		return err
 	}
@@ -253,24 +255,23 @@ func (s *Store) recover(ctx context.Context) error {
 	inFlight := map[Stream]uint64{}
 	for rows.Next() {
 		var (
-			st      Stream
-			asOf    int64
-			version uint64
+			st   Stream
+			asOf int64
+			v    uint64
 		)
-		if err := rows.Scan(&st.Topic, &st.Partition, &asOf, &version); err != nil {
+		if err := rows.Scan(&st.Topic, &st.Partition, &asOf, &v); err != nil {
 			rows.Close()
 			return fmt.Errorf("rollups: batch markers: %w", err)
 		}
 		marked[st] = true
 		if c, ok := s.committed[st]; ok && asOf > c {
-			inFlight[st] = version
+			inFlight[st] = v
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("rollups: batch markers: %w", err)
 	}
-	version := s.epoch << 32 // sequence 0: below every batch of this generation
 	for st, v := range inFlight {
 		cells, err := s.batch(ctx, st, v)
 		if err != nil {
@@ -293,7 +294,7 @@ func (s *Store) recover(ctx context.Context) error {
 				continue
 			}
 			slices.SortFunc(resets, func(a, b rowOut) int { return strings.Compare(string(a.key), string(b.key)) })
-			if err := s.insertRows(ctx, t, resets, version); err != nil {
+			if err := s.insertRows(ctx, t, resets); err != nil {
 				return err
 			}
 			s.log.Info("rollups: reset cells of a batch stored but not committed", "table", t.Name, "stream", st.String(),
@@ -375,7 +376,6 @@ func (s *Store) recoverLegacy(ctx context.Context, names []string, marked map[St
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("rollups: write markers: %w", err)
 	}
-	version := s.epoch << 32
 	for st, hours := range inFlight {
 		c := s.committed[st]
 		for _, t := range s.tables {
@@ -388,7 +388,7 @@ func (s *Store) recoverLegacy(ctx context.Context, names []string, marked map[St
 				return err
 			}
 			if len(resets) > 0 {
-				if err := s.insertRows(ctx, t, resets, version); err != nil {
+				if err := s.insertRows(ctx, t, resets); err != nil {
 					return err
 				}
 				s.log.Info("rollups: reset cells of a batch stored but not committed (marked before the batch markers carried their cells)",
@@ -461,6 +461,9 @@ func (s *Store) query(ctx context.Context, t *Table, name string, st Stream, hou
 			return err
 		}
 		r.legacyBefore = len(r.before) > 0 || r.beforeAsOf > 0
+		if r.version&versionFlag != 0 {
+			r.asOf = int64(r.version & maxAsOf)
+		}
 		r.vals, r.before = fit(r.vals, t.width()), fit(r.before, t.width())
 		if err := fn(key, r); err != nil {
 			return err
@@ -495,7 +498,6 @@ func (s *Store) template(t *Table, name string) string {
 // writes the same rows every time.
 type Write struct {
 	store   *Store
-	version uint64
 	markers []marker
 	rows    [][]rowOut // per table
 }
@@ -537,13 +539,15 @@ func (w *Write) Rows() int {
 // offset order; the returned Write is inserted (and retried) as it is. Errors are ClickHouse's
 // (nothing is cached then; Prepare may be called again).
 func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
-	s.seq++
-	w := &Write{store: s, version: s.epoch<<32 | s.seq, rows: make([][]rowOut, len(s.tables))}
+	w := &Write{store: s, rows: make([][]rowOut, len(s.tables))}
 	s.clock++
 	// Load every group the batch needs and the cache lacks.
 	for st, sb := range b.streams {
 		if _, ok := s.committed[st]; !ok {
 			return nil, fmt.Errorf("rollups: stream %s was not assigned in this generation", st)
+		}
+		if sb.next > maxAsOf {
+			return nil, fmt.Errorf("rollups: offset %d of %s is beyond the versions' %d bits of offset", sb.next, st, asOfBits)
 		}
 		for ti, m := range sb.cells {
 			var missing []time.Time
@@ -649,7 +653,7 @@ func (s *Store) load(ctx context.Context, st Stream, t *Table, hours []time.Time
 	c := s.committed[st]
 	err := s.query(ctx, t, "cells", st, hours, nil, func(key Key, r loaded) error {
 		vals, asOf := r.vals, r.asOf
-		if asOf > c && r.version < s.epoch<<32 {
+		if asOf > c && r.version < version(s.epoch, 0) {
 			b, err := s.lateRowBefore(ctx, st, t, key, r)
 			if err != nil {
 				return err
@@ -726,21 +730,21 @@ func (w *Write) Insert(ctx context.Context) error {
 		return nil
 	}
 	s := w.store
-	if err := s.insertMarkers(ctx, w.markers, w.version); err != nil {
+	if err := s.insertMarkers(ctx, w.markers); err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for ti, rows := range w.rows {
 		if len(rows) > 0 {
-			g.Go(func() error { return s.insertRows(gctx, s.tables[ti], rows, w.version) })
+			g.Go(func() error { return s.insertRows(gctx, s.tables[ti], rows) })
 		}
 	}
 	return g.Wait()
 }
 
-// insertMarkers writes a batch's markers (version: its rows' version) into rollup_batches,
-// column by column.
-func (s *Store) insertMarkers(ctx context.Context, markers []marker, version uint64) error {
+// insertMarkers writes a batch's markers into rollup_batches, column by column; each has the
+// version of its stream's rows.
+func (s *Store) insertMarkers(ctx context.Context, markers []marker) error {
 	n := len(markers)
 	topics, parts := make([]string, n), make([]int32, n)
 	epochs, asOfs, versions := make([]uint64, n), make([]int64, n), make([]uint64, n)
@@ -749,7 +753,7 @@ func (s *Store) insertMarkers(ctx context.Context, markers []marker, version uin
 	befores, beforeAsOfs := make([][][]uint64, n), make([][]int64, n)
 	for i, m := range markers {
 		topics[i], parts[i] = m.stream.Topic, m.stream.Partition
-		epochs[i], asOfs[i], versions[i] = version>>32, m.asOf, version
+		epochs[i], asOfs[i], versions[i] = s.epoch, m.asOf, version(s.epoch, m.asOf)
 		hours[i], tables[i], keys[i], befores[i], beforeAsOfs[i] = m.hours, m.tables, m.keys, m.befores, m.asOfs
 	}
 	names := []string{"kafka_topic", "kafka_partition", "epoch", "as_of", "hours", "cell_tables", "cell_keys", "befores", "before_as_ofs", "version"}
@@ -778,11 +782,7 @@ func (s *Store) insertColumns(ctx context.Context, table string, names []string,
 
 // insertRows writes rows into t, column by column. The rollup tables have no partition key, so
 // one INSERT takes rows of any hours.
-func (s *Store) insertRows(ctx context.Context, t *Table, rows []rowOut, version uint64) error {
-	return s.insertChunk(ctx, t, rows, version)
-}
-
-func (s *Store) insertChunk(ctx context.Context, t *Table, rows []rowOut, version uint64) error {
+func (s *Store) insertRows(ctx context.Context, t *Table, rows []rowOut) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -803,7 +803,7 @@ func (s *Store) insertChunk(ctx context.Context, t *Table, rows []rowOut, versio
 		measures[i] = make([]uint64, n)
 	}
 	arrays := make([][]uint64, n)
-	asOf, versions := make([]int64, n), make([]uint64, n)
+	versions := make([]uint64, n)
 	for r, row := range rows {
 		topics[r], parts[r], hours[r] = row.stream.Topic, row.stream.Partition, row.key.hour()
 		vals, err := row.key.decode(t)
@@ -822,7 +822,7 @@ func (s *Store) insertChunk(ctx context.Context, t *Table, rows []rowOut, versio
 			measures[i][r] = row.vals[i]
 		}
 		arrays[r] = row.vals[len(t.Measures):]
-		asOf[r], versions[r] = row.asOf, version
+		versions[r] = version(s.epoch, row.asOf)
 	}
 	cols := []any{topics, parts, hours}
 	cols = append(cols, dims...)
@@ -838,8 +838,9 @@ func (s *Store) insertChunk(ctx context.Context, t *Table, rows []rowOut, versio
 		cols = append(cols, arrays)
 		names = append(names, t.Array)
 	}
-	// before and before_as_of (migration 0015) keep their defaults: the marker holds them.
-	cols = append(cols, asOf, versions)
-	names = append(names, "as_of", "version")
+	// as_of, before and before_as_of (migration 0015) keep their defaults: the version holds
+	// the offset, the marker the totals replaced.
+	cols = append(cols, versions)
+	names = append(names, "version")
 	return s.insertColumns(ctx, t.Name, names, cols)
 }

@@ -465,11 +465,11 @@ func TestTheTotalsReplacedLiveInTheMarkerNotTheRows(t *testing.T) {
 	compare(t, env.ClickHouse, logs, map[rollup.Stream]int{streams[0]: 1500, streams[1]: 1500}, "after three batches")
 	for _, tbl := range rollup.Tables() {
 		var rows, carrying uint64
-		if err := env.ClickHouse.QueryRow(ctx, "SELECT count(), countIf(notEmpty(before) OR before_as_of != 0) FROM "+tbl.Name).Scan(&rows, &carrying); err != nil {
+		if err := env.ClickHouse.QueryRow(ctx, "SELECT count(), countIf(notEmpty(before) OR before_as_of != 0 OR as_of != 0) FROM "+tbl.Name).Scan(&rows, &carrying); err != nil {
 			t.Fatal(err)
 		}
 		if rows == 0 || carrying != 0 {
-			t.Errorf("%s: %d of %d rows carry before totals", tbl.Name, carrying, rows)
+			t.Errorf("%s: %d of %d rows carry before totals or an as_of beside their version", tbl.Name, carrying, rows)
 		}
 	}
 	if err := env.ClickHouse.Exec(ctx, "OPTIMIZE TABLE mcpulse.rollup_batches FINAL"); err != nil {
@@ -597,8 +597,9 @@ func TestMarkersOfOldGenerationsAreDropped(t *testing.T) {
 }
 
 // TestABatchMarkedBeforeTheMarkersCarriedCellsIsReset: data written before migration 0035
-// (rows carrying their before totals, markers in rollup_writes) is still recovered: a new
-// owner resets a cell a batch stored beyond the committed offset, and counts its replay once.
+// (rows carrying their before totals, versions epoch<<32 | sequence, markers in rollup_writes)
+// is still recovered: a new owner resets a cell a batch stored beyond the committed offset,
+// and counts its replay once.
 func TestABatchMarkedBeforeTheMarkersCarriedCellsIsReset(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := context.Background()
@@ -606,49 +607,53 @@ func TestABatchMarkedBeforeTheMarkersCarriedCellsIsReset(t *testing.T) {
 	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
 	tc := &rollup.ToolCall{Timestamp: t0, Tool: "a", Source: "reported"}
 	log := []event{{tc}, {tc}, {tc}, {tc}}
-	var a rollup.Adder
-	old := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
-	if err := old.Begin(ctx, map[rollup.Stream]int64{s: 0}); err != nil {
+	// Two batches of two events as the consumer wrote them before migration 0035, the second
+	// never committed: the $mcp_tool_call count of the hour, 2 as of offset 2, then 4 as of 4.
+	legacy := func(seq uint64, events, asOf, before, beforeAsOf int) {
+		t.Helper()
+		version := uint64(7)<<32 | seq
+		if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)
+SELECT 'mcp_tool_calls', 0, ?, [toDateTime(?, 'UTC')], ?`, asOf, t0.Unix(), version); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.events_by_name_hourly (kafka_topic, kafka_partition, hour, event, events,
+as_of, before, before_as_of, version) SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), '$mcp_tool_call', ?, ?, [toUInt64(?)], ?, ?`,
+			t0.Unix(), events, asOf, before, beforeAsOf, version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacy(1, 2, 2, 0, 0)
+	legacy(2, 4, 4, 2, 2)
+	if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', 7, now()"); err != nil {
 		t.Fatal(err)
 	}
-	b := old.NewBatch()
-	feed(b, &a, s, log, 0, 2)
-	w, err := old.Prepare(ctx, b)
+	count := func(when string, want uint64) {
+		t.Helper()
+		var n uint64
+		if err := env.ClickHouse.QueryRow(ctx, "SELECT sum(events) FROM mcpulse.v_events_by_name_hourly").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("%s: %d tool calls counted, want %d", when, n, want)
+		}
+	}
+	count("before the takeover", 4)
+	owner := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+	if err := owner.Begin(ctx, map[rollup.Stream]int64{s: 2}); err != nil {
+		t.Fatal(err)
+	}
+	count("after the reset", 2)
+	var a rollup.Adder
+	b := owner.NewBatch()
+	feed(b, &a, s, log, 2, 4)
+	w, err := owner.Prepare(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Insert(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// As if the first batch was written before migration 0035 (its marker was in
-	// rollup_writes), and then the second one, never committed: its events_by_name row
-	// carries the committed total (2, as of offset 2) as its before.
-	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_batches"); err != nil {
-		t.Fatal(err)
-	}
-	version := old.Epoch()<<32 | 2
-	if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)
-SELECT 'mcp_tool_calls', 0, 4, [toDateTime(?, 'UTC')], ?`, t0.Unix(), version); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.events_by_name_hourly (kafka_topic, kafka_partition, hour, event, events,
-as_of, before, before_as_of, version) SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), '$mcp_tool_call', 4, 4, [2], 2, ?`, t0.Unix(), version); err != nil {
-		t.Fatal(err)
-	}
-	owner := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
-	if err := owner.Begin(ctx, map[rollup.Stream]int64{s: 2}); err != nil {
-		t.Fatal(err)
-	}
-	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 2}, "after the reset")
-	b = owner.NewBatch()
-	feed(b, &a, s, log, 2, 4)
-	if w, err = owner.Prepare(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Insert(ctx); err != nil {
-		t.Fatal(err)
-	}
-	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 4}, "after the replay")
+	count("after the replay", 4)
 }
 
 // TestDurationBucketBoundsAreTheViewsBounds: the Go list and the SQL view are one definition.

@@ -26,8 +26,14 @@ var sqlRules = []struct {
 // partitionBy finds a table's partition key expression.
 var partitionBy = regexp.MustCompile(`(?i)\bPARTITION\s+BY\s+(\S+)`)
 
+// oneValuePerInsert are the partition keys other than a UTC month whose table's writers put
+// one value of the key in every INSERT, so no insert spans more than one partition.
+var oneValuePerInsert = map[string]string{
+	"intDiv(epoch,": "rollup_batches: every INSERT is one batch's markers, of one epoch",
+}
+
 // Every SQL file of the module keeps the rules, comments aside; every partition key is a UTC
-// month.
+// month, or one of oneValuePerInsert.
 func TestSQLKeepsCurrentClickHouseRules(t *testing.T) {
 	root := filepath.Join("..", "..")
 	var files []string
@@ -49,7 +55,7 @@ func TestSQLKeepsCurrentClickHouseRules(t *testing.T) {
 		}
 		text := comment.ReplaceAllString(string(data), "")
 		for _, m := range partitionBy.FindAllStringSubmatchIndex(text, -1) {
-			if !strings.HasPrefix(text[m[2]:m[3]], "toYYYYMM(") {
+			if _, ok := oneValuePerInsert[text[m[2]:m[3]]]; !ok && !strings.HasPrefix(text[m[2]:m[3]], "toYYYYMM(") {
 				line := strings.Count(text[:m[0]], "\n") + 1
 				t.Errorf("%s:%d: partition key %s: the writers keep each INSERT within migrations.MaxPartitionsPerInsert UTC months (current releases refuse more partitions per insert), so another key needs its writers changed first", strings.TrimPrefix(f, root+"/"), line, text[m[2]:m[3]])
 			}
