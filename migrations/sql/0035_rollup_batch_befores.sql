@@ -9,7 +9,14 @@
 -- writes the table (cell_tables), the cell's dimensions (cell_keys: the consumer's own
 -- encoding, package consumers/rollup), the totals the batch replaces (befores: measures in
 -- column order, then the array measure's elements) and the offset they are as of
--- (before_as_ofs). version is the batch's rows' version; epoch its high 32 bits.
+-- (before_as_ofs). version is the version of the batch's rows in that partition.
+--
+-- Row versions change with it: bit 63 set, then 23 bits of epoch, then 40 bits of the offset
+-- the row's totals are as of, which the row's as_of column no longer repeats (it is left 0).
+-- Versions of rows written before this migration (epoch << 32 | sequence) lack bit 63, so
+-- every later row supersedes them, and their as_of still holds their offset. As measured on
+-- the benchmark's 10M events over 24 hours, the previous totals and the two per-row offsets
+-- made 57% of the rollups' bytes after merges.
 --
 -- ReplacingMergeTree(version) over (partition, epoch) keeps each generation's newest batch
 -- per partition: the one batch a member of that generation may have stored but not committed,
