@@ -191,8 +191,11 @@ func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
 const batchBlockEpochs = 1024
 
 // dropOldBatches drops the blocks of rollup_batches whose markers are from epochs more than
-// one block older than this generation's: every owner of a partition since then recovered it
-// at Begin, so no reset needs them, and no member of those generations still writes.
+// one block (1,024 epochs) older than this generation's block. Every member takes an epoch at
+// each generation, so since such a marker every partition's owner recovered it at Begin in
+// generation after generation: no reset needs it, and no member of its generation still
+// writes. (This holds while a group has fewer than 1,024 members, so that one generation
+// cannot take a whole block of epochs while another member has yet to begin.)
 func (s *Store) dropOldBatches(ctx context.Context) error {
 	keep := s.epoch / batchBlockEpochs
 	if keep < 2 {
