@@ -109,7 +109,14 @@ type Store struct {
 	// batches caches the cells of batches of older generations whose late rows a load found,
 	// by stream and version (reset by Begin).
 	batches map[batchID]batchCells
+	// missing: when a load first found a late row whose batch marker it could not read, by
+	// batch (reset by Begin).
+	missing map[batchID]time.Time
 }
+
+// MarkerWait is how long a member waits for the batch marker of a late row it can see (a
+// replica may copy the row before the marker) before it continues from the row's totals.
+var MarkerWait = 2 * time.Minute
 
 // batchID names one batch's marker: its stream and its rows' version.
 type batchID struct {
@@ -168,6 +175,7 @@ func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
 	s.published.Store(0)
 	s.committed = committed
 	s.batches = map[batchID]batchCells{}
+	s.missing = map[batchID]time.Time{}
 	var newest uint64
 	if err := s.conn.QueryRow(ctx, mcsql.Rollup("epoch_newest")).Scan(&newest); err != nil {
 		return fmt.Errorf("rollups: newest epoch: %w", err)
@@ -321,8 +329,7 @@ func (s *Store) batch(ctx context.Context, st Stream, v uint64) (batchCells, err
 	)
 	err := s.conn.QueryRow(ctx, mcsql.Rollup("batch_cells"), st.Topic, st.Partition, v).Scan(&tables, &keys, &befores, &asOfs)
 	if errors.Is(err, sql.ErrNoRows) {
-		s.batches[id] = nil
-		return nil, nil
+		return nil, nil // not cached: on a cluster it may yet arrive from the writer's replica
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rollups: batch marker %d of %s: %w", v, st, err)
@@ -678,8 +685,11 @@ func (s *Store) load(ctx context.Context, st Stream, t *Table, hours []time.Time
 
 // lateRowBefore returns the totals the late row r of cell key (table t, stream st) replaced:
 // from the row itself when it carries them (written before migration 0035), else from its
-// batch's marker, which is stored before any row of the batch. Without either (the marker's
-// block was dropped, over 1,024 generations later) it logs the loss and keeps the row's totals.
+// batch's marker, which is stored before any row of the batch. On a cluster the row may reach
+// this member's replica before the marker: while the marker's block cannot have been dropped it
+// returns an error (Prepare is retried) for up to MarkerWait. Past that, or when the marker's
+// block may have been dropped (over 1,024 generations later), it logs the loss and keeps the
+// row's totals.
 func (s *Store) lateRowBefore(ctx context.Context, st Stream, t *Table, key Key, r loaded) (before, error) {
 	if r.legacyBefore {
 		return before{vals: r.before, asOf: r.beforeAsOf}, nil
@@ -690,6 +700,23 @@ func (s *Store) lateRowBefore(ctx context.Context, st Stream, t *Table, key Key,
 	}
 	if b, ok := cells[t.Name][key]; ok {
 		return b, nil
+	}
+	if cells == nil && r.version&versionFlag != 0 {
+		// The marker is stored before any row of its batch, but a ClickHouse replica copies
+		// each table on its own: the row may have reached this member's replica before its
+		// marker. Its totals count the uncommitted batch, so wait for the marker (Prepare
+		// fails and is retried), unless its block may have been dropped or it stays missing.
+		epoch := r.version &^ versionFlag >> asOfBits
+		id := batchID{st, r.version}
+		first, seen := s.missing[id]
+		if !seen {
+			first = time.Now()
+			s.missing[id] = first
+		}
+		if epoch/batchBlockEpochs+1 >= s.epoch/batchBlockEpochs && time.Since(first) < MarkerWait {
+			return before{}, fmt.Errorf("rollups: %s: a late row of %s (version %d) is visible before its batch marker; retrying until the marker arrives",
+				t.Name, st, r.version)
+		}
 	}
 	s.log.Error("rollups: a late row of an older generation has no batch marker; continuing from its totals",
 		"table", t.Name, "stream", st.String(), "as_of", r.asOf, "version", r.version)
