@@ -191,7 +191,12 @@ func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
 	if err := s.recover(ctx); err != nil {
 		return err
 	}
-	return s.dropOldBatches(ctx)
+	// Housekeeping: a failure (a user without the ALTER privilege, a busy table) leaves old
+	// markers behind for a later Begin, and must not stop the generation's rollups.
+	if err := s.dropOldBatches(ctx); err != nil {
+		s.log.Warn("rollups: old batch markers not dropped", "err", err)
+	}
+	return nil
 }
 
 // batchBlockEpochs is how many epochs one block of rollup_batches holds (its PARTITION BY

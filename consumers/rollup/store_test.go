@@ -731,3 +731,51 @@ func TestALateRowSeenBeforeItsMarker(t *testing.T) {
 	}
 	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 4}, "after the late rows and their marker")
 }
+
+// refuseDrops is a ClickHouse connection whose user may not drop partitions (a consumer user
+// granted SELECT and INSERT only).
+type refuseDrops struct{ driver.Conn }
+
+func (c refuseDrops) Exec(ctx context.Context, query string, args ...any) error {
+	if strings.Contains(query, "DROP PARTITION") {
+		return fmt.Errorf("code: 497, message: Not enough privileges (simulated)")
+	}
+	return c.Conn.Exec(ctx, query, args...)
+}
+
+// TestAFailedDropOfOldMarkersDoesNotStopTheRollups: dropping the marker blocks of old
+// generations is housekeeping; when ClickHouse refuses it, Begin still succeeds and the batch
+// is counted (a failing Begin stops every commit of the member, and each retry takes an epoch).
+func TestAFailedDropOfOldMarkersDoesNotStopTheRollups(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	truncate(t, env.ClickHouse)
+	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_epochs"); err != nil {
+		t.Fatal(err)
+	}
+	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
+	log := genLog(rand.New(rand.NewPCG(7, 8)), 200)
+	var a rollup.Adder
+	for _, g := range []struct {
+		epoch    uint64
+		from, to int
+	}{{5, 0, 100}, {2048, 100, 200}} {
+		if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', ?, now()", g.epoch-1); err != nil {
+			t.Fatal(err)
+		}
+		store := rollup.NewStore(refuseDrops{env.ClickHouse}, rollup.Tables(), 1<<20, nil)
+		if err := store.Begin(ctx, map[rollup.Stream]int64{s: int64(g.from)}); err != nil {
+			t.Fatalf("Begin of epoch %d: %v", g.epoch, err)
+		}
+		b := store.NewBatch()
+		feed(b, &a, s, log, g.from, g.to)
+		w, err := store.Prepare(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Insert(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 200}, "after a refused drop")
+}
