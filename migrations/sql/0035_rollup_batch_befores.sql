@@ -14,7 +14,9 @@
 -- Row versions change with it: bit 63 set, then 23 bits of epoch, then 40 bits of the offset
 -- the row's totals are as of, which the row's as_of column no longer repeats (it is left 0).
 -- Versions of rows written before this migration (epoch << 32 | sequence) lack bit 63, so
--- every later row supersedes them, and their as_of still holds their offset. As measured on
+-- every later row supersedes them, and their as_of still holds their offset. Consumers of
+-- both forms must not share a consumer group (docs/pipeline.md, "Upgrading across migration
+-- 0035"): stop the old release before the new one starts. As measured on
 -- the benchmark's 10M events over 24 hours, the previous totals and the two per-row offsets
 -- made 57% of the rollups' bytes after merges.
 --
