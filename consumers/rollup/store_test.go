@@ -656,6 +656,52 @@ as_of, before, before_as_of, version) SELECT 'mcp_tool_calls', 0, toDateTime(?, 
 	count("after the replay", 4)
 }
 
+// TestALateRowWrittenBeforeTheMarkersCarriedCellsIsNotABase: a previous owner of the release
+// before migration 0035 (rows carrying their before totals, no batch marker) whose insert lands
+// after the takeover: the new owner continues from the committed total the row carries.
+func TestALateRowWrittenBeforeTheMarkersCarriedCellsIsNotABase(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	truncate(t, env.ClickHouse)
+	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
+	tc := &rollup.ToolCall{Timestamp: t0, Tool: "a", Source: "reported"}
+	log := []event{{tc}, {tc}, {tc}, {tc}}
+	legacyRow := func(seq uint64, events, asOf, before, beforeAsOf int) {
+		t.Helper()
+		if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.events_by_name_hourly (kafka_topic, kafka_partition, hour, event, events,
+as_of, before, before_as_of, version) SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), '$mcp_tool_call', ?, ?, [toUInt64(?)], ?, ?`,
+			t0.Unix(), events, asOf, before, beforeAsOf, uint64(7)<<32|seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacyRow(1, 2, 2, 0, 0) // committed at offset 2
+	if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', 7, now()"); err != nil {
+		t.Fatal(err)
+	}
+	owner := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
+	if err := owner.Begin(ctx, map[rollup.Stream]int64{s: 2}); err != nil {
+		t.Fatal(err)
+	}
+	legacyRow(2, 4, 4, 2, 2) // the previous owner's next batch, landing after the takeover
+	var a rollup.Adder
+	b := owner.NewBatch()
+	feed(b, &a, s, log, 2, 4)
+	w, err := owner.Prepare(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Insert(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	if err := env.ClickHouse.QueryRow(ctx, "SELECT sum(events) FROM mcpulse.v_events_by_name_hourly").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Errorf("after the replay: %d tool calls counted, want 4", n)
+	}
+}
+
 // TestDurationBucketBoundsAreTheViewsBounds: the Go list and the SQL view are one definition.
 func TestDurationBucketBoundsAreTheViewsBounds(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
