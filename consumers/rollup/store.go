@@ -181,11 +181,11 @@ func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
 		return fmt.Errorf("rollups: newest epoch: %w", err)
 	}
 	epoch := newest + 1
-	if err := s.conn.Exec(ctx, mcsql.Rollup("epoch_take"), epoch); err != nil {
-		return fmt.Errorf("rollups: take epoch %d: %w", epoch, err)
-	}
 	if epoch > maxEpoch {
 		return fmt.Errorf("rollups: epoch %d is beyond the versions' %d bits of epoch", epoch, epochBits)
+	}
+	if err := s.conn.Exec(ctx, mcsql.Rollup("epoch_take"), epoch); err != nil {
+		return fmt.Errorf("rollups: take epoch %d: %w", epoch, err)
 	}
 	s.epoch = epoch
 	if err := s.recover(ctx); err != nil {
@@ -203,6 +203,12 @@ func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
 // intDiv(epoch, 1024), migration 0035).
 const batchBlockEpochs = 1024
 
+// oldestKeptBlock is the oldest block of rollup_batches a member of epoch current keeps: the
+// block before its own (dropOldBatches drops the older ones).
+func oldestKeptBlock(current uint64) uint64 {
+	return max(current/batchBlockEpochs, 1) - 1
+}
+
 // dropOldBatches drops the blocks of rollup_batches whose markers are from epochs more than
 // one block (1,024 epochs) older than this generation's block. Every member takes an epoch at
 // each generation, so since such a marker every partition's owner recovered it at Begin in
@@ -210,11 +216,11 @@ const batchBlockEpochs = 1024
 // writes. (This holds while a group has fewer than 1,024 members, so that one generation
 // cannot take a whole block of epochs while another member has yet to begin.)
 func (s *Store) dropOldBatches(ctx context.Context) error {
-	keep := s.epoch / batchBlockEpochs
-	if keep < 2 {
+	keep := oldestKeptBlock(s.epoch)
+	if keep == 0 {
 		return nil
 	}
-	rows, err := s.conn.Query(ctx, mcsql.Rollup("batches_old_blocks"), keep-1)
+	rows, err := s.conn.Query(ctx, mcsql.Rollup("batches_old_blocks"), keep)
 	if err != nil {
 		return fmt.Errorf("rollups: old batch markers: %w", err)
 	}
@@ -304,7 +310,7 @@ func (s *Store) recover(ctx context.Context) error {
 					s.log.Error("rollups: a cell's previous total is beyond the committed offset too; resetting it to that total",
 						"table", t.Name, "stream", st.String(), "committed", c, "before_as_of", b.asOf)
 				}
-				resets = append(resets, rowOut{stream: st, key: key, vals: b.vals, asOf: b.asOf, before: b.vals, beforeAsOf: b.asOf})
+				resets = append(resets, rowOut{stream: st, key: key, vals: b.vals, asOf: b.asOf})
 			}
 			if len(resets) == 0 {
 				continue
@@ -396,7 +402,7 @@ func (s *Store) recoverLegacy(ctx context.Context, names []string, marked map[St
 		for _, t := range s.tables {
 			var resets []rowOut
 			err := s.query(ctx, t, "in_flight", st, hours, []any{c}, func(key Key, r loaded) error {
-				resets = append(resets, rowOut{stream: st, key: key, vals: r.before, asOf: r.beforeAsOf, before: r.before, beforeAsOf: r.beforeAsOf})
+				resets = append(resets, rowOut{stream: st, key: key, vals: r.before, asOf: r.beforeAsOf})
 				return nil
 			})
 			if err != nil {
@@ -718,7 +724,7 @@ func (s *Store) lateRowBefore(ctx context.Context, st Stream, t *Table, key Key,
 			first = time.Now()
 			s.missing[id] = first
 		}
-		if epoch/batchBlockEpochs+1 >= s.epoch/batchBlockEpochs && time.Since(first) < MarkerWait {
+		if epoch/batchBlockEpochs >= oldestKeptBlock(s.epoch) && time.Since(first) < MarkerWait {
 			return before{}, fmt.Errorf("rollups: %s: a late row of %s (version %d) is visible before its batch marker; retrying until the marker arrives",
 				t.Name, st, r.version)
 		}

@@ -19,7 +19,7 @@
 // derives a cell differently — the ignored keys a tool call's served schema yields depend on
 // the schemas seen — must not leave the first attempt's count behind) and continues from
 // there. The rows themselves carry no previous totals, so after merges a cell costs one row of
-// its dimensions, measures, as_of and version; the markers keep one batch per partition and
+// its dimensions, measures and version; the markers keep one batch per partition and
 // generation.
 //
 // A row's version is its epoch and the offset its totals are as of (version): every member
