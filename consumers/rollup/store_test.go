@@ -394,43 +394,79 @@ func TestReplayAfterAPartialInsert(t *testing.T) {
 // after the new owner recovered it (its insert was in flight); the new owner, loading that cell,
 // continues from the committed total the row carries as `before`, not from the row's total.
 func TestALateRowOfAnOlderGenerationIsNotABase(t *testing.T) {
+	sc := newTakeover(t)
+	if err := sc.late.Insert(sc.ctx); err != nil {
+		t.Fatal(err)
+	}
+	sc.write(t, sc.owner, 2, 4).insert(t)
+	compare(t, sc.ch, map[rollup.Stream][]event{sc.s: sc.log}, map[rollup.Stream]int{sc.s: 4}, "after the late row")
+}
+
+// takeover is a partition's log of four tool calls whose first owner wrote offsets [0, 2),
+// committed them, and prepared [2, 3) (late) but had not inserted it when a new owner began at
+// committed offset 2.
+type takeover struct {
+	ctx   context.Context
+	ch    driver.Conn
+	s     rollup.Stream
+	log   []event
+	a     rollup.Adder
+	owner *rollup.Store
+	late  *rollup.Write
+}
+
+func newTakeover(t *testing.T) *takeover {
+	sc := newPartition(t)
+	old := sc.begin(t, 0)
+	sc.write(t, old, 0, 2).insert(t)
+	sc.late = sc.write(t, old, 2, 3).w
+	sc.owner = sc.begin(t, 2)
+	return sc
+}
+
+// newPartition is a partition's log of four tool calls of one hour, on empty rollups.
+func newPartition(t *testing.T) *takeover {
 	env := testenv.New(t, testenv.Options{})
-	ctx := context.Background()
 	truncate(t, env.ClickHouse)
-	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
 	tc := &rollup.ToolCall{Timestamp: t0, Tool: "a", Source: "reported"}
-	log := []event{{tc}, {tc}, {tc}, {tc}}
-	var a rollup.Adder
-	old := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
-	if err := old.Begin(ctx, map[rollup.Stream]int64{s: 0}); err != nil {
+	sc := &takeover{ctx: context.Background(), ch: env.ClickHouse, s: rollup.Stream{Topic: "mcp_tool_calls", Partition: 0},
+		log: []event{{tc}, {tc}, {tc}, {tc}}}
+	return sc
+}
+
+// begin starts a store's generation at committed offset c.
+func (sc *takeover) begin(t *testing.T, c int64) *rollup.Store {
+	t.Helper()
+	st := rollup.NewStore(sc.ch, rollup.Tables(), 1<<20, nil)
+	if err := st.Begin(sc.ctx, map[rollup.Stream]int64{sc.s: c}); err != nil {
 		t.Fatal(err)
 	}
-	b := old.NewBatch()
-	feed(b, &a, s, log, 0, 2)
-	w, _ := old.Prepare(ctx, b)
-	if err := w.Insert(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b = old.NewBatch()
-	feed(b, &a, s, log, 2, 3)
-	late, _ := old.Prepare(ctx, b) // prepared; its insert lands after the takeover
-	owner := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
-	if err := owner.Begin(ctx, map[rollup.Stream]int64{s: 2}); err != nil {
-		t.Fatal(err)
-	}
-	if err := late.Insert(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b = owner.NewBatch()
-	feed(b, &a, s, log, 2, 4)
-	w, err := owner.Prepare(ctx, b)
+	return st
+}
+
+// prepared is a Write with the context and batch to insert it again.
+type prepared struct {
+	sc *takeover
+	w  *rollup.Write
+}
+
+// write prepares offsets [from, to) of the log in st.
+func (sc *takeover) write(t *testing.T, st *rollup.Store, from, to int) prepared {
+	t.Helper()
+	b := st.NewBatch()
+	feed(b, &sc.a, sc.s, sc.log, from, to)
+	w, err := st.Prepare(sc.ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Insert(ctx); err != nil {
+	return prepared{sc, w}
+}
+
+func (p prepared) insert(t *testing.T) {
+	t.Helper()
+	if err := p.w.Insert(p.sc.ctx); err != nil {
 		t.Fatal(err)
 	}
-	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 4}, "after the late row")
 }
 
 // TestTheTotalsReplacedLiveInTheMarkerNotTheRows: after batches of two partitions, no rollup
@@ -601,104 +637,75 @@ func TestMarkersOfOldGenerationsAreDropped(t *testing.T) {
 // is still recovered: a new owner resets a cell a batch stored beyond the committed offset,
 // and counts its replay once.
 func TestABatchMarkedBeforeTheMarkersCarriedCellsIsReset(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	ctx := context.Background()
-	truncate(t, env.ClickHouse)
-	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
-	tc := &rollup.ToolCall{Timestamp: t0, Tool: "a", Source: "reported"}
-	log := []event{{tc}, {tc}, {tc}, {tc}}
+	sc := newLegacy(t)
 	// Two batches of two events as the consumer wrote them before migration 0035, the second
 	// never committed: the $mcp_tool_call count of the hour, 2 as of offset 2, then 4 as of 4.
-	legacy := func(seq uint64, events, asOf, before, beforeAsOf int) {
-		t.Helper()
-		version := uint64(7)<<32 | seq
-		if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)
-SELECT 'mcp_tool_calls', 0, ?, [toDateTime(?, 'UTC')], ?`, asOf, t0.Unix(), version); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.events_by_name_hourly (kafka_topic, kafka_partition, hour, event, events,
-as_of, before, before_as_of, version) SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), '$mcp_tool_call', ?, ?, [toUInt64(?)], ?, ?`,
-			t0.Unix(), events, asOf, before, beforeAsOf, version); err != nil {
-			t.Fatal(err)
-		}
-	}
-	legacy(1, 2, 2, 0, 0)
-	legacy(2, 4, 4, 2, 2)
-	if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', 7, now()"); err != nil {
-		t.Fatal(err)
-	}
-	count := func(when string, want uint64) {
-		t.Helper()
-		var n uint64
-		if err := env.ClickHouse.QueryRow(ctx, "SELECT sum(events) FROM mcpulse.v_events_by_name_hourly").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != want {
-			t.Errorf("%s: %d tool calls counted, want %d", when, n, want)
-		}
-	}
-	count("before the takeover", 4)
-	owner := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
-	if err := owner.Begin(ctx, map[rollup.Stream]int64{s: 2}); err != nil {
-		t.Fatal(err)
-	}
-	count("after the reset", 2)
-	var a rollup.Adder
-	b := owner.NewBatch()
-	feed(b, &a, s, log, 2, 4)
-	w, err := owner.Prepare(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Insert(ctx); err != nil {
-		t.Fatal(err)
-	}
-	count("after the replay", 4)
+	sc.marker(t, 1, 2)
+	sc.row(t, 1, 2, 2, 0, 0)
+	sc.marker(t, 2, 4)
+	sc.row(t, 2, 4, 4, 2, 2)
+	sc.counted(t, "before the takeover", 4)
+	owner := sc.begin(t, 2)
+	sc.counted(t, "after the reset", 2)
+	sc.write(t, owner, 2, 4).insert(t)
+	sc.counted(t, "after the replay", 4)
 }
 
 // TestALateRowWrittenBeforeTheMarkersCarriedCellsIsNotABase: a previous owner of the release
 // before migration 0035 (rows carrying their before totals, no batch marker) whose insert lands
 // after the takeover: the new owner continues from the committed total the row carries.
 func TestALateRowWrittenBeforeTheMarkersCarriedCellsIsNotABase(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	ctx := context.Background()
-	truncate(t, env.ClickHouse)
-	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
-	tc := &rollup.ToolCall{Timestamp: t0, Tool: "a", Source: "reported"}
-	log := []event{{tc}, {tc}, {tc}, {tc}}
-	legacyRow := func(seq uint64, events, asOf, before, beforeAsOf int) {
-		t.Helper()
-		if err := env.ClickHouse.Exec(ctx, `INSERT INTO mcpulse.events_by_name_hourly (kafka_topic, kafka_partition, hour, event, events,
+	sc := newLegacy(t)
+	sc.row(t, 1, 2, 2, 0, 0) // committed at offset 2
+	owner := sc.begin(t, 2)
+	sc.row(t, 2, 4, 4, 2, 2) // the previous owner's next batch, landing after the takeover
+	sc.write(t, owner, 2, 4).insert(t)
+	sc.counted(t, "after the replay", 4)
+}
+
+// legacyEpoch is the epoch of the rows newLegacy's scenarios write as the release before
+// migration 0035 did.
+const legacyEpoch = 7
+
+// newLegacy is a partition's log of four tool calls on empty rollups whose newest epoch is
+// legacyEpoch; its row and marker methods write what that release's consumer wrote.
+func newLegacy(t *testing.T) *takeover {
+	sc := newPartition(t)
+	if err := sc.ch.Exec(sc.ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', ?, now()", legacyEpoch); err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// row writes the hour's $mcp_tool_call count of batch seq as that release did: version
+// epoch<<32 | seq, its as_of, and the totals it replaced.
+func (sc *takeover) row(t *testing.T, seq uint64, events, asOf, before, beforeAsOf int) {
+	t.Helper()
+	if err := sc.ch.Exec(sc.ctx, `INSERT INTO mcpulse.events_by_name_hourly (kafka_topic, kafka_partition, hour, event, events,
 as_of, before, before_as_of, version) SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), '$mcp_tool_call', ?, ?, [toUInt64(?)], ?, ?`,
-			t0.Unix(), events, asOf, before, beforeAsOf, uint64(7)<<32|seq); err != nil {
-			t.Fatal(err)
-		}
-	}
-	legacyRow(1, 2, 2, 0, 0) // committed at offset 2
-	if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', 7, now()"); err != nil {
+		t0.Unix(), events, asOf, before, beforeAsOf, uint64(legacyEpoch)<<32|seq); err != nil {
 		t.Fatal(err)
 	}
-	owner := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
-	if err := owner.Begin(ctx, map[rollup.Stream]int64{s: 2}); err != nil {
+}
+
+// marker writes batch seq's marker in rollup_writes as that release did.
+func (sc *takeover) marker(t *testing.T, seq uint64, asOf int) {
+	t.Helper()
+	if err := sc.ch.Exec(sc.ctx, `INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)
+SELECT 'mcp_tool_calls', 0, ?, [toDateTime(?, 'UTC')], ?`, asOf, t0.Unix(), uint64(legacyEpoch)<<32|seq); err != nil {
 		t.Fatal(err)
 	}
-	legacyRow(2, 4, 4, 2, 2) // the previous owner's next batch, landing after the takeover
-	var a rollup.Adder
-	b := owner.NewBatch()
-	feed(b, &a, s, log, 2, 4)
-	w, err := owner.Prepare(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Insert(ctx); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// counted checks the tool calls v_events_by_name_hourly counts.
+func (sc *takeover) counted(t *testing.T, when string, want uint64) {
+	t.Helper()
 	var n uint64
-	if err := env.ClickHouse.QueryRow(ctx, "SELECT sum(events) FROM mcpulse.v_events_by_name_hourly").Scan(&n); err != nil {
+	if err := sc.ch.QueryRow(sc.ctx, "SELECT sum(events) FROM mcpulse.v_events_by_name_hourly").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if n != 4 {
-		t.Errorf("after the replay: %d tool calls counted, want 4", n)
+	if n != want {
+		t.Errorf("%s: %d tool calls counted, want %d", when, n, want)
 	}
 }
 
@@ -730,36 +737,14 @@ func truncate(t *testing.T, ch driver.Conn) {
 // the uncommitted batch) as the committed ones: rows written before migration 0035 carried the
 // totals they replaced, so this interleaving counted once then.
 func TestALateRowSeenBeforeItsMarker(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	ctx := context.Background()
-	truncate(t, env.ClickHouse)
-	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
-	tc := &rollup.ToolCall{Timestamp: t0, Tool: "a", Source: "reported"}
-	log := []event{{tc}, {tc}, {tc}, {tc}}
-	var a rollup.Adder
-	old := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
-	if err := old.Begin(ctx, map[rollup.Stream]int64{s: 0}); err != nil {
-		t.Fatal(err)
-	}
-	b := old.NewBatch()
-	feed(b, &a, s, log, 0, 2)
-	w, _ := old.Prepare(ctx, b)
-	if err := w.Insert(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b = old.NewBatch()
-	feed(b, &a, s, log, 2, 3)
-	late, _ := old.Prepare(ctx, b) // stored on the old owner's replica, never committed
-	owner := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
-	if err := owner.Begin(ctx, map[rollup.Stream]int64{s: 2}); err != nil {
-		t.Fatal(err)
-	}
+	sc := newTakeover(t)
+	ctx, late, owner := sc.ctx, sc.late, sc.owner
 	// The rows reach the owner's replica first, the marker a moment later.
 	if err := rollup.InsertPartly(ctx, late, "rows only"); err != nil {
 		t.Fatal(err)
 	}
-	b = owner.NewBatch()
-	feed(b, &a, s, log, 2, 4)
+	b := owner.NewBatch()
+	feed(b, &sc.a, sc.s, sc.log, 2, 4)
 	w, err := owner.Prepare(ctx, b)
 	if err != nil {
 		// Waiting for the marker (the consumer retries Prepare) is fine.
@@ -775,7 +760,7 @@ func TestALateRowSeenBeforeItsMarker(t *testing.T) {
 	if err := w.Insert(ctx); err != nil {
 		t.Fatal(err)
 	}
-	compare(t, env.ClickHouse, map[rollup.Stream][]event{s: log}, map[rollup.Stream]int{s: 4}, "after the late rows and their marker")
+	compare(t, sc.ch, map[rollup.Stream][]event{sc.s: sc.log}, map[rollup.Stream]int{sc.s: 4}, "after the late rows and their marker")
 }
 
 // refuseDrops is a ClickHouse connection whose user may not drop partitions (a consumer user
