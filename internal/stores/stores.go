@@ -60,6 +60,10 @@ func ParseBrokers(s string) ([]string, error) {
 	return list, nil
 }
 
+// DefaultClickHouseConns is the most connections OpenClickHouse keeps open to ClickHouse, all
+// of them kept when idle, unless the DSN sets max_open_conns (or max_idle_conns).
+const DefaultClickHouseConns = 8
+
 // OpenClickHouse connects over the native protocol (the HTTP protocol fails on 18.16:
 // DESIGN.md §4) and pings. dsn is clickhouse://user:password@host:port/database?options.
 func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
@@ -78,7 +82,15 @@ func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
 		opts.ReadTimeout = 60 * time.Second
 	}
 	if opts.MaxOpenConns == 0 {
-		opts.MaxOpenConns = 8
+		opts.MaxOpenConns = DefaultClickHouseConns
+	}
+	// Every connection a batch's concurrent inserts opened stays open for the next batch: the
+	// driver's default keeps 5 idle, so each batch of a consumer (several raw tables, then the
+	// rollup tables, each on its own connection) dialled and greeted the others again. With
+	// FreeBufOnConnRelease an idle connection holds no insert buffer. The DSN's max_idle_conns
+	// still wins.
+	if opts.MaxIdleConns == 0 {
+		opts.MaxIdleConns = opts.MaxOpenConns
 	}
 	// An idle connection would otherwise keep the buffer its largest insert grew (megabytes for
 	// a block of raw rows), on every connection concurrent inserts used: live heap that a

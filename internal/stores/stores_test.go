@@ -243,3 +243,34 @@ func TestOpenClickHouseNamesTheWantedDSNShape(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenClickHouseKeepsEveryConnectionIdle runs as many queries at once as the pool allows and
+// checks that each connection stays open once released, ready for the next batch's inserts.
+func TestOpenClickHouseKeepsEveryConnectionIdle(t *testing.T) {
+	s := stack.ForTest(t)
+	ctx := context.Background()
+	conn, err := stores.OpenClickHouse(ctx, s.ClickHouseDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if st := conn.Stats(); st.MaxIdleConns != stores.DefaultClickHouseConns || st.MaxOpenConns != stores.DefaultClickHouseConns {
+		t.Fatalf("pool = %+v, want %d open and idle", st, stores.DefaultClickHouseConns)
+	}
+	errs := make(chan error, stores.DefaultClickHouseConns)
+	for range stores.DefaultClickHouseConns {
+		go func() {
+			var one uint16
+			errs <- conn.QueryRow(ctx, "SELECT sleep(0.3) + 1").Scan(&one)
+		}()
+	}
+	for range stores.DefaultClickHouseConns {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := conn.Stats(); st.Idle != stores.DefaultClickHouseConns {
+		t.Errorf("after %d concurrent queries the pool keeps %d idle connections (%+v), want all %d",
+			stores.DefaultClickHouseConns, st.Idle, st, stores.DefaultClickHouseConns)
+	}
+}
