@@ -133,6 +133,83 @@ func toolsListRows(rs *Rows, ev *Event, _ RowContext) {
 	}
 }
 
+// servedSchemaKey is a row's key in mcpulse.served_tool_schemas (its ORDER BY).
+type servedSchemaKey struct{ server, version, tool, sha string }
+
+// CollapseServedSchemas returns the served-schema rows of one batch (rows, in batch order) with
+// each key of mcpulse.served_tool_schemas (server name, server version, tool, schema hash) kept
+// at most twice: the key's row with the earliest seen_at and its row with the latest seen_at,
+// or one row when they are the same. The rows kept stay in batch order, each with its own
+// event's uuid, description and seen_at, and with Truncated the largest of its key's rows. The
+// result shares rows' backing array, as slices.DeleteFunc does: rows is not to be used after.
+//
+// Why: a server version lists its tools on every session, so SDK traffic repeats the same
+// listing many times within a batch, each row carrying a whole input schema (kilobytes) that
+// the client encodes and ClickHouse reads only to fold into the same states. The view over
+// served_tool_schemas_in folds anyState(input_schema) (one text per hash), maxState(truncated),
+// minState(seen_at), maxState(seen_at) and argMaxState(description, seen_at); the rows kept
+// give the same states as all of them:
+//   - seen_at is compared as the DateTime column stores it, in whole seconds (Unix): two
+//     events of one second tie in ClickHouse, whatever their fractions.
+//   - among rows of equal seen_at, ClickHouse's argMax keeps the value it met first, so an
+//     insert of the whole batch gives the description of the first row, in batch order, of
+//     the latest second: that row is the one kept (and, for the earliest, the first row of
+//     the earliest second). Across inserts (other batches, or a batch cut by months), a tie on
+//     seen_at is settled by the order in which ClickHouse merges their states, with or without
+//     the collapse.
+//
+// A row dropped adds nothing to its key that the rows kept do not. Should ClickHouse refuse a
+// row kept for good, its event is dead-lettered as before; the events of the rows dropped are
+// counted stored.
+func CollapseServedSchemas(rows []ServedSchemaRow) []ServedSchemaRow {
+	if len(rows) < 2 {
+		return rows
+	}
+	// first and last index, per key in order of first appearance, the key's earliest and
+	// latest row; truncated the largest flag of its rows.
+	type span struct {
+		first, last int
+		truncated   uint8
+	}
+	at := make(map[servedSchemaKey]int, 64)
+	spans := make([]span, 0, 64)
+	for i := range rows {
+		r := &rows[i]
+		k := servedSchemaKey{r.ServerName, r.ServerVersion, r.ToolName, r.SchemaSHA256}
+		j, ok := at[k]
+		if !ok {
+			at[k] = len(spans)
+			spans = append(spans, span{first: i, last: i, truncated: r.Truncated})
+			continue
+		}
+		s := &spans[j]
+		sec := r.SeenAt.Unix()
+		if sec < rows[s.first].SeenAt.Unix() {
+			s.first = i
+		}
+		if sec > rows[s.last].SeenAt.Unix() {
+			s.last = i
+		}
+		s.truncated = max(s.truncated, r.Truncated)
+	}
+	if len(spans) == len(rows) {
+		return rows // no key repeats
+	}
+	keep := make([]bool, len(rows))
+	for _, s := range spans {
+		keep[s.first], keep[s.last] = true, true
+		rows[s.first].Truncated, rows[s.last].Truncated = s.truncated, s.truncated
+	}
+	out := rows[:0]
+	for i := range rows {
+		if keep[i] {
+			out = append(out, rows[i])
+		}
+	}
+	clear(rows[len(out):]) // let the schemas of the rows dropped go
+	return out
+}
+
 // Initialize holds a $mcp_initialize event: an MCP session's handshake.
 type Initialize struct {
 	Session

@@ -5,10 +5,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/mcpulse/mcpulse/ingest"
 )
@@ -291,5 +298,122 @@ func TestParseSDKPayloadsOfAnotherShape(t *testing.T) {
 	_, err := ingest.Parse(envelope(t, ingest.KindToolsList, nil, map[string]any{"$mcp_server_name": 1, "$mcp_listed_tool_names": []any{"a", 2}}))
 	if err == nil || !strings.Contains(err.Error(), "properties.$mcp_server_name: must be a string") || !strings.Contains(err.Error(), "properties.$mcp_listed_tool_names[1]: must be a string") {
 		t.Errorf("typed SDK properties: %v", err)
+	}
+}
+
+// servedRow is a served-schema row of event n, seen at second sec plus ms milliseconds past
+// 2026-11-20T10:00:00Z.
+func servedRow(n int, version, tool, sha string, sec, ms int, desc string, truncated uint8) ingest.ServedSchemaRow {
+	return ingest.ServedSchemaRow{
+		ServerName: "srv", ServerVersion: version, ToolName: tool, SchemaSHA256: sha, InputSchema: `{"type":"object","sha":"` + sha + `"}`,
+		Description: desc, Truncated: truncated, EventUUID: uuid.UUID{15: byte(n)},
+		SeenAt: time.Date(2026, 11, 20, 10, 0, sec, ms*int(time.Millisecond), time.UTC),
+	}
+}
+
+// servedState is what served_tool_schemas folds of one key's rows: any input_schema, argMax
+// description by seen_at (in whole seconds, as the DateTime column stores it; the first value
+// met wins a tie, as ClickHouse's argMax), max truncated, min and max seen_at.
+type servedState struct {
+	schema, description string
+	truncated           uint8
+	first, last         int64
+}
+
+// foldServed folds rows, in order, per key (server name, version, tool, schema hash).
+func foldServed(rows []ingest.ServedSchemaRow) map[[4]string]servedState {
+	out := map[[4]string]servedState{}
+	for _, r := range rows {
+		k := [4]string{r.ServerName, r.ServerVersion, r.ToolName, r.SchemaSHA256}
+		sec := r.SeenAt.Unix()
+		s, ok := out[k]
+		if !ok {
+			out[k] = servedState{schema: r.InputSchema, description: r.Description, truncated: r.Truncated, first: sec, last: sec}
+			continue
+		}
+		if sec > s.last {
+			s.last, s.description = sec, r.Description
+		}
+		s.first, s.truncated = min(s.first, sec), max(s.truncated, r.Truncated)
+		out[k] = s
+	}
+	return out
+}
+
+// A batch's served-schema rows keep at most two rows per key: the first row of its earliest
+// second and the first row of its latest second (one row when that is the same second), in
+// batch order, each its own event's, with the key's largest truncated flag.
+func TestCollapseServedSchemas(t *testing.T) {
+	rows := []ingest.ServedSchemaRow{
+		servedRow(1, "1.0", "t", "a", 5, 0, "d5", 0),
+		servedRow(2, "1.0", "t", "a", 2, 0, "d2", 0), // the earliest second's first row: kept
+		servedRow(3, "1.0", "u", "b", 4, 0, "only", 0),
+		servedRow(4, "1.0", "t", "a", 9, 100, "d9", 0), // the latest second's first row: kept
+		servedRow(5, "1.0", "t", "a", 2, 500, "d2 again", 1),
+		servedRow(6, "1.0", "w", "c", 3, 0, "c first", 0), // three rows of one second: this one kept
+		servedRow(7, "1.0", "t", "a", 9, 900, "d9 later in the second", 0),
+		servedRow(8, "1.0", "w", "c", 3, 200, "c second", 1),
+		servedRow(9, "1.0", "t", "a2", 1, 0, "other schema", 0),
+		servedRow(10, "1.1", "t", "a", 1, 0, "other version", 0),
+		servedRow(11, "1.0", "t", "a", 7, 0, "d7", 0),
+		servedRow(12, "1.0", "w", "c", 3, 999, "c third", 0),
+		servedRow(13, "1.0", "t", "a2", 0, 0, "other schema, earlier", 0),
+	}
+	want := foldServed(rows)
+	type kept struct {
+		event     byte
+		desc      string
+		truncated uint8
+	}
+	wantRows := []kept{{2, "d2", 1}, {3, "only", 0}, {4, "d9", 1}, {6, "c first", 1}, {9, "other schema", 0}, {10, "other version", 0}, {13, "other schema, earlier", 0}}
+
+	got := ingest.CollapseServedSchemas(slices.Clone(rows))
+	var gotRows []kept
+	for _, r := range got {
+		gotRows = append(gotRows, kept{r.EventUUID[15], r.Description, r.Truncated})
+		if orig := rows[r.EventUUID[15]-1]; !r.SeenAt.Equal(orig.SeenAt) || r.InputSchema != orig.InputSchema || r.ToolName != orig.ToolName {
+			t.Errorf("event %d: row %+v, its event's row %+v", r.EventUUID[15], r, orig)
+		}
+	}
+	if !slices.Equal(gotRows, wantRows) {
+		t.Errorf("rows kept %v, want %v", gotRows, wantRows)
+	}
+	if g := foldServed(got); !maps.Equal(g, want) {
+		t.Errorf("folded %v, want %v", g, want)
+	}
+
+	// No key repeated: the rows as they are.
+	if got := ingest.CollapseServedSchemas(slices.Clone(rows[:3])); len(got) != 3 || got[0].EventUUID != rows[0].EventUUID || got[2].EventUUID != rows[2].EventUUID {
+		t.Errorf("rows without repeats: %+v", got)
+	}
+}
+
+// On batches of random listings (few keys, seconds that tie often, random flags) the rows kept
+// fold to the same states as all the rows, with at most two rows per key.
+func TestCollapseServedSchemasFoldsAsAllRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		rows := make([]ingest.ServedSchemaRow, r.IntN(60))
+		for i := range rows {
+			rows[i] = servedRow(i, "1."+strconv.Itoa(r.IntN(2)), "t"+strconv.Itoa(r.IntN(3)), "s"+strconv.Itoa(r.IntN(2)),
+				r.IntN(5), r.IntN(1000), "d"+strconv.Itoa(i), uint8(r.IntN(8)/7))
+		}
+		want := foldServed(rows)
+		got := ingest.CollapseServedSchemas(slices.Clone(rows))
+		for k, g := range foldServed(got) {
+			if g != want[k] {
+				t.Fatalf("%v: folded %+v, want %+v", k, g, want[k])
+			}
+		}
+		if g := foldServed(got); len(g) != len(want) {
+			t.Fatalf("%d keys folded, want %d", len(g), len(want))
+		}
+		perKey := map[[4]string]int{}
+		for _, x := range got {
+			k := [4]string{x.ServerName, x.ServerVersion, x.ToolName, x.SchemaSHA256}
+			if perKey[k]++; perKey[k] > 2 {
+				t.Fatalf("more than two rows of %v", k)
+			}
+		}
 	}
 }
