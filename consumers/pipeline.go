@@ -29,8 +29,8 @@ import (
 // prepared is a fetched batch after prepare.
 type prepared struct {
 	msgs []kafka.Message
-	// rows are the raw rows of the valid events kept (ingest.Rows.Append); kept says which
-	// events they are.
+	// rows are the raw rows of the valid events kept (ingest.Rows.Append), the served schemas
+	// collapsed (ingest.CollapseServedSchemas); kept says which events they are.
 	rows ingest.Rows
 	kept []keptEvent
 	// responses are the invitation responses kept, for the suppression records; misuse the
@@ -254,6 +254,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 	if len(p.toolCallStreams) != len(p.rows.ToolCalls) {
 		panic("BUG: one tool-call row per tool call")
 	}
+	p.rows.ServedSchemas = ingest.CollapseServedSchemas(p.rows.ServedSchemas)
 	// The rows hold copies of what they need: the messages' bytes go with the last event that
 	// shares them (deriveMisuse's), not with the batch (a dead letter keeps its own payload).
 	for i := range msgs {

@@ -3,11 +3,20 @@ package consumers_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/consumers/chwrite"
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
@@ -154,5 +163,142 @@ func TestSDKToolCallsGetDerivedIgnoredKeys(t *testing.T) {
 	}
 	if g := got[uuidN(500)]; g != (derived{source: "schema", keys: "c", counted: "c", params: true}) {
 		t.Errorf("a call whose listing was read back from ClickHouse: %+v", g)
+	}
+}
+
+// servedInserts wraps the consumer's ClickHouse connection and counts the rows it sends to
+// served_tool_schemas_in.
+type servedInserts struct {
+	driver.Conn
+	rows atomic.Int64
+}
+
+func (s *servedInserts) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	b, err := s.Conn.PrepareBatch(ctx, query, opts...)
+	if err != nil || !strings.Contains(query, "mcpulse.served_tool_schemas_in") {
+		return b, err
+	}
+	return &countedBatch{Batch: b, rows: &s.rows}, nil
+}
+
+// countedBatch adds the rows of each block it sends to rows.
+type countedBatch struct {
+	driver.Batch
+	rows *atomic.Int64
+}
+
+func (b *countedBatch) Flush() error {
+	b.rows.Add(int64(b.Batch.Rows()))
+	return b.Batch.Flush()
+}
+
+func (b *countedBatch) Send() error {
+	b.rows.Add(int64(b.Batch.Rows()))
+	return b.Batch.Send()
+}
+
+// A batch that lists the same tools again and again sends each (server, version, tool, schema
+// hash) at most twice, and v_served_tool_schemas ends as it would with every listed tool's
+// row: the same rows inserted in full, in batch order, under another server name, fold to the
+// same first and last seen, description, truncated flag and schema. The listings tie within
+// seconds (ClickHouse's DateTime drops the fraction), at the earliest and the latest second,
+// each with its own descriptions, and one tool's schema changes halfway.
+func TestRepeatedListingsOfABatchStoreWhatEveryRowWould(t *testing.T) {
+	h := newHarness(t)
+	if h.count("SELECT count() FROM system.tables WHERE database = 'mcpulse' AND name = 'served_tool_schemas_in'") == 0 {
+		t.Skip("served_tool_schemas_in (the schema workstream's migration) is not there yet")
+	}
+	var listing map[string]any
+	if err := json.Unmarshal(recordedSDKEvent(t, "tools_list_zod"), &listing); err != nil {
+		t.Fatal(err)
+	}
+	// Milliseconds past base of each listing, in publish order (all of one session: one
+	// partition, so the batch holds them in this order).
+	offsets := []int{5000, 2700, 2100, 9200, 4000, 2400, 9800, 9200, 7000, 2000, 6500, 9999, 3000, 2000, 8000, 9000}
+	var values [][]byte
+	for i, ms := range offsets {
+		ev := maps.Clone(listing)
+		ev["uuid"] = uuidN(700 + i)
+		ev["timestamp"] = base.Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano)
+		props := maps.Clone(ev["properties"].(map[string]any))
+		response := maps.Clone(props["$mcp_response"].(map[string]any))
+		var tools []any
+		for j, tl := range response["tools"].([]any) {
+			tool := maps.Clone(tl.(map[string]any))
+			tool["description"] = fmt.Sprintf("%s, as listed by event %d", tool["description"], i)
+			if j == 0 && i >= len(offsets)/2 {
+				tool["inputSchema"] = map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "number"}}}
+			}
+			tools = append(tools, tool)
+		}
+		response["tools"] = tools
+		props["$mcp_response"] = response
+		ev["properties"] = props
+		v, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, v)
+	}
+	h.publish(ingest.TopicToolCalls, values...)
+	sent := &servedInserts{Conn: h.ch}
+	c := h.consumer(func(cfg *consumers.Config) { cfg.ClickHouse = sent })
+	h.drain(c)
+
+	// Every row, uncollapsed, in the batch's order, under another server name.
+	var all ingest.Rows
+	for _, v := range values {
+		ev, err := ingest.Parse(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Append(ev, ingest.RowContext{})
+	}
+	server := all.ServedSchemas[0].ServerName
+	for i := range all.ServedSchemas {
+		all.ServedSchemas[i].ServerName = "every row of " + server
+	}
+	whole, err := chwrite.NewTable[ingest.ServedSchemaRow]("mcpulse.served_tool_schemas_in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := whole.Insert(context.Background(), h.ch, all.ServedSchemas); err != nil {
+		t.Fatal(err)
+	}
+
+	keys := h.count("SELECT count() FROM mcpulse.v_served_tool_schemas WHERE server_name = ?", server)
+	if keys != 6 {
+		t.Fatalf("%d served schemas stored, want the 5 tools listed and the changed schema", keys)
+	}
+	if s := c.Stats(); s.Batches != 1 || s.Stored["tools_list"] != int64(len(offsets)) {
+		t.Fatalf("stats %+v: want the %d listings stored in one batch", s, len(offsets))
+	}
+	if n := sent.rows.Load(); n > 2*keys || n >= int64(len(all.ServedSchemas)) {
+		t.Errorf("%d rows sent to served_tool_schemas_in for %d listed tools with %d distinct schemas: want at most two per schema", n, len(all.ServedSchemas), keys)
+	}
+	stored := func(server string) []string {
+		rows, err := h.ch.Query(context.Background(), `SELECT concat(server_version, ' ', tool_name, ' ', schema_sha256, ' ', toString(first_seen), ' ',
+			toString(last_seen), ' ', toString(truncated), ' ', description, ' schema ', toString(cityHash64(input_schema)))
+			FROM mcpulse.v_served_tool_schemas WHERE server_name = ? ORDER BY server_version, tool_name, schema_sha256`, server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got, want := stored(server), stored("every row of "+server)
+	if !slices.Equal(got, want) {
+		t.Errorf("v_served_tool_schemas of the batch:\n%s\nwant, as every row stores it:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
