@@ -27,29 +27,7 @@ func TestCumulativeRollupsAreBackfilledFromTheRawTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	all, err := migrations.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, st := range migrations.Bootstrap {
-		if err := ch.Exec(ctx, st); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, m := range all {
-		if m.Version >= cumulativeRollups {
-			break
-		}
-		for _, st := range m.Statements {
-			if err := ch.Exec(ctx, st); err != nil {
-				t.Fatalf("migration %04d_%s: %v", m.Version, m.Name, err)
-			}
-		}
-		if err := ch.Exec(ctx, `INSERT INTO mcpulse.schema_migrations (version, name, checksum, applied_at)
-SELECT ?, ?, ?, now()`, uint32(m.Version), m.Name, m.Checksum); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyBelow(ctx, t, ch, cumulativeRollups)
 	// Raw rows as the consumer left them before the upgrade: tool calls of every outcome and
 	// derivation over several hours and servers (one stored twice), recruitment events, and
 	// the SDK's other kinds.

@@ -1,7 +1,8 @@
 // Package migrations creates and upgrades mcpulse's ClickHouse schema (DESIGN.md §4) from the
 // numbered SQL files embedded from sql/ (NNNN_name.sql, applied in order). Applied versions are
-// recorded in mcpulse.schema_migrations, and every statement is idempotent (IF NOT EXISTS), so
-// `mcpulse migrate up` may run any number of times.
+// recorded in mcpulse.schema_migrations, and every statement is idempotent (IF NOT EXISTS; a
+// RENAME TABLE found already done is skipped, see Up), so `mcpulse migrate up` may run any
+// number of times, and again after a run that failed part way.
 //
 // Why not golang-migrate: its ClickHouse driver records versions with an INSERT ... VALUES
 // statement that hangs on ClickHouse 18.16 (the test server), so this runner records versions
@@ -16,7 +17,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"path"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,7 +141,9 @@ type Options struct {
 // Up creates database mcpulse if needed and applies every migration not yet recorded, in
 // order, recording each after all its statements succeeded. It returns the migrations it
 // applied now (none when the schema is current). A recorded migration whose embedded file
-// changed since is reported in the log, not re-run.
+// changed since is reported in the log, not re-run. A migration is re-run from its first
+// statement after a failed attempt; a RENAME TABLE that fails then with its sources gone and
+// its targets there (renameDone) is logged and taken as done.
 func Up(ctx context.Context, conn driver.Conn, log *slog.Logger) ([]Migration, error) {
 	return UpWith(ctx, conn, log, Options{})
 }
@@ -180,6 +186,11 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 		}
 		for i, st := range statements {
 			if err := conn.Exec(ctx, st); err != nil {
+				if ran, _ := renameDone(ctx, conn, m.Statements[i]); ran {
+					log.Warn("migration statement failed, but its rename is done: taken as run by an earlier attempt",
+						"version", m.Version, "name", m.Name, "statement", i+1, "err", err)
+					continue
+				}
 				return done, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
 			}
 		}
@@ -190,6 +201,65 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 		done = append(done, m)
 	}
 	return done, nil
+}
+
+// renamePairRE matches one "db.source TO db.target" pair of a RENAME TABLE statement, each
+// name database-qualified and plain (the migrations' names).
+var renamePairRE = regexp.MustCompile(`(?is)^\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\s+TO\s+([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\s*$`)
+
+// renameDone reports whether stmt, a RENAME TABLE statement without ON CLUSTER, has already
+// been applied on conn's server: every table it renames away (a source no pair renames back
+// to) is missing and every target exists (system.tables). RENAME has no IF EXISTS on
+// ClickHouse 18.16, so a migration re-run after an attempt that renamed its tables but did
+// not get to record the migration (a lost connection; an ON CLUSTER rename that timed out
+// waiting for a host, which runs it from the DDL queue when it is back) would fail on it for
+// ever; Up takes such a failed RENAME as done. On a cluster only conn's host is looked at.
+//
+// It returns false for any other statement, and for a RENAME of a name that is not a plain
+// database-qualified one; the error is the system.tables query's.
+func renameDone(ctx context.Context, conn driver.Conn, stmt string) (bool, error) {
+	loc := renameRE.FindStringIndex(stmt)
+	if loc == nil {
+		return false, nil
+	}
+	type table struct{ db, name string }
+	var sources, targets []table
+	dbs := map[string]bool{}
+	for _, pair := range strings.Split(stmt[loc[1]:], ",") {
+		m := renamePairRE.FindStringSubmatch(pair)
+		if m == nil {
+			return false, nil
+		}
+		sources, targets = append(sources, table{m[1], m[2]}), append(targets, table{m[3], m[4]})
+		dbs[m[1]], dbs[m[3]] = true, true
+	}
+	rows, err := conn.Query(ctx, "SELECT database, name FROM system.tables WHERE has(?, database)", slices.Sorted(maps.Keys(dbs)))
+	if err != nil {
+		return false, fmt.Errorf("read system.tables: %w", err)
+	}
+	defer rows.Close()
+	exists := map[table]bool{}
+	for rows.Next() {
+		var t table
+		if err := rows.Scan(&t.db, &t.name); err != nil {
+			return false, fmt.Errorf("read system.tables: %w", err)
+		}
+		exists[t] = true
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read system.tables: %w", err)
+	}
+	for _, t := range targets {
+		if !exists[t] {
+			return false, nil
+		}
+	}
+	for _, s := range sources {
+		if exists[s] && !slices.Contains(targets, s) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // BootstrapForCluster returns Bootstrap rewritten by ClusterStatement.

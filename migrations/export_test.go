@@ -1,0 +1,4 @@
+package migrations
+
+// RenameDone exports renameDone to the tests.
+var RenameDone = renameDone
