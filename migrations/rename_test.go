@@ -12,6 +12,10 @@ import (
 	"github.com/mcpulse/mcpulse/stack"
 )
 
+// fencedMarkers is the migration that renames the markers table of the release before
+// migration 0035 (rollup_writes), so that release fails on it.
+const fencedMarkers = 36
+
 // applyBelow creates the migrations table and applies every migration below version to ch
 // statement by statement, recording each as Up does.
 func applyBelow(ctx context.Context, t *testing.T, ch driver.Conn, version int) {
@@ -38,6 +42,85 @@ func applyBelow(ctx context.Context, t *testing.T, ch driver.Conn, version int) 
 SELECT ?, ?, ?, now()`, uint32(m.Version), m.Name, m.Checksum); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// tableExists reports whether mcpulse.name exists.
+func tableExists(ctx context.Context, t *testing.T, ch driver.Conn, name string) bool {
+	t.Helper()
+	var n uint64
+	if err := ch.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = 'mcpulse' AND name = ?", name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// A migration whose RENAME ran but which was not recorded (the connection dropped before
+// Up recorded it) is applied by the next Up: the RENAME, which fails now that its source is
+// gone (no IF EXISTS on 18.16), is taken as done, and the migration recorded; the markers
+// of the release before migration 0035 stay in the renamed table.
+func TestARenameDoneByAnEarlierAttemptIsTakenAsDone(t *testing.T) {
+	s := stack.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ch, err := stores.OpenClickHouse(ctx, s.ClickHouseDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	applyBelow(ctx, t, ch, fencedMarkers)
+	if err := ch.Exec(ctx, `INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)
+SELECT 'mcp_tool_calls', 3, 120, [toDateTime('2026-03-01 10:00:00', 'UTC')], 30064771077`); err != nil {
+		t.Fatal(err)
+	}
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fence migrations.Migration
+	for _, m := range all {
+		if m.Version == fencedMarkers {
+			fence = m
+		}
+	}
+	if len(fence.Statements) != 1 {
+		t.Fatalf("migration %04d has %d statements, want its one RENAME", fencedMarkers, len(fence.Statements))
+	}
+	rename := fence.Statements[0]
+	if done, err := migrations.RenameDone(ctx, ch, rename); err != nil || done {
+		t.Fatalf("before the rename ran: RenameDone = %v, %v; want false", done, err)
+	}
+	// The first attempt: the rename ran, the migration was not recorded.
+	if err := ch.Exec(ctx, rename); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := migrations.RenameDone(ctx, ch, rename); err != nil || !done {
+		t.Fatalf("after the rename ran: RenameDone = %v, %v; want true", done, err)
+	}
+	applied, err := migrations.Up(ctx, ch, nil)
+	if err != nil {
+		t.Fatalf("Up after a rename that was not recorded: %v", err)
+	}
+	var versions []int
+	for _, m := range applied {
+		versions = append(versions, m.Version)
+	}
+	if len(versions) == 0 || versions[0] != fencedMarkers {
+		t.Errorf("Up applied %v, want %d first", versions, fencedMarkers)
+	}
+	recorded, err := migrations.AppliedVersions(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recorded[fencedMarkers].Checksum != fence.Checksum {
+		t.Errorf("migration %d recorded as %+v", fencedMarkers, recorded[fencedMarkers])
+	}
+	if tableExists(ctx, t, ch, "rollup_writes") || !tableExists(ctx, t, ch, "rollup_writes_before_0035") {
+		t.Error("after Up: want rollup_writes renamed to rollup_writes_before_0035")
+	}
+	var asOf int64
+	if err := ch.QueryRow(ctx, "SELECT as_of FROM mcpulse.rollup_writes_before_0035 FINAL WHERE kafka_partition = 3").Scan(&asOf); err != nil || asOf != 120 {
+		t.Errorf("the marker written before the rename: as_of %d (%v), want 120", asOf, err)
 	}
 }
 

@@ -255,8 +255,9 @@ func (s *Store) Epoch() uint64 { return s.epoch }
 
 // recover finds the streams whose newest batch marker is beyond their committed offset and
 // resets every cell that batch wrote to the totals it replaced (the committed ones). Streams
-// with no marker in rollup_batches fall back to the markers of rollup_writes, written before
-// migration 0035, whose rows carry their before totals themselves.
+// with no marker in rollup_batches fall back to the markers written before migration 0035
+// (rollup_writes_before_0035, so named by migration 0036), whose rows carry their before
+// totals themselves.
 func (s *Store) recover(ctx context.Context) error {
 	if len(s.committed) == 0 {
 		return nil
@@ -370,9 +371,11 @@ func (s *Store) batch(ctx context.Context, st Stream, v uint64) (batchCells, err
 	return cells, nil
 }
 
-// recoverLegacy resets the cells of batches marked in rollup_writes (before migration 0035)
-// for the streams not in marked: each cell of the marked hours whose newest row is beyond the
-// committed offset goes back to the before totals the row carries.
+// recoverLegacy resets the cells of batches marked before migration 0035 (in rollup_writes,
+// renamed rollup_writes_before_0035 by migration 0036 so that a consumer of that release fails
+// instead of writing rows the current ones supersede) for the streams not in marked: each cell
+// of the marked hours whose newest row is beyond the committed offset goes back to the before
+// totals the row carries. Errors are ClickHouse's.
 func (s *Store) recoverLegacy(ctx context.Context, names []string, marked map[Stream]bool) error {
 	rows, err := s.conn.Query(ctx, mcsql.Rollup("writes"), names)
 	if err != nil {

@@ -633,8 +633,8 @@ func TestMarkersOfOldGenerationsAreDropped(t *testing.T) {
 }
 
 // TestABatchMarkedBeforeTheMarkersCarriedCellsIsReset: data written before migration 0035
-// (rows carrying their before totals, versions epoch<<32 | sequence, markers in rollup_writes)
-// is still recovered: a new owner resets a cell a batch stored beyond the committed offset,
+// (rows carrying their before totals, versions epoch<<32 | sequence, markers in rollup_writes,
+// renamed rollup_writes_before_0035 by migration 0036) is still recovered: a new owner resets a cell a batch stored beyond the committed offset,
 // and counts its replay once.
 func TestABatchMarkedBeforeTheMarkersCarriedCellsIsReset(t *testing.T) {
 	sc := newLegacy(t)
@@ -663,6 +663,48 @@ func TestALateRowWrittenBeforeTheMarkersCarriedCellsIsNotABase(t *testing.T) {
 	sc.counted(t, "after the replay", 4)
 }
 
+// TestTheReleaseBeforeMigration0035FailsOnItsMarkerTable: a consumer of the release before
+// migration 0035 run after the upgrade (a rolling upgrade, a rollback) would write rows every
+// current row supersedes, so migration 0036 took its markers table's name away: the read of
+// its Begin (the markers of an uncommitted batch) and the marker insert that precedes each of
+// its batches' rows are refused, naming the table, so it retries without committing.
+func TestTheReleaseBeforeMigration0035FailsOnItsMarkerTable(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	for what, err := range legacyStatementErrors(context.Background(), env.ClickHouse) {
+		t.Logf("%s: %v", what, err)
+		if err == nil || !strings.Contains(err.Error(), "rollup_writes") {
+			t.Errorf("the release before migration 0035: %s: %v, want an error naming rollup_writes", what, err)
+		}
+	}
+}
+
+// legacyStatementErrors runs the statements with which the release before migration 0035 read
+// and wrote its markers (sql/rollup/writes.sql and its marker insert, as they were then) and
+// returns each one's error, by what it did.
+func legacyStatementErrors(ctx context.Context, ch driver.Conn) map[string]error {
+	rows, err := ch.Query(ctx, `SELECT kafka_topic, kafka_partition, argMax(as_of, version) AS marker_as_of, argMax(hours, version) AS marker_hours
+FROM mcpulse.rollup_writes
+WHERE has(?, kafka_topic)
+GROUP BY kafka_topic, kafka_partition`, []string{"mcp_tool_calls"})
+	if err == nil {
+		for rows.Next() {
+		}
+		err = rows.Err()
+		rows.Close()
+	}
+	errs := map[string]error{"Begin's read of the markers": err}
+	batch, err := ch.PrepareBatch(ctx, "INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)")
+	if err == nil {
+		if err = batch.Append("mcp_tool_calls", int32(0), int64(4), []time.Time{t0}, uint64(legacyEpoch)<<32|1); err == nil {
+			err = batch.Send()
+		} else {
+			_ = batch.Abort()
+		}
+	}
+	errs["a batch's marker insert"] = err
+	return errs
+}
+
 // legacyEpoch is the epoch of the rows newLegacy's scenarios write as the release before
 // migration 0035 did.
 const legacyEpoch = 7
@@ -688,10 +730,11 @@ as_of, before, before_as_of, version) SELECT 'mcp_tool_calls', 0, toDateTime(?, 
 	}
 }
 
-// marker writes batch seq's marker in rollup_writes as that release did.
+// marker writes batch seq's marker as that release did, in its table's name since migration
+// 0036 (rollup_writes_before_0035).
 func (sc *takeover) marker(t *testing.T, seq uint64, asOf int) {
 	t.Helper()
-	if err := sc.ch.Exec(sc.ctx, `INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)
+	if err := sc.ch.Exec(sc.ctx, `INSERT INTO mcpulse.rollup_writes_before_0035 (kafka_topic, kafka_partition, as_of, hours, version)
 SELECT 'mcp_tool_calls', 0, ?, [toDateTime(?, 'UTC')], ?`, asOf, t0.Unix(), uint64(legacyEpoch)<<32|seq); err != nil {
 		t.Fatal(err)
 	}
@@ -724,7 +767,7 @@ func TestDurationBucketBoundsAreTheViewsBounds(t *testing.T) {
 func truncate(t *testing.T, ch driver.Conn) {
 	t.Helper()
 	for _, tbl := range []string{"tool_call_stats_hourly", "ignored_key_paths_hourly", "gate_reason_calls_hourly",
-		"gate_reason_people_sealed", "events_by_name_hourly", "rollup_writes", "rollup_batches"} {
+		"gate_reason_people_sealed", "events_by_name_hourly", "rollup_writes_before_0035", "rollup_batches"} {
 		if err := ch.Exec(context.Background(), "TRUNCATE TABLE mcpulse."+tbl); err != nil {
 			t.Fatal(err)
 		}

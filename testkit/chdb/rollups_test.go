@@ -2,6 +2,7 @@ package chdb_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,16 +31,23 @@ func TestRollupTakeoverOnCurrentEngine(t *testing.T) {
 		ch   driver.Conn
 	}{{"18.16", env.ClickHouse}, {"current", cur}} {
 		t.Run(e.name, func(t *testing.T) { takeover(ctx, t, e.ch) })
+		t.Run(e.name+" before 0035", func(t *testing.T) { legacy(ctx, t, e.ch) })
 	}
 }
 
-func takeover(ctx context.Context, t *testing.T, ch driver.Conn) {
+// truncateRollups empties the rollups and their bookkeeping.
+func truncateRollups(ctx context.Context, t *testing.T, ch driver.Conn) {
+	t.Helper()
 	for _, tbl := range []string{"events_by_name_hourly", "tool_call_stats_hourly", "ignored_key_paths_hourly",
-		"gate_reason_calls_hourly", "rollup_batches", "rollup_writes", "rollup_epochs"} {
+		"gate_reason_calls_hourly", "rollup_batches", "rollup_writes_before_0035", "rollup_epochs"} {
 		if err := ch.Exec(ctx, "TRUNCATE TABLE mcpulse."+tbl); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+func takeover(ctx context.Context, t *testing.T, ch driver.Conn) {
+	truncateRollups(ctx, t, ch)
 	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	var a rollup.Adder
@@ -95,5 +103,66 @@ func takeover(ctx context.Context, t *testing.T, ch driver.Conn) {
 	}
 	if oldest != 2100 {
 		t.Errorf("after a generation of epoch 2100 the oldest batch marker is of epoch %d, want 2100 (blocks below 1024 dropped)", oldest)
+	}
+}
+
+// legacy: after the migrations, the statements with which the release before migration 0035
+// read its markers (Begin) and wrote them (before each batch's rows) fail on both engines,
+// naming the table migration 0036 renamed, so such a consumer stores no rollup row and commits
+// nothing; and a batch that release marked and never committed is still reset from its marker,
+// read from the table's new name.
+func legacy(ctx context.Context, t *testing.T, ch driver.Conn) {
+	truncateRollups(ctx, t, ch)
+	rows, err := ch.Query(ctx, `SELECT kafka_topic, kafka_partition, argMax(as_of, version) AS marker_as_of, argMax(hours, version) AS marker_hours
+FROM mcpulse.rollup_writes
+WHERE has(?, kafka_topic)
+GROUP BY kafka_topic, kafka_partition`, []string{"mcp_tool_calls"})
+	if err == nil {
+		rows.Close()
+	}
+	t.Logf("the markers read of the release before 0035: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "rollup_writes") {
+		t.Errorf("the markers read of the release before 0035: %v, want an error naming rollup_writes", err)
+	}
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	batch, err := ch.PrepareBatch(ctx, "INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)")
+	if err == nil {
+		if err = batch.Append("mcp_tool_calls", int32(0), int64(4), []time.Time{at}, uint64(7)<<32|1); err == nil {
+			err = batch.Send()
+		} else {
+			_ = batch.Abort()
+		}
+	}
+	t.Logf("the marker insert of the release before 0035: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "rollup_writes") {
+		t.Errorf("the marker insert of the release before 0035: %v, want an error naming rollup_writes", err)
+	}
+
+	// That release's two batches (epoch 7) of two tool calls each, the second never committed.
+	if err := ch.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', 7, now()"); err != nil {
+		t.Fatal(err)
+	}
+	for seq, asOf := range []int{2, 4} {
+		version := uint64(7)<<32 | uint64(seq+1)
+		if err := ch.Exec(ctx, `INSERT INTO mcpulse.rollup_writes_before_0035 (kafka_topic, kafka_partition, as_of, hours, version)
+SELECT 'mcp_tool_calls', 0, ?, [toDateTime(?, 'UTC')], ?`, asOf, at.Unix(), version); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Exec(ctx, `INSERT INTO mcpulse.events_by_name_hourly (kafka_topic, kafka_partition, hour, event, events,
+as_of, before, before_as_of, version) SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), '$mcp_tool_call', ?, ?, [toUInt64(?)], ?, ?`,
+			at.Unix(), asOf, asOf, asOf-2, asOf-2, version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := rollup.NewStore(ch, rollup.Tables(), 1<<20, nil)
+	if err := store.Begin(ctx, map[rollup.Stream]int64{{Topic: "mcp_tool_calls", Partition: 0}: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	if err := ch.QueryRow(ctx, "SELECT sum(events) FROM mcpulse.v_events_by_name_hourly").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("after a takeover at offset 2 of a batch marked before 0035: %d tool calls counted, want the 2 committed", n)
 	}
 }

@@ -1,0 +1,22 @@
+-- A consumer of a release from before migration 0035 that runs after it (a rolling upgrade, or
+-- a rollback) writes its batch markers into rollup_writes and rollup rows whose versions lack
+-- bit 63 (epoch << 32 | sequence): every row the new release writes for a cell supersedes
+-- them, whatever was written later, so their counts are silently lost (docs/pipeline.md,
+-- "Upgrading across migration 0035"). Such a release applies the migrations it knows, finds
+-- them recorded and ignores the ones it does not know, so it cannot tell it is too old.
+--
+-- So rollup_writes goes by another name. The old release then fails on the table it no longer
+-- finds: its Begin reads rollup_writes for the markers of an uncommitted batch, and it writes
+-- a batch's marker there before the batch's rollup rows, so it logs ClickHouse's "table
+-- mcpulse.rollup_writes doesn't exist" and retries without committing: nothing it stored is
+-- counted, and the new release consumes its partitions again. Releases from 0035 on read the
+-- markers written before it from rollup_writes_before_0035 (sql/rollup/writes.sql), and write
+-- them nowhere.
+--
+-- RENAME keeps the table's parts, and on a cluster its Keeper path (written out in the engine,
+-- not taken from the table's name), ON CLUSTER on every host. It has no IF EXISTS on 18.16:
+-- a run that renamed the table but stopped before the migration was recorded runs it again,
+-- and the runner takes a RENAME that fails with its sources gone and its targets there as done
+-- (migrations.Up).
+
+RENAME TABLE mcpulse.rollup_writes TO mcpulse.rollup_writes_before_0035;
