@@ -12,9 +12,9 @@ import (
 	"github.com/mcpulse/mcpulse/stack"
 )
 
-// fencedMarkers is the migration that renames the markers table of the release before
-// migration 0035 (rollup_writes), so that release fails on it.
-const fencedMarkers = 36
+// fence is the migration that renames the tables only the release before migration 0035
+// names (rollup_epochs, rollup_writes), so that release fails on them.
+const fence = 36
 
 // applyBelow creates the migrations table and applies every migration below version to ch
 // statement by statement, recording each as Up does.
@@ -55,10 +55,10 @@ func tableExists(ctx context.Context, t *testing.T, ch driver.Conn, name string)
 	return n > 0
 }
 
-// A migration whose RENAME ran but which was not recorded (the connection dropped before
-// Up recorded it) is applied by the next Up: the RENAME, which fails now that its source is
-// gone (no IF EXISTS on 18.16), is taken as done, and the migration recorded; the markers
-// of the release before migration 0035 stay in the renamed table.
+// A migration stopped after its first RENAME ran (the connection dropped) is applied by the
+// next Up: that RENAME, which fails now that its source is gone (no IF EXISTS on 18.16), is
+// taken as done, the next one runs, and the migration is recorded. The epochs and markers of
+// the release before migration 0035 are in the renamed tables.
 func TestARenameDoneByAnEarlierAttemptIsTakenAsDone(t *testing.T) {
 	s := stack.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -68,55 +68,62 @@ func TestARenameDoneByAnEarlierAttemptIsTakenAsDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	applyBelow(ctx, t, ch, fencedMarkers)
-	if err := ch.Exec(ctx, `INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)
-SELECT 'mcp_tool_calls', 3, 120, [toDateTime('2026-03-01 10:00:00', 'UTC')], 30064771077`); err != nil {
-		t.Fatal(err)
+	applyBelow(ctx, t, ch, fence)
+	for _, q := range []string{
+		"INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', 7, now()",
+		`INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)
+SELECT 'mcp_tool_calls', 3, 120, [toDateTime('2026-03-01 10:00:00', 'UTC')], 30064771077`,
+	} {
+		if err := ch.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
 	all, err := migrations.All()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fence migrations.Migration
-	for _, m := range all {
-		if m.Version == fencedMarkers {
-			fence = m
+	var m migrations.Migration
+	for _, m = range all {
+		if m.Version == fence {
+			break
 		}
 	}
-	if len(fence.Statements) != 1 {
-		t.Fatalf("migration %04d has %d statements, want its one RENAME", fencedMarkers, len(fence.Statements))
+	if len(m.Statements) != 2 {
+		t.Fatalf("migration %04d has %d statements, want its two RENAMEs", fence, len(m.Statements))
 	}
-	rename := fence.Statements[0]
-	if done, err := migrations.RenameDone(ctx, ch, rename); err != nil || done {
+	first := m.Statements[0]
+	if done, err := migrations.RenameDone(ctx, ch, first); err != nil || done {
 		t.Fatalf("before the rename ran: RenameDone = %v, %v; want false", done, err)
 	}
-	// The first attempt: the rename ran, the migration was not recorded.
-	if err := ch.Exec(ctx, rename); err != nil {
+	// The first attempt: the first rename ran, then the connection dropped.
+	if err := ch.Exec(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	if done, err := migrations.RenameDone(ctx, ch, rename); err != nil || !done {
+	if done, err := migrations.RenameDone(ctx, ch, first); err != nil || !done {
 		t.Fatalf("after the rename ran: RenameDone = %v, %v; want true", done, err)
 	}
 	applied, err := migrations.Up(ctx, ch, nil)
 	if err != nil {
-		t.Fatalf("Up after a rename that was not recorded: %v", err)
+		t.Fatalf("Up after a rename of an attempt that stopped: %v", err)
 	}
-	var versions []int
-	for _, m := range applied {
-		versions = append(versions, m.Version)
-	}
-	if len(versions) == 0 || versions[0] != fencedMarkers {
-		t.Errorf("Up applied %v, want %d first", versions, fencedMarkers)
+	if len(applied) == 0 || applied[0].Version != fence {
+		t.Errorf("Up applied %d migrations, want %04d first", len(applied), fence)
 	}
 	recorded, err := migrations.AppliedVersions(ctx, ch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if recorded[fencedMarkers].Checksum != fence.Checksum {
-		t.Errorf("migration %d recorded as %+v", fencedMarkers, recorded[fencedMarkers])
+	if recorded[fence].Checksum != m.Checksum {
+		t.Errorf("migration %d recorded as %+v", fence, recorded[fence])
 	}
-	if tableExists(ctx, t, ch, "rollup_writes") || !tableExists(ctx, t, ch, "rollup_writes_before_0035") {
-		t.Error("after Up: want rollup_writes renamed to rollup_writes_before_0035")
+	for old, renamed := range map[string]string{"rollup_epochs": "rollup_epochs_taken", "rollup_writes": "rollup_writes_before_0035"} {
+		if tableExists(ctx, t, ch, old) || !tableExists(ctx, t, ch, renamed) {
+			t.Errorf("after Up: want %s renamed to %s", old, renamed)
+		}
+	}
+	var epoch uint64
+	if err := ch.QueryRow(ctx, "SELECT max(epoch) FROM mcpulse.rollup_epochs_taken").Scan(&epoch); err != nil || epoch != 7 {
+		t.Errorf("the epoch taken before the rename: %d (%v), want 7", epoch, err)
 	}
 	var asOf int64
 	if err := ch.QueryRow(ctx, "SELECT as_of FROM mcpulse.rollup_writes_before_0035 FINAL WHERE kafka_partition = 3").Scan(&asOf); err != nil || asOf != 120 {

@@ -574,7 +574,7 @@ func TestMarkersOfOldGenerationsAreDropped(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := context.Background()
 	truncate(t, env.ClickHouse)
-	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_epochs"); err != nil {
+	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_epochs_taken"); err != nil {
 		t.Fatal(err)
 	}
 	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
@@ -582,7 +582,7 @@ func TestMarkersOfOldGenerationsAreDropped(t *testing.T) {
 	var a rollup.Adder
 	write := func(epoch uint64, from, to int) {
 		t.Helper()
-		if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', ?, now()", epoch-1); err != nil {
+		if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs_taken (name, epoch, taken_at) SELECT 'rollups', ?, now()", epoch-1); err != nil {
 			t.Fatal(err)
 		}
 		store := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
@@ -663,25 +663,38 @@ func TestALateRowWrittenBeforeTheMarkersCarriedCellsIsNotABase(t *testing.T) {
 	sc.counted(t, "after the replay", 4)
 }
 
-// TestTheReleaseBeforeMigration0035FailsOnItsMarkerTable: a consumer of the release before
+// TestTheReleaseBeforeMigration0035FailsOnItsTables: a consumer of the release before
 // migration 0035 run after the upgrade (a rolling upgrade, a rollback) would write rows every
-// current row supersedes, so migration 0036 took its markers table's name away: the read of
-// its Begin (the markers of an uncommitted batch) and the marker insert that precedes each of
-// its batches' rows are refused, naming the table, so it retries without committing.
-func TestTheReleaseBeforeMigration0035FailsOnItsMarkerTable(t *testing.T) {
+// current row supersedes, so migration 0036 renamed the two tables only it names: every
+// statement with which it takes an epoch (first thing at each generation's Begin) and reads or
+// writes its markers (the insert precedes each batch's rows) is refused, naming the table, so
+// it retries without committing, having taken no epoch.
+func TestTheReleaseBeforeMigration0035FailsOnItsTables(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
-	for what, err := range legacyStatementErrors(context.Background(), env.ClickHouse) {
-		t.Logf("%s: %v", what, err)
-		if err == nil || !strings.Contains(err.Error(), "rollup_writes") {
-			t.Errorf("the release before migration 0035: %s: %v, want an error naming rollup_writes", what, err)
+	for _, r := range legacyStatements(context.Background(), env.ClickHouse) {
+		t.Logf("%s: %v", r.what, r.err)
+		if r.err == nil || !strings.Contains(r.err.Error(), "mcpulse."+r.table) {
+			t.Errorf("the release before migration 0035: %s: %v, want an error naming mcpulse.%s", r.what, r.err, r.table)
 		}
 	}
 }
 
-// legacyStatementErrors runs the statements with which the release before migration 0035 read
-// and wrote its markers (sql/rollup/writes.sql and its marker insert, as they were then) and
-// returns each one's error, by what it did.
-func legacyStatementErrors(ctx context.Context, ch driver.Conn) map[string]error {
+// legacyResult is what one statement of the release before migration 0035 did: the table it
+// names and its error.
+type legacyResult struct {
+	what, table string
+	err         error
+}
+
+// legacyStatements runs the statements with which the release before migration 0035 took its
+// epochs and read and wrote its markers, as they were then (sql/rollup/epoch_newest.sql,
+// epoch_take.sql, writes.sql and its marker insert), in that order.
+func legacyStatements(ctx context.Context, ch driver.Conn) []legacyResult {
+	var newest uint64
+	out := []legacyResult{
+		{"Begin's newest epoch", "rollup_epochs", ch.QueryRow(ctx, "SELECT max(epoch) FROM mcpulse.rollup_epochs").Scan(&newest)},
+		{"Begin's epoch taken", "rollup_epochs", ch.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', ?, now()", legacyEpoch)},
+	}
 	rows, err := ch.Query(ctx, `SELECT kafka_topic, kafka_partition, argMax(as_of, version) AS marker_as_of, argMax(hours, version) AS marker_hours
 FROM mcpulse.rollup_writes
 WHERE has(?, kafka_topic)
@@ -692,7 +705,7 @@ GROUP BY kafka_topic, kafka_partition`, []string{"mcp_tool_calls"})
 		err = rows.Err()
 		rows.Close()
 	}
-	errs := map[string]error{"Begin's read of the markers": err}
+	out = append(out, legacyResult{"Begin's read of the markers", "rollup_writes", err})
 	batch, err := ch.PrepareBatch(ctx, "INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)")
 	if err == nil {
 		if err = batch.Append("mcp_tool_calls", int32(0), int64(4), []time.Time{t0}, uint64(legacyEpoch)<<32|1); err == nil {
@@ -701,8 +714,7 @@ GROUP BY kafka_topic, kafka_partition`, []string{"mcp_tool_calls"})
 			_ = batch.Abort()
 		}
 	}
-	errs["a batch's marker insert"] = err
-	return errs
+	return append(out, legacyResult{"a batch's marker insert", "rollup_writes", err})
 }
 
 // legacyEpoch is the epoch of the rows newLegacy's scenarios write as the release before
@@ -713,7 +725,7 @@ const legacyEpoch = 7
 // legacyEpoch; its row and marker methods write what that release's consumer wrote.
 func newLegacy(t *testing.T) *takeover {
 	sc := newPartition(t)
-	if err := sc.ch.Exec(sc.ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', ?, now()", legacyEpoch); err != nil {
+	if err := sc.ch.Exec(sc.ctx, "INSERT INTO mcpulse.rollup_epochs_taken (name, epoch, taken_at) SELECT 'rollups', ?, now()", legacyEpoch); err != nil {
 		t.Fatal(err)
 	}
 	return sc
@@ -824,7 +836,7 @@ func TestAFailedDropOfOldMarkersDoesNotStopTheRollups(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := context.Background()
 	truncate(t, env.ClickHouse)
-	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_epochs"); err != nil {
+	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_epochs_taken"); err != nil {
 		t.Fatal(err)
 	}
 	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
@@ -834,7 +846,7 @@ func TestAFailedDropOfOldMarkersDoesNotStopTheRollups(t *testing.T) {
 		epoch    uint64
 		from, to int
 	}{{5, 0, 100}, {2048, 100, 200}} {
-		if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', ?, now()", g.epoch-1); err != nil {
+		if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs_taken (name, epoch, taken_at) SELECT 'rollups', ?, now()", g.epoch-1); err != nil {
 			t.Fatal(err)
 		}
 		store := rollup.NewStore(refuseDrops{env.ClickHouse}, rollup.Tables(), 1<<20, nil)

@@ -23,7 +23,7 @@
 // generation.
 //
 // A row's version is its epoch and the offset its totals are as of (version): every member
-// takes a new epoch, above every epoch taken before (table rollup_epochs), when a
+// takes a new epoch, above every epoch taken before (table rollup_epochs_taken), when a
 // consumer-group generation starts, so its rows supersede every row written before the
 // rebalance that gave it its partitions; within a generation a partition's cells are written
 // in offset order. The version is the row's only record of that offset (its as_of column is

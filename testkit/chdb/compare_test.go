@@ -45,7 +45,7 @@ var wallClockColumns = map[string]bool{"inserted_at": true, "applied_at": true, 
 // bookkeeping only.
 var (
 	rollupBookkeepingColumns = map[string]bool{"as_of": true, "before": true, "before_as_of": true, "version": true}
-	rollupBookkeepingTables  = map[string]bool{"rollup_epochs": true, "rollup_writes_before_0035": true, "rollup_batches": true}
+	rollupBookkeepingTables  = map[string]bool{"rollup_epochs_taken": true, "rollup_writes_before_0035": true, "rollup_batches": true}
 )
 
 // engine is one ClickHouse with the Redis database and consumer group that feed it.

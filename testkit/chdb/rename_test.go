@@ -2,17 +2,19 @@ package chdb_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/mcpulse/mcpulse/migrations"
 )
 
-// On the current engine too, a migration whose RENAME ran but which was not recorded is
-// applied by the next migrations.Up (the RENAME, failing now, is found done), and the old
-// markers table is only there under its new name: migration 0036 on a re-run.
+// On the current engine too, a migration whose RENAMEs ran but which was not recorded (the
+// connection dropped before Up recorded it) is applied by the next migrations.Up (each RENAME,
+// failing now, is found done), and the tables are only there under their new names:
+// migration 0036 on a re-run.
 func TestARenameDoneByAnEarlierAttemptIsTakenAsDoneOnCurrentEngine(t *testing.T) {
-	const fencedMarkers = 36
+	const fence = 36
 	cur := openCurrent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -26,7 +28,7 @@ func TestARenameDoneByAnEarlierAttemptIsTakenAsDoneOnCurrentEngine(t *testing.T)
 		}
 	}
 	for _, m := range all {
-		if m.Version > fencedMarkers {
+		if m.Version > fence {
 			break
 		}
 		for _, st := range m.Statements {
@@ -34,7 +36,7 @@ func TestARenameDoneByAnEarlierAttemptIsTakenAsDoneOnCurrentEngine(t *testing.T)
 				t.Fatalf("migration %04d_%s: %v", m.Version, m.Name, err)
 			}
 		}
-		if m.Version == fencedMarkers {
+		if m.Version == fence {
 			break // ran, not recorded
 		}
 		if err := cur.Exec(ctx, `INSERT INTO mcpulse.schema_migrations (version, name, checksum, applied_at)
@@ -46,11 +48,12 @@ SELECT ?, ?, ?, now()`, uint32(m.Version), m.Name, m.Checksum); err != nil {
 	if err != nil {
 		t.Fatalf("Up after a rename that was not recorded: %v", err)
 	}
-	if len(applied) == 0 || applied[0].Version != fencedMarkers {
-		t.Errorf("Up applied %d migrations, want %04d first", len(applied), fencedMarkers)
+	if len(applied) == 0 || applied[0].Version != fence {
+		t.Errorf("Up applied %d migrations, want %04d first", len(applied), fence)
 	}
 	var tables []string
-	rows, err := cur.Query(ctx, "SELECT name FROM system.tables WHERE database = 'mcpulse' AND startsWith(name, 'rollup_writes') ORDER BY name")
+	rows, err := cur.Query(ctx, `SELECT name FROM system.tables
+WHERE database = 'mcpulse' AND (startsWith(name, 'rollup_writes') OR startsWith(name, 'rollup_epochs')) ORDER BY name`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +65,7 @@ SELECT ?, ?, ?, now()`, uint32(m.Version), m.Name, m.Checksum); err != nil {
 		tables = append(tables, n)
 	}
 	rows.Close()
-	if len(tables) != 1 || tables[0] != "rollup_writes_before_0035" {
-		t.Errorf("markers tables of the release before 0035 after Up: %v, want [rollup_writes_before_0035]", tables)
+	if want := []string{"rollup_epochs_taken", "rollup_writes_before_0035"}; !slices.Equal(tables, want) {
+		t.Errorf("epochs and markers tables after Up: %v, want %v", tables, want)
 	}
 }

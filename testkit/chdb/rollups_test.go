@@ -39,7 +39,7 @@ func TestRollupTakeoverOnCurrentEngine(t *testing.T) {
 func truncateRollups(ctx context.Context, t *testing.T, ch driver.Conn) {
 	t.Helper()
 	for _, tbl := range []string{"events_by_name_hourly", "tool_call_stats_hourly", "ignored_key_paths_hourly",
-		"gate_reason_calls_hourly", "rollup_batches", "rollup_writes_before_0035", "rollup_epochs"} {
+		"gate_reason_calls_hourly", "rollup_batches", "rollup_writes_before_0035", "rollup_epochs_taken"} {
 		if err := ch.Exec(ctx, "TRUNCATE TABLE mcpulse."+tbl); err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func takeover(ctx context.Context, t *testing.T, ch driver.Conn) {
 	// committed offset from.
 	generation := func(epoch uint64, from, to int) {
 		t.Helper()
-		if err := ch.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', ?, now()", epoch-1); err != nil {
+		if err := ch.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs_taken (name, epoch, taken_at) SELECT 'rollups', ?, now()", epoch-1); err != nil {
 			t.Fatal(err)
 		}
 		store := rollup.NewStore(ch, rollup.Tables(), 1<<20, nil)
@@ -107,12 +107,16 @@ func takeover(ctx context.Context, t *testing.T, ch driver.Conn) {
 }
 
 // legacy: after the migrations, the statements with which the release before migration 0035
-// read its markers (Begin) and wrote them (before each batch's rows) fail on both engines,
-// naming the table migration 0036 renamed, so such a consumer stores no rollup row and commits
-// nothing; and a batch that release marked and never committed is still reset from its marker,
-// read from the table's new name.
+// took its epochs (Begin's first) and read and wrote its markers (the insert precedes a
+// batch's rows) fail on both engines, naming the tables migration 0036 renamed, so such a
+// consumer takes no epoch, stores no rollup row and commits nothing; and a batch that release
+// marked and never committed is still reset from its marker, read from the table's new name.
 func legacy(ctx context.Context, t *testing.T, ch driver.Conn) {
 	truncateRollups(ctx, t, ch)
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	var newest uint64
+	epochRead := ch.QueryRow(ctx, "SELECT max(epoch) FROM mcpulse.rollup_epochs").Scan(&newest)
+	epochTaken := ch.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', 8, now()")
 	rows, err := ch.Query(ctx, `SELECT kafka_topic, kafka_partition, argMax(as_of, version) AS marker_as_of, argMax(hours, version) AS marker_hours
 FROM mcpulse.rollup_writes
 WHERE has(?, kafka_topic)
@@ -120,11 +124,7 @@ GROUP BY kafka_topic, kafka_partition`, []string{"mcp_tool_calls"})
 	if err == nil {
 		rows.Close()
 	}
-	t.Logf("the markers read of the release before 0035: %v", err)
-	if err == nil || !strings.Contains(err.Error(), "rollup_writes") {
-		t.Errorf("the markers read of the release before 0035: %v, want an error naming rollup_writes", err)
-	}
-	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	markersRead := err
 	batch, err := ch.PrepareBatch(ctx, "INSERT INTO mcpulse.rollup_writes (kafka_topic, kafka_partition, as_of, hours, version)")
 	if err == nil {
 		if err = batch.Append("mcp_tool_calls", int32(0), int64(4), []time.Time{at}, uint64(7)<<32|1); err == nil {
@@ -133,13 +133,23 @@ GROUP BY kafka_topic, kafka_partition`, []string{"mcp_tool_calls"})
 			_ = batch.Abort()
 		}
 	}
-	t.Logf("the marker insert of the release before 0035: %v", err)
-	if err == nil || !strings.Contains(err.Error(), "rollup_writes") {
-		t.Errorf("the marker insert of the release before 0035: %v, want an error naming rollup_writes", err)
+	for _, r := range []struct {
+		what, table string
+		err         error
+	}{
+		{"Begin's newest epoch", "rollup_epochs", epochRead},
+		{"Begin's epoch taken", "rollup_epochs", epochTaken},
+		{"Begin's read of the markers", "rollup_writes", markersRead},
+		{"a batch's marker insert", "rollup_writes", err},
+	} {
+		t.Logf("the release before 0035: %s: %v", r.what, r.err)
+		if r.err == nil || !strings.Contains(r.err.Error(), "mcpulse."+r.table) {
+			t.Errorf("the release before 0035: %s: %v, want an error naming mcpulse.%s", r.what, r.err, r.table)
+		}
 	}
 
 	// That release's two batches (epoch 7) of two tool calls each, the second never committed.
-	if err := ch.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs (name, epoch, taken_at) SELECT 'rollups', 7, now()"); err != nil {
+	if err := ch.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs_taken (name, epoch, taken_at) SELECT 'rollups', 7, now()"); err != nil {
 		t.Fatal(err)
 	}
 	for seq, asOf := range []int{2, 4} {
