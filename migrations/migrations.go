@@ -1,8 +1,8 @@
 // Package migrations creates and upgrades mcpulse's ClickHouse schema (DESIGN.md §4) from the
 // numbered SQL files embedded from sql/ (NNNN_name.sql, applied in order). Applied versions are
 // recorded in mcpulse.schema_migrations, and every statement is idempotent (IF NOT EXISTS; a
-// RENAME TABLE found already done is skipped, see Up), so `mcpulse migrate up` may run any
-// number of times, and again after a run that failed part way.
+// RENAME TABLE that an interrupted earlier run already did is taken as done, see Up), so
+// `mcpulse migrate up` may run any number of times.
 //
 // Why not golang-migrate: its ClickHouse driver records versions with an INSERT ... VALUES
 // statement that hangs on ClickHouse 18.16 (the test server), so this runner records versions
