@@ -68,7 +68,9 @@ calls, 250,000 SDK-shaped ones), so nothing else in this process grows with --ev
 run) and reports publish-to-queryable latency: every k-th event (2,000 samples) carries a
 header, and the time Kafka acknowledged it is compared with the first poll (every 50 ms) of
 the group's committed offsets past it. Find the maximum rate with the default mode, then
-measure the latency at half of it with "--live --rate N".
+measure the latency at half of it with "--live --rate N". Each live run after the first
+empties the topics first and publishes events of its own, so its consumer has no earlier
+run's messages to rebuild its dedup windows from.
 
 --shape sdk writes tool calls as the @posthog/mcp SDK sends them (arguments and result in
 $mcp_parameters and $mcp_response, about 1 KB; $mcp_tools_list events with the served

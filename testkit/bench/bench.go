@@ -283,9 +283,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for run := 1; run <= cfg.Runs; run++ {
 		r := RunResult{Run: run}
 		if cfg.Live && run > 1 {
-			// Each live run publishes events of its own (seed + run − 1): the earlier runs'
-			// events are still in the topic, within the consumer's dedup window of their
-			// partition, so the same uuids again would all be dropped as duplicates.
+			// Each live run starts on emptied topics: with the earlier runs' messages still
+			// there, its member would first rebuild its dedup windows from them (up to a
+			// window of offsets before where the run starts) and then chase that backlog,
+			// so every run after the first measured the catch-up, not the publish-to-queryable
+			// latency. It also publishes events of its own (seed + run − 1).
+			e.step("run %d: emptying the topics the earlier runs published to", run)
+			if err := emptyTopics(ctx, e.st.KafkaBrokers, publishedTopics(e.stats)); err != nil {
+				return nil, err
+			}
 			runCfg := cfg
 			runCfg.Seed = cfg.Seed + int64(run) - 1
 			e.step("run %d: generating its %d events (seed %d)", run, cfg.Events, runCfg.Seed)
@@ -404,6 +410,36 @@ func topicEnds(ctx context.Context, brokers []string) (map[string]map[int]int64,
 		out[topic] = ends
 	}
 	return out, nil
+}
+
+// emptyTopics deletes topics and creates them again with as many partitions each, empty.
+func emptyTopics(ctx context.Context, brokers []string, topics []string) error {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	parts, err := partitionsOf(ctx, client, topics)
+	if err != nil {
+		return err
+	}
+	del, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
+	if err != nil {
+		return fmt.Errorf("delete topics %v: %w", topics, err)
+	}
+	create := &kafka.CreateTopicsRequest{}
+	for _, t := range topics {
+		if err := del.Errors[t]; err != nil {
+			return fmt.Errorf("delete topic %s: %w", t, err)
+		}
+		create.Topics = append(create.Topics, kafka.TopicConfig{Topic: t, NumPartitions: len(parts[t]), ReplicationFactor: 1})
+	}
+	created, err := client.CreateTopics(ctx, create)
+	if err != nil {
+		return fmt.Errorf("create topics %v: %w", topics, err)
+	}
+	for _, t := range topics {
+		if err := created.Errors[t]; err != nil {
+			return fmt.Errorf("create topic %s: %w", t, err)
+		}
+	}
+	return nil
 }
 
 // resetStores gives mcpulse empty stores: its ClickHouse database dropped and migrated again,

@@ -15,6 +15,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/stack"
 )
@@ -189,6 +190,37 @@ func TestRun(t *testing.T) {
 		}
 		if want := uint64(len(corpus.uuids)); stored != want {
 			t.Errorf("live run stored %d distinct uuids, want %d", stored, want)
+		}
+	})
+
+	t.Run("live runs after the first start on emptied topics", func(t *testing.T) {
+		// The second run publishes the corpus of seed 3 on topics emptied of every earlier
+		// run's messages, so its member has no backlog to rebuild its dedup windows from.
+		corpus := corpusDistinctIDs(t, Config{Events: n, Seed: 3, Hours: 24, Shape: ShapeDemo})
+		res, err := Run(ctx, Config{Events: n, Seed: 2, Runs: 2, Live: true, Rate: 4 * n, SampleEvery: 10, Stack: st, PhaseTimeout: 3 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Runs) != 2 || res.Runs[1].Latency.Samples != n/10 {
+			t.Fatalf("runs %+v, want 2 with %d latency samples each", res.Runs, n/10)
+		}
+		ends, err := endOffsets(ctx, st.KafkaBrokers, ingest.TopicToolCalls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held int64
+		for _, end := range ends {
+			held += end
+		}
+		if held != n {
+			t.Errorf("%s holds %d messages after the second live run, want its %d", ingest.TopicToolCalls, held, n)
+		}
+		var stored uint64
+		if err := ch.QueryRow(ctx, "SELECT uniqExact(uuid) FROM mcpulse.tool_calls").Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if want := uint64(len(corpus.uuids)); stored != want {
+			t.Errorf("the second live run stored %d distinct uuids, want %d", stored, want)
 		}
 	})
 }
