@@ -136,6 +136,10 @@ type Options struct {
 	// Cluster, when set, is the ClickHouse cluster (a remote_servers key) every statement
 	// runs ON CLUSTER, with replicated tables (ClusterStatement). Default: "", one server.
 	Cluster string
+	// Below, when positive, stops before the migration of that version: only those below it
+	// are applied, leaving the schema an earlier release left (a database to upgrade, in
+	// tests of an upgrade). Default: 0, every migration.
+	Below int
 }
 
 // Up creates database mcpulse if needed and applies every migration not yet recorded, in
@@ -173,6 +177,9 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 	}
 	var done []Migration
 	for _, m := range all {
+		if opts.Below > 0 && m.Version >= opts.Below {
+			break
+		}
 		if prev, ok := applied[m.Version]; ok {
 			if prev.Checksum != m.Checksum {
 				log.Warn("applied migration differs from the embedded file; not re-run", "version", m.Version, "name", m.Name)

@@ -16,32 +16,12 @@ import (
 // names (rollup_epochs, rollup_writes), so that release fails on them.
 const fence = 36
 
-// applyBelow creates the migrations table and applies every migration below version to ch
-// statement by statement, recording each as Up does.
+// applyBelow applies every migration below version to ch, recording each as Up does: the
+// schema of the release before it.
 func applyBelow(ctx context.Context, t *testing.T, ch driver.Conn, version int) {
 	t.Helper()
-	all, err := migrations.All()
-	if err != nil {
+	if _, err := migrations.UpWith(ctx, ch, nil, migrations.Options{Below: version}); err != nil {
 		t.Fatal(err)
-	}
-	for _, st := range migrations.Bootstrap {
-		if err := ch.Exec(ctx, st); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, m := range all {
-		if m.Version >= version {
-			break
-		}
-		for _, st := range m.Statements {
-			if err := ch.Exec(ctx, st); err != nil {
-				t.Fatalf("migration %04d_%s: %v", m.Version, m.Name, err)
-			}
-		}
-		if err := ch.Exec(ctx, `INSERT INTO mcpulse.schema_migrations (version, name, checksum, applied_at)
-SELECT ?, ?, ?, now()`, uint32(m.Version), m.Name, m.Checksum); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
