@@ -574,17 +574,12 @@ func TestMarkersOfOldGenerationsAreDropped(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := context.Background()
 	truncate(t, env.ClickHouse)
-	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_epochs_taken"); err != nil {
-		t.Fatal(err)
-	}
 	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
 	log := genLog(rand.New(rand.NewPCG(5, 6)), 400)
 	var a rollup.Adder
 	write := func(epoch uint64, from, to int) {
 		t.Helper()
-		if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs_taken (name, epoch, taken_at) SELECT 'rollups', ?, now()", epoch-1); err != nil {
-			t.Fatal(err)
-		}
+		nextEpoch(t, env.ClickHouse, epoch)
 		store := rollup.NewStore(env.ClickHouse, rollup.Tables(), 1<<20, nil)
 		if err := store.Begin(ctx, map[rollup.Stream]int64{s: int64(from)}); err != nil {
 			t.Fatal(err)
@@ -776,6 +771,19 @@ func TestDurationBucketBoundsAreTheViewsBounds(t *testing.T) {
 	}
 }
 
+// nextEpoch makes epoch the one the next Begin takes: the epochs taken so far are forgotten
+// and epoch − 1 is recorded as the newest.
+func nextEpoch(t *testing.T, ch driver.Conn, epoch uint64) {
+	t.Helper()
+	ctx := context.Background()
+	if err := ch.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_epochs_taken"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs_taken (name, epoch, taken_at) SELECT 'rollups', ?, now()", epoch-1); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func truncate(t *testing.T, ch driver.Conn) {
 	t.Helper()
 	for _, tbl := range []string{"tool_call_stats_hourly", "ignored_key_paths_hourly", "gate_reason_calls_hourly",
@@ -836,9 +844,6 @@ func TestAFailedDropOfOldMarkersDoesNotStopTheRollups(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := context.Background()
 	truncate(t, env.ClickHouse)
-	if err := env.ClickHouse.Exec(ctx, "TRUNCATE TABLE mcpulse.rollup_epochs_taken"); err != nil {
-		t.Fatal(err)
-	}
 	s := rollup.Stream{Topic: "mcp_tool_calls", Partition: 0}
 	log := genLog(rand.New(rand.NewPCG(7, 8)), 200)
 	var a rollup.Adder
@@ -846,9 +851,7 @@ func TestAFailedDropOfOldMarkersDoesNotStopTheRollups(t *testing.T) {
 		epoch    uint64
 		from, to int
 	}{{5, 0, 100}, {2048, 100, 200}} {
-		if err := env.ClickHouse.Exec(ctx, "INSERT INTO mcpulse.rollup_epochs_taken (name, epoch, taken_at) SELECT 'rollups', ?, now()", g.epoch-1); err != nil {
-			t.Fatal(err)
-		}
+		nextEpoch(t, env.ClickHouse, g.epoch)
 		store := rollup.NewStore(refuseDrops{env.ClickHouse}, rollup.Tables(), 1<<20, nil)
 		if err := store.Begin(ctx, map[rollup.Stream]int64{s: int64(g.from)}); err != nil {
 			t.Fatalf("Begin of epoch %d: %v", g.epoch, err)
