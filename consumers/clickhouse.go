@@ -28,6 +28,11 @@ type rawTable struct {
 	// to the rows ClickHouse refuses (insertSplitting); it returns the events of those rows
 	// (uuid → the refusal), how many refused parts it split, and a temporary error.
 	insert func(ctx context.Context, conn driver.Conn, rows *ingest.Rows) (refused map[uuid.UUID]error, splits int, err error)
+	// open starts an INSERT into the table that a streamed batch's chunks send their rows
+	// into (stream.go).
+	open func(ctx context.Context, conn driver.Conn) (rawInsert, error)
+	// months adds the UTC months (year*12+month) of every time value of the table's rows.
+	months func(rows *ingest.Rows, to map[int]bool)
 }
 
 // table describes a raw table whose rows of type T rows picks from a batch, each row of the
@@ -40,6 +45,23 @@ func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUI
 	return rawTable{
 		name: name,
 		len:  func(r *ingest.Rows) int { return len(rows(r)) },
+		open: func(ctx context.Context, conn driver.Conn) (rawInsert, error) {
+			in, err := t.Open(ctx, conn)
+			if err != nil {
+				return nil, err
+			}
+			return &typedInsert[T]{in: in, rows: rows}, nil
+		},
+		months: func(r *ingest.Rows, to map[int]bool) {
+			var ts []time.Time
+			for i, rs := 0, rows(r); i < len(rs); i++ {
+				ts = times(&rs[i], ts[:0])
+				for _, t := range ts {
+					y, m, _ := t.UTC().Date()
+					to[y*12+int(m)] = true
+				}
+			}
+		},
 		insert: func(ctx context.Context, conn driver.Conn, r *ingest.Rows) (map[uuid.UUID]error, int, error) {
 			var refused map[uuid.UUID]error
 			splits := 0

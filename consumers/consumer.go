@@ -61,6 +61,9 @@ type Consumer struct {
 	// lastBatchBytes is the byte bound the previous batch was filled to (budget.go), so that
 	// a change of it is logged once.
 	lastBatchBytes atomic.Int64
+	// replayUntil holds, per partition, the last offset of a streamed batch that failed: the
+	// chunks up to it are stored one per batch (stream.go). Store stage only.
+	replayUntil map[topicPartition]int64
 }
 
 // optionalTableExists reports whether an optional raw table exists, asking ClickHouse until it
@@ -208,7 +211,7 @@ func (c *Consumer) retryStore(ctx, genCtx context.Context, p *prepared, step fun
 			return ctx.Err()
 		}
 		c.stats.retries.Add(1)
-		c.cfg.Logger.Warn("storing a batch failed; consumption paused, retrying", "attempt", attempt, "retry_in", backoff, "messages", len(p.msgs), "err", err)
+		c.cfg.Logger.Warn("storing a batch failed; consumption paused, retrying", "attempt", attempt, "retry_in", backoff, "messages", p.messages, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -263,6 +266,16 @@ func position(m *kafka.Message) string {
 // It is idempotent: running it again on the same batch changes no store, so a failed attempt
 // is retried with the same p. On success p.result holds what the batch stored.
 func (c *Consumer) storeRaw(ctx context.Context, p *prepared) error {
+	return c.storeRawWith(ctx, p, c.insertRaw)
+}
+
+// rawInserter stores a batch's raw rows, the dead-letter topic's rows and the audit rows, and
+// returns the events ClickHouse refuses for good (uuid → why): insertRaw, or a streamed
+// batch's openBatch.insert.
+type rawInserter func(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error)
+
+// storeRawWith is storeRaw with the raw rows stored by insert.
+func (c *Consumer) storeRawWith(ctx context.Context, p *prepared, insert rawInserter) error {
 	res := batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}}
 	msgs, bad, deadRows, auditRows, audits := p.msgs, p.bad, p.deadRows, p.auditRows, p.audits
 	rows := p.rows
@@ -288,7 +301,7 @@ func (c *Consumer) storeRaw(ctx context.Context, p *prepared) error {
 			return fmt.Errorf("dead-letter %d events: %w", len(bad), err)
 		}
 	}
-	refused, err := c.insertRaw(ctx, &rows, deadRows, auditRows, &res)
+	refused, err := insert(ctx, &rows, deadRows, auditRows, &res)
 	if err != nil {
 		return err
 	}

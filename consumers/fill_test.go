@@ -33,8 +33,12 @@ func TestFillBoundsBatchBytes(t *testing.T) {
 			c := &Consumer{cfg: Config{BatchSize: tc.batchSize, BatchBytes: tc.nbytes, BatchWait: 5 * time.Second}}
 			for _, hint := range []int{0, 1, 50} { // the room hint changes no batch
 				msgs := queue(10)
-				if got := len(c.fill(context.Background(), msgs, hint)); got != tc.want {
-					t.Errorf("hint %d: batch of %d messages of 1,000 bytes with BatchSize %d, BatchBytes %d: want %d", hint, got, tc.batchSize, tc.nbytes, tc.want)
+				got, cut := c.fill(context.Background(), msgs, hint)
+				if len(got) != tc.want {
+					t.Errorf("hint %d: batch of %d messages of 1,000 bytes with BatchSize %d, BatchBytes %d: want %d", hint, len(got), tc.batchSize, tc.nbytes, tc.want)
+				}
+				if cut {
+					t.Errorf("hint %d: a batch that reached its bound is reported cut short", hint)
 				}
 				if left := len(msgs); left != 10-tc.want {
 					t.Errorf("hint %d: %d messages left queued, want %d", hint, left, 10-tc.want)

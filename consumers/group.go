@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/mcpulse/mcpulse/consumers/rollup"
+	"github.com/mcpulse/mcpulse/migrations"
 	"github.com/mcpulse/mcpulse/ingest"
 )
 
@@ -156,12 +157,44 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		err := <-pending.done
 		if err == nil {
 			c.windows.commit(pending.msgs)
+			c.replayed(pending.msgs)
 			c.stats.batches.Add(1)
 		}
 		pending = nil
 		return err
 	}
 	defer func() { _ = settle() }() // before stored closes: the generation holds until the commit is done
+	// toCommit hands batch p, stored, to the commit stage, run on its own goroutine while the
+	// next batch is stored.
+	toCommit := func(p *prepared) {
+		pending = &committing{msgs: p.msgs, done: make(chan error, 1)}
+		go func(done chan<- error) { done <- c.commitStage(ctx, genCtx, gen, p) }(pending.done)
+	}
+	// open is the streamed batch whose INSERTs are open (stream.go); nil when none.
+	var open *openBatch
+	defer func() {
+		if open != nil { // stopped mid-batch: nothing of it is committed
+			open.abort()
+		}
+	}()
+	// closeOpen ends open's INSERTs and hands it to the commit stage once the previous batch
+	// is committed; false when the member must stop or rejoin (logged).
+	closeOpen := func() bool {
+		b := open
+		open = nil
+		if err := b.send(ctx); err != nil {
+			if ctx.Err() == nil {
+				c.streamFailed(b, nil, err)
+			}
+			_ = settle()
+			return false
+		}
+		if settle() != nil {
+			return false // logged by the commit stage
+		}
+		toCommit(b.closed())
+		return true
+	}
 
 	for {
 		var batch *prepared
@@ -181,6 +214,9 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		msgs := batch.msgs
 		if len(msgs) == 0 {
+			if open != nil && !closeOpen() {
+				return ctx.Err() != nil
+			}
 			if untilDrained && time.Since(*lastMessage) >= c.cfg.IdleToDrain {
 				if settle() != nil {
 					return ctx.Err() != nil
@@ -196,6 +232,33 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		*lastMessage = time.Now()
 		c.stats.messages.Add(int64(len(msgs)))
+		batch.messages = len(msgs)
+		if open != nil && (!c.streams(batch) || !open.fits(chunkMonths(batch))) {
+			if !closeOpen() {
+				return ctx.Err() != nil
+			}
+		}
+		if c.streams(batch) {
+			months := chunkMonths(batch)
+			if open == nil && len(months) <= migrations.MaxPartitionsPerInsert {
+				open = c.newOpenBatch()
+			}
+			if open != nil {
+				if err := c.storeRawWith(ctx, batch, open.insert(c, months)); err != nil {
+					if ctx.Err() != nil {
+						return true
+					}
+					c.streamFailed(open, batch, err)
+					open = nil
+					return false
+				}
+				open.add(batch)
+				if (open.messages >= c.cfg.BatchSize || batch.cut) && !closeOpen() {
+					return ctx.Err() != nil
+				}
+				continue
+			}
+		}
 		err := c.retryStore(ctx, genCtx, batch, c.storeRaw) // while the previous batch commits
 		if settle() != nil {
 			return ctx.Err() != nil // logged by the commit stage
@@ -208,8 +271,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			return false
 		}
 		batch.rawStored()
-		pending = &committing{msgs: msgs, done: make(chan error, 1)}
-		go func(done chan<- error) { done <- c.commitStage(ctx, genCtx, gen, batch) }(pending.done)
+		toCommit(batch)
 	}
 }
 
@@ -228,7 +290,7 @@ func (c *Consumer) commitStage(ctx, genCtx context.Context, gen *kafka.Generatio
 	msgs := p.msgs
 	if err := c.retryStore(ctx, genCtx, p, c.storeRollups); err != nil {
 		if ctx.Err() == nil {
-			c.cfg.Logger.Info("generation ended while a store was retried; the partitions' next owner reads the batch again", "messages", len(msgs))
+			c.cfg.Logger.Info("generation ended while a store was retried; the partitions' next owner reads the batch again", "messages", p.messages)
 		}
 		return err
 	}
@@ -237,7 +299,7 @@ func (c *Consumer) commitStage(ctx, genCtx context.Context, gen *kafka.Generatio
 		if ctx.Err() == nil {
 			// Stored but not committed: every write is idempotent, and the next generation
 			// reads the partitions again from their committed offsets.
-			c.cfg.Logger.Warn("commit failed; rejoining the group to read the batch again", "messages", len(msgs), "generation", gen.ID, "err", err)
+			c.cfg.Logger.Warn("commit failed; rejoining the group to read the batch again", "messages", p.messages, "generation", gen.ID, "err", err)
 		}
 		return err
 	}

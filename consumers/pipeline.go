@@ -55,6 +55,11 @@ type prepared struct {
 	rollupWrite *rollup.Write
 	// result is what the raw stage stored, accounted once the batch's rollups are written.
 	result batchResult
+	// messages is how many messages the batch read: len(msgs), or for a streamed batch
+	// (openBatch.closed, whose msgs are each partition's last) those of all its chunks.
+	messages int
+	// cut: fill returned before the batch reached its bounds (nothing more was waiting).
+	cut bool
 }
 
 // rawStored lets go of what only the raw stage needed (the rows, the events kept), so that a
@@ -107,7 +112,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 	defer wait()
 	last := 0 // the last non-empty batch's length: room for the next one (fill)
 	for {
-		batch := c.fill(ctx, msgs, last)
+		batch, cut := c.fill(ctx, msgs, last)
 		if len(batch) > 0 {
 			last = len(batch)
 		}
@@ -119,8 +124,10 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 				c.cfg.Logger.Debug("reading Redis's clock failed; keeping the last offset", "err", err)
 			}
 		}
+		p := c.prepare(batch)
+		p.cut = cut
 		select {
-		case out <- c.prepare(batch):
+		case out <- p:
 		case <-ctx.Done():
 			return
 		}
@@ -129,13 +136,14 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 
 // fill reads up to BatchSize messages, or up to the message whose key and value bring the
 // batch to its byte bound (BatchBytes, lowered while the dedup windows fill the memory
-// budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill. The batch
+// budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill; cut reports
+// that the wait (or ctx) ended it first. The batch
 // starts with room for about hint messages (the last non-empty batch's length): grown by doubling, a
 // batch of large kafka.Message values was copied again and again.
-func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int) []kafka.Message {
+func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int) (batch []kafka.Message, cut bool) {
 	timer := time.NewTimer(c.cfg.BatchWait)
 	defer timer.Stop()
-	batch := make([]kafka.Message, 0, min(hint+hint/8, c.cfg.BatchSize))
+	batch = make([]kafka.Message, 0, min(hint+hint/8, c.cfg.BatchSize))
 	bytes, maxBytes := 0, c.batchBytes()
 	for len(batch) < c.cfg.BatchSize && bytes < maxBytes {
 		select {
@@ -143,12 +151,12 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 			batch = append(batch, m)
 			bytes += len(m.Key) + len(m.Value)
 		case <-timer.C:
-			return batch
+			return batch, true
 		case <-ctx.Done():
-			return batch
+			return batch, true
 		}
 	}
-	return batch
+	return batch, false
 }
 
 // parallelDecodeMin is the batch size from which events are decoded on several goroutines.

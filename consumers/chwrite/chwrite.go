@@ -109,35 +109,91 @@ func (t *Table[T]) Insert(ctx context.Context, conn driver.Conn, rows []T) error
 	if len(rows) == 0 {
 		return nil
 	}
+	in, err := t.Open(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if err := in.Write(rows); err != nil {
+		return err
+	}
+	return in.Send()
+}
+
+// Open starts one INSERT into the table that stays open while Write sends rows into it, a
+// block at a time, until Send ends it. ClickHouse squashes the blocks of one INSERT into as
+// few parts as it can (one per partition up to min_insert_block_size_rows, 1,048,576 rows by
+// default), so rows written over several calls make the parts one Insert of them all would,
+// without the caller holding them all. The INSERT holds one connection of conn's pool until
+// Send or Abort. Errors name the table.
+func (t *Table[T]) Open(ctx context.Context, conn driver.Conn) (*OpenInsert[T], error) {
 	batch, err := conn.PrepareBatch(ctx, t.query)
 	if err != nil {
-		return fmt.Errorf("insert into %s: %w", t.name, err)
+		return nil, fmt.Errorf("insert into %s: %w", t.name, err)
 	}
-	block := t.BlockRows
+	return &OpenInsert[T]{t: t, batch: batch}, nil
+}
+
+// OpenInsert is an INSERT in progress (Table.Open). Its methods are not safe for concurrent
+// use. After an error of Write or Send the INSERT is aborted and the OpenInsert is done; the
+// rows it sent may be partly stored.
+type OpenInsert[T any] struct {
+	t     *Table[T]
+	batch driver.Batch
+	rows  int
+	done  bool
+}
+
+// Write sends rows in blocks of BlockRows rows, each built column by column and flushed to
+// the server before the next is built: when Write returns, the INSERT holds none of rows.
+func (in *OpenInsert[T]) Write(rows []T) error {
+	if in.done {
+		return fmt.Errorf("insert into %s: write after the insert ended", in.t.name)
+	}
+	block := in.t.BlockRows
 	if block <= 0 {
 		block = DefaultBlockRows
 	}
-	stride := unsafe.Sizeof(rows[0])
+	stride := unsafe.Sizeof(*new(T))
 	for lo := 0; lo < len(rows); lo += block {
 		hi := min(lo+block, len(rows))
 		base := unsafe.Pointer(&rows[lo])
-		for i, c := range t.columns {
-			if err := c.append(batch.Column(i), base, stride, hi-lo); err != nil {
-				_ = batch.Abort()
-				return fmt.Errorf("insert into %s: column %s: %w: %w", t.name, c.name, ErrAppend, err)
+		for i, c := range in.t.columns {
+			if err := c.append(in.batch.Column(i), base, stride, hi-lo); err != nil {
+				in.Abort()
+				return fmt.Errorf("insert into %s: column %s: %w: %w", in.t.name, c.name, ErrAppend, err)
 			}
 		}
-		if hi < len(rows) {
-			if err := batch.Flush(); err != nil {
-				_ = batch.Abort()
-				return fmt.Errorf("insert into %s: %w", t.name, err)
-			}
+		if err := in.batch.Flush(); err != nil {
+			in.Abort()
+			return fmt.Errorf("insert into %s: %w", in.t.name, err)
 		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("insert into %s: %w", t.name, err)
+		in.rows += hi - lo
 	}
 	return nil
+}
+
+// Rows is how many rows Write has sent.
+func (in *OpenInsert[T]) Rows() int { return in.rows }
+
+// Send ends the INSERT: once it returns nil, ClickHouse holds every row written.
+func (in *OpenInsert[T]) Send() error {
+	if in.done {
+		return fmt.Errorf("insert into %s: send after the insert ended", in.t.name)
+	}
+	in.done = true
+	if err := in.batch.Send(); err != nil {
+		return fmt.Errorf("insert into %s: %w", in.t.name, err)
+	}
+	return nil
+}
+
+// Abort ends the INSERT without completing it, releasing its connection; the blocks sent
+// may be partly stored. It does nothing after the INSERT ended.
+func (in *OpenInsert[T]) Abort() {
+	if !in.done {
+		in.done = true
+		_ = in.batch.Abort()
+	}
 }
 
 // appenders build, for a field type and the field's offset in T, the function that copies

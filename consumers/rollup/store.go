@@ -79,6 +79,37 @@ func (b *Batch) Add(s Stream, t *Table, key *KeyBuilder, vals ...uint64) {
 	}
 }
 
+// Merge adds what o holds to b (o is left as it was, and must not be used with b after): each
+// stream's offsets are b's and o's together, and each cell's values their sum. Batches read
+// one after the other from the same partitions, merged, are the batch of all their messages.
+// Both must come from the same Store's NewBatch.
+func (b *Batch) Merge(o *Batch) {
+	for s, osb := range o.streams {
+		sb := b.stream(s)
+		sb.next = max(sb.next, osb.next)
+		for i, om := range osb.cells {
+			if len(om) == 0 {
+				continue
+			}
+			m := sb.cells[i]
+			if m == nil {
+				sb.cells[i] = om
+				continue
+			}
+			for key, ovals := range om {
+				acc, ok := m[key]
+				if !ok {
+					m[key] = ovals
+					continue
+				}
+				for j, v := range ovals {
+					acc[j] += v
+				}
+			}
+		}
+	}
+}
+
 // Len is the number of cells the batch touches, over streams and tables.
 func (b *Batch) Len() int {
 	n := 0

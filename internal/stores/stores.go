@@ -62,7 +62,7 @@ func ParseBrokers(s string) ([]string, error) {
 
 // DefaultClickHouseConns is the most connections OpenClickHouse keeps open to ClickHouse, all
 // of them kept when idle, unless the DSN sets max_open_conns (or max_idle_conns).
-const DefaultClickHouseConns = 8
+const DefaultClickHouseConns = 16
 
 // OpenClickHouse connects over the native protocol (the HTTP protocol fails on 18.16:
 // DESIGN.md §4) and pings. dsn is clickhouse://user:password@host:port/database?options.

@@ -1,0 +1,309 @@
+package consumers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mcpulse/mcpulse/consumers/chwrite"
+	"github.com/mcpulse/mcpulse/consumers/rollup"
+	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/migrations"
+)
+
+// Streamed batches. What a batch holds in memory follows its message bytes (Config.BatchBytes),
+// but what ClickHouse spends on a batch follows the parts it writes: each insert makes a part
+// per table, and every part is written, then merged again and again, at a cost that hardly
+// depends on its rows. With large events (the MCP analytics SDK's tool calls are about 2.6 KB
+// with their arguments, results and tool listings), a batch bounded by memory is a few
+// thousand rows, and ClickHouse's merges cost more than everything else the pipeline does.
+//
+// So a batch is read as a sequence of chunks, each bounded by Config.BatchBytes (what fill
+// reads and prepare decodes), and its raw rows are streamed: each raw table's INSERT stays
+// open from the batch's first chunk to its last, every chunk's rows are sent into it as
+// blocks (chwrite.OpenInsert) and let go, and ClickHouse squashes the blocks of one INSERT
+// into one part. Everything else a chunk does is done as it comes (Redis, dead letters,
+// audit rows: all idempotent), and what it adds to the rollups is merged into the batch's.
+// The batch closes, and its INSERTs end, at its first chunk that brings it to
+// Config.BatchSize messages, or that fill cut short (nothing more was waiting: a consumer
+// that keeps up closes a batch per chunk, so streaming adds no latency). Only once every
+// INSERT ended does the batch go to the commit stage (its rollups, then its offsets), so
+// offsets are still committed only after ClickHouse holds the batch.
+//
+// A streamed batch keeps no rows to retry with or to split down to a refused one. So when a
+// chunk's store or an INSERT fails, the member aborts the batch's INSERTs, marks the batch's
+// offsets, and rejoins the group; reading again from the committed offsets (its dedup
+// windows rewound to them), it processes every chunk up to the marked offsets one chunk per
+// batch, with today's retries and refused-row splitting (storeRaw), and streams again after
+// them. The rows the aborted INSERTs stored are stored again by that replay, which the
+// replacing raw tables absorb.
+
+// streamConns is the fewest connections the ClickHouse pool must allow for batches to be
+// streamed: one open INSERT per raw table, plus the connections the chunk's other inserts and
+// the previous batch's rollups use meanwhile. A smaller pool (a DSN's max_open_conns) gets one
+// chunk per batch.
+var streamConns = len(rawTables) + 6
+
+// rawInsert is one raw table's INSERT kept open over a batch's chunks.
+type rawInsert interface {
+	// write sends the table's rows of rows into the INSERT.
+	write(rows *ingest.Rows) error
+	send() error
+	abort()
+}
+
+// openBatch is a streamed batch whose raw INSERTs are open.
+type openBatch struct {
+	inserts []rawInsert // by index in rawTables; nil until a chunk has rows for the table
+	// months are the UTC months (year*12+month) of every time value of the rows sent: an
+	// INSERT may write at most migrations.MaxPartitionsPerInsert of them.
+	months   map[int]bool
+	rollup   *rollup.Batch
+	result   batchResult
+	last     map[topicPartition]kafka.Message // each partition's last message (offsets only)
+	messages int
+}
+
+func (c *Consumer) newOpenBatch() *openBatch {
+	return &openBatch{
+		inserts: make([]rawInsert, len(rawTables)),
+		months:  map[int]bool{},
+		rollup:  c.rollups.NewBatch(),
+		result:  batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}},
+		last:    map[topicPartition]kafka.Message{},
+	}
+}
+
+// streams reports whether chunk p may be streamed: the pool has room for the open INSERTs,
+// and no offset of p is one a failed streamed batch held (streamFailed), which are replayed
+// one chunk per batch.
+func (c *Consumer) streams(p *prepared) bool {
+	if c.cfg.ClickHouse.Stats().MaxOpenConns < streamConns {
+		return false
+	}
+	if len(c.replayUntil) == 0 {
+		return true
+	}
+	for i := range p.msgs {
+		m := &p.msgs[i]
+		if until, ok := c.replayUntil[topicPartition{m.Topic, m.Partition}]; ok && m.Offset <= until {
+			return false
+		}
+	}
+	return true
+}
+
+// chunkMonths returns the UTC months of every time value of p's raw rows.
+func chunkMonths(p *prepared) map[int]bool {
+	months := map[int]bool{}
+	for _, t := range rawTables {
+		t.months(&p.rows, months)
+	}
+	return months
+}
+
+// fits reports whether chunk months may join b's INSERTs without them writing more than
+// migrations.MaxPartitionsPerInsert months.
+func (b *openBatch) fits(months map[int]bool) bool {
+	n := len(b.months)
+	for m := range months {
+		if !b.months[m] {
+			n++
+		}
+	}
+	return n <= migrations.MaxPartitionsPerInsert
+}
+
+// insert is storeRaw's insert step for a chunk of b: the dead-letter topic's and audit rows
+// inserted at once (few, and their own tables), the raw rows sent into b's INSERTs, opening
+// those the batch has not opened yet. It refuses nothing: an error of any table is returned,
+// and the caller gives the batch up (streamFailed).
+func (b *openBatch) insert(c *Consumer, months map[int]bool) func(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error) {
+	return func(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error) {
+		g, gctx := errgroup.WithContext(ctx)
+		for i, t := range rawTables {
+			n := t.len(rows)
+			if n == 0 {
+				continue
+			}
+			if t.optional {
+				if ok, err := c.optionalTableExists(ctx, t.name); err != nil {
+					return nil, err
+				} else if !ok {
+					c.cfg.Logger.Warn("table missing: rows left out (run mcpulse migrate up)", "table", t.name, "rows", n)
+					res.rowsLeftOut += int64(n)
+					continue
+				}
+			}
+			g.Go(func() error {
+				if b.inserts[i] == nil {
+					// Opened on the batch's context, not the chunk's errgroup's: the INSERT
+					// outlives this chunk.
+					in, err := t.open(ctx, c.cfg.ClickHouse)
+					if err != nil {
+						return err
+					}
+					b.inserts[i] = in
+				}
+				return b.inserts[i].write(rows)
+			})
+		}
+		g.Go(func() error {
+			if err := insertRows(gctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
+				return fmt.Errorf("insert dead_letters: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			if err := insertRows(gctx, c.cfg.ClickHouse, insertAudit, auditRows); err != nil {
+				return fmt.Errorf("insert suppression_audit: %w", err)
+			}
+			return nil
+		})
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		maps.Copy(b.months, months)
+		return nil, nil
+	}
+}
+
+// add merges chunk p, stored by storeRaw with b's insert, into b.
+func (b *openBatch) add(p *prepared) {
+	b.rollup.Merge(p.rollup)
+	b.result.add(&p.result)
+	for i := range p.msgs {
+		m := &p.msgs[i]
+		k := topicPartition{m.Topic, m.Partition}
+		if last, ok := b.last[k]; !ok || m.Offset > last.Offset {
+			b.last[k] = kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+		}
+	}
+	b.messages += len(p.msgs)
+}
+
+// send ends b's INSERTs, all at once; once it returns nil ClickHouse holds every row of b.
+func (b *openBatch) send(ctx context.Context) error {
+	g, _ := errgroup.WithContext(ctx)
+	for i, in := range b.inserts {
+		if in != nil {
+			g.Go(func() error {
+				if err := in.send(); err != nil {
+					return fmt.Errorf("insert %s: %w", rawTables[i].name, err)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// abort ends b's INSERTs without completing them.
+func (b *openBatch) abort() {
+	for _, in := range b.inserts {
+		if in != nil {
+			in.abort()
+		}
+	}
+}
+
+// closed is b as a batch for the commit stage: its rollups, what it stored, and one message
+// per partition, its last (what the commit and the dedup windows need of the offsets).
+func (b *openBatch) closed() *prepared {
+	p := &prepared{rollup: b.rollup, result: b.result, messages: b.messages}
+	p.msgs = make([]kafka.Message, 0, len(b.last))
+	for _, m := range b.last {
+		p.msgs = append(p.msgs, m)
+	}
+	return p
+}
+
+// streamFailed gives up streamed batch b (nil when the failing chunk opened none) after err:
+// its INSERTs are aborted, and the offsets of b and of failing chunk p are replayed one chunk
+// per batch (streams) once the member has rejoined.
+func (c *Consumer) streamFailed(b *openBatch, p *prepared, err error) {
+	if c.replayUntil == nil {
+		c.replayUntil = map[topicPartition]int64{}
+	}
+	mark := func(m *kafka.Message) {
+		k := topicPartition{m.Topic, m.Partition}
+		if until, ok := c.replayUntil[k]; !ok || m.Offset > until {
+			c.replayUntil[k] = m.Offset
+		}
+	}
+	messages := 0
+	if b != nil {
+		b.abort()
+		for _, m := range b.last {
+			mark(&m)
+		}
+		messages = b.messages
+	}
+	if p != nil {
+		for i := range p.msgs {
+			mark(&p.msgs[i])
+		}
+		messages += len(p.msgs)
+	}
+	c.stats.retries.Add(1)
+	c.cfg.Logger.Warn("storing a streamed batch failed; rejoining the group to read it again one chunk per batch",
+		"messages", messages, "err", err)
+}
+
+// replayed forgets the replay marks p's commit passed.
+func (c *Consumer) replayed(msgs []kafka.Message) {
+	for i := range msgs {
+		m := &msgs[i]
+		k := topicPartition{m.Topic, m.Partition}
+		if until, ok := c.replayUntil[k]; ok && m.Offset >= until {
+			delete(c.replayUntil, k)
+		}
+	}
+}
+
+// add adds r's counts to res.
+func (res *batchResult) add(r *batchResult) {
+	for k, n := range r.stored {
+		res.stored[k] += n
+	}
+	for k, n := range r.suppression {
+		res.suppression[k] += n
+	}
+	res.rowsLeftOut += r.rowsLeftOut
+	res.storeRefused += r.storeRefused
+	res.insertSplits += r.insertSplits
+	res.duplicates += r.duplicates
+	res.deadLettered += r.deadLettered
+	res.deadLetters += r.deadLetters
+	res.audits += r.audits
+	res.duplicatesByKind = addCounts(res.duplicatesByKind, r.duplicatesByKind)
+	res.deadLetteredByClass = addCounts(res.deadLetteredByClass, r.deadLetteredByClass)
+	res.recordedByClass = addCounts(res.recordedByClass, r.recordedByClass)
+}
+
+func addCounts[K comparable](dst, src map[K]int64) map[K]int64 {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = make(map[K]int64, len(src))
+	}
+	for k, n := range src {
+		dst[k] += n
+	}
+	return dst
+}
+
+// typedInsert is the rawInsert of a raw table whose rows are of type T.
+type typedInsert[T any] struct {
+	in   *chwrite.OpenInsert[T]
+	rows func(*ingest.Rows) []T
+}
+
+func (t *typedInsert[T]) write(r *ingest.Rows) error { return t.in.Write(t.rows(r)) }
+func (t *typedInsert[T]) send() error                { return t.in.Send() }
+func (t *typedInsert[T]) abort()                     { t.in.Abort() }
