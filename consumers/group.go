@@ -11,8 +11,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/mcpulse/mcpulse/consumers/rollup"
-	"github.com/mcpulse/mcpulse/migrations"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/migrations"
 )
 
 // Consumer-group membership and commits (DESIGN.md §5; a broker restart included).

@@ -1,0 +1,183 @@
+package consumers_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/demo/outcome"
+	"github.com/mcpulse/mcpulse/demo/report"
+	"github.com/mcpulse/mcpulse/ingest"
+)
+
+// streamedEvents publishes the events of the streaming tests: n tool calls spread over
+// partitions and hours, half of them with an ignored key, and an invitation answered.
+func (h *harness) publishStreamedEvents(n int) {
+	h.t.Helper()
+	var calls [][]byte
+	for i := 1; i <= n; i++ {
+		if i%2 == 0 {
+			calls = append(calls, toolCall(i*37, "user-"+string(rune('a'+i%7)), "create_issue", "titel"))
+		} else {
+			calls = append(calls, toolCall(i*37, "user-"+string(rune('a'+i%7)), "search"))
+		}
+	}
+	h.publish(ingest.TopicToolCalls, calls...)
+	h.publish(ingest.TopicRecruitment, invitation(100000, "dora", "inv-1", base), response(100001, "dora", "inv-1", "decline", base.Add(time.Minute)))
+}
+
+// insertedParts is how many parts inserts wrote into a table (level 0, merged away or not:
+// the parts a merge replaced stay listed, inactive, for minutes).
+func (h *harness) insertedParts(table string) int64 {
+	h.t.Helper()
+	return h.count("SELECT count() FROM system.parts WHERE database = 'mcpulse' AND table = ? AND level = 0", table)
+}
+
+// checkStored holds the stores to the n tool calls and two recruitment events published,
+// each stored once, and every rollup to its recomputation from the raw tables.
+func (h *harness) checkStored(c *consumers.Consumer, n int) {
+	h.t.Helper()
+	if got := h.count("SELECT count() FROM mcpulse.tool_calls FINAL"); got != int64(n) {
+		h.t.Errorf("tool_calls rows = %d, want %d", got, n)
+	}
+	if got := h.count("SELECT sum(successful_calls) FROM mcpulse.v_ignored_key_rates_hourly"); got != int64(n) {
+		h.t.Errorf("successful calls in the rollup = %d, want %d", got, n)
+	}
+	if got := h.count("SELECT sum(calls_with_ignored_keys) FROM mcpulse.v_ignored_key_rates_hourly"); got != int64(n/2) {
+		h.t.Errorf("calls with ignored keys in the rollup = %d, want %d", got, n/2)
+	}
+	if got := h.count("SELECT sum(declined) FROM mcpulse.v_recruitment_funnel_daily"); got != 1 {
+		h.t.Errorf("declined = %d, want 1", got)
+	}
+	if s := c.Stats(); s.Stored["tool_call"] != int64(n) || s.Duplicates != 0 {
+		h.t.Errorf("stats %+v: want %d tool calls stored, no duplicates", s, n)
+	}
+	ctx := context.Background()
+	observed, err := report.Observe(ctx, h.ch, h.rdb)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	recomputed, err := report.Recompute(ctx, h.ch)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	// Only the rollups are recomputed: the rest is taken as observed.
+	recomputed.EventsByKind, recomputed.Tables, recomputed.Suppression = observed.EventsByKind, observed.Tables, observed.Suppression
+	recomputed.ServedSchemas = observed.ServedSchemas
+	if len(recomputed.Funnel) == 0 || len(recomputed.IgnoredKeyRates) == 0 {
+		h.t.Error("the recomputation returned no rows")
+	}
+	for _, m := range outcome.Compare(recomputed, observed, time.Now()) {
+		h.t.Errorf("rollup differs from its recomputation: %s", m)
+	}
+}
+
+// A batch of many chunks writes one part per table: its chunks' rows go into INSERTs that
+// stay open until the batch closes.
+func TestABatchOfManyChunksWritesOnePartPerTable(t *testing.T) {
+	h := newHarness(t)
+	const n = 600
+	h.publishStreamedEvents(n)
+	c := h.consumer(func(cfg *consumers.Config) {
+		cfg.BatchBytes = 8 << 10 // about 30 tool calls a chunk
+		cfg.BatchSize = 100_000
+		cfg.BatchWait = 2 * time.Second // no chunk cut short before the topic's end
+	})
+	h.drain(c)
+	h.checkStored(c, n)
+	// 600 tool calls of about 270 bytes are some 20 chunks; read one chunk per batch they
+	// made as many parts.
+	if parts, batches := h.insertedParts("tool_calls"), c.Stats().Batches; parts > batches || parts > 4 {
+		t.Errorf("tool_calls got %d inserted parts in %d batches, want one per batch, at most 4 (the chunks were streamed into one INSERT)", parts, batches)
+	}
+}
+
+// failingConn fails the Flush or Send of INSERTs into table when armed, once.
+type failingConn struct {
+	driver.Conn
+	table string
+	// flushes counts down the flushes of the table's INSERTs; the one that reaches 0 fails.
+	flushes atomic.Int64
+	// sends: the same for Send.
+	sends atomic.Int64
+}
+
+var errInjected = errors.New("injected: connection reset by peer")
+
+func (c *failingConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
+	if err != nil || !strings.Contains(query, c.table+" ") {
+		return b, err
+	}
+	return &failingBatch{Batch: b, conn: c}, nil
+}
+
+type failingBatch struct {
+	driver.Batch
+	conn *failingConn
+}
+
+func (b *failingBatch) Flush() error {
+	if b.conn.flushes.Add(-1) == 0 {
+		_ = b.Batch.Abort()
+		return errInjected
+	}
+	return b.Batch.Flush()
+}
+
+func (b *failingBatch) Send() error {
+	if b.conn.sends.Add(-1) == 0 {
+		_ = b.Batch.Abort()
+		return errInjected
+	}
+	return b.Batch.Send()
+}
+
+// A streamed batch keeps no rows to retry with: when one of its INSERTs fails, part way
+// through (a chunk's Flush) or at its end (Send), the member rejoins and reads the batch
+// again from the committed offsets, one chunk per batch, and nothing is lost or counted
+// twice.
+func TestAFailedStreamedBatchIsReadAgainOneChunkPerBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		flush, send int64
+		// minParts: the replay of the chunks up to the failure writes a part each.
+		minParts int64
+	}{
+		{name: "a chunk's flush fails", flush: 5, minParts: 5},
+		{name: "the batch's send fails", send: 1, minParts: 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			const n = 600
+			h.publishStreamedEvents(n)
+			fc := &failingConn{Conn: h.ch, table: "mcpulse.tool_calls"}
+			fc.flushes.Store(tc.flush)
+			fc.sends.Store(tc.send)
+			c := h.consumer(func(cfg *consumers.Config) {
+				cfg.ClickHouse = fc
+				cfg.BatchBytes = 8 << 10
+				cfg.BatchSize = 100_000
+				cfg.BatchWait = 2 * time.Second
+			})
+			h.drain(c)
+			if fc.flushes.Load() > 0 || fc.sends.Load() > 0 {
+				t.Fatalf("the injected failure never fired (flushes left %d, sends left %d)", fc.flushes.Load(), fc.sends.Load())
+			}
+			h.checkStored(c, n)
+			if s := c.Stats(); s.StoreRetries < 1 {
+				t.Errorf("stats %+v: want the failed batch counted as a store retry", s)
+			}
+			// Read again one chunk per batch: a part per chunk replayed.
+			if parts := h.insertedParts("tool_calls"); parts < tc.minParts {
+				t.Errorf("tool_calls got %d inserted parts, want at least %d: one per chunk replayed", parts, tc.minParts)
+			}
+		})
+	}
+}
