@@ -21,14 +21,15 @@ const (
 	DefaultGroupID = "mcpulse-consumers"
 	// DefaultBatchSize is Config.BatchSize's default, in messages: ClickHouse stores a row of
 	// a 50,000-row insert for about a third of the CPU a row of a 5,000-row one costs (fewer,
-	// larger parts to write and merge).
+	// larger parts to write and merge). A batch's raw rows are streamed in chunks
+	// (Config.BatchBytes), so its size does not follow the consumer's memory.
 	DefaultBatchSize = 50000
 	// DefaultBatchBytes is Config.BatchBytes's default: the message bytes (keys and values) a
-	// batch may hold. A batch's memory follows its bytes, not its count (the values, their
-	// decoded events, the insert's column buffers: about 2.5 times the message bytes), and
-	// two batches are in flight (one prepared while one is stored), so this bound keeps both
-	// near 80 MiB whatever the events' size: 2,400-byte SDK tool calls close a batch at about
-	// 7,000 messages, 750-byte demo events at about 22,000.
+	// chunk of a batch may hold. A chunk's memory follows its bytes, not its count (the
+	// values, their decoded events, the insert's column buffers: about 2.5 times the message
+	// bytes), and two chunks are in flight (one prepared while one is stored), so this bound
+	// keeps both near 80 MiB whatever the events' size: 2,400-byte SDK tool calls close a
+	// chunk at about 7,000 messages, 750-byte demo events at about 22,000.
 	DefaultBatchBytes = 16 << 20
 	// DefaultBatchWait is Config.BatchWait's default. A consumer that keeps up closes a batch
 	// after this long, so it bounds the time from publish to queryable (plus one store).
@@ -76,13 +77,16 @@ type Config struct {
 	ClickHouse driver.Conn
 	// DeadLetters publishes malformed events to the dead-letter topic. Required.
 	DeadLetters *ingest.Publisher
-	// BatchSize is the most messages processed (and committed) together. Default:
+	// BatchSize is how many messages a batch (stored, then committed, together) reaches before
+	// it closes; it closes earlier when nothing more is waiting (BatchWait). Its raw rows are
+	// streamed to ClickHouse chunk by chunk, into one INSERT per table (stream.go). Default:
 	// DefaultBatchSize.
 	BatchSize int
-	// BatchBytes bounds a batch's message bytes (keys and values): a batch closes at the
-	// message that reaches it, or at BatchSize messages, whichever comes first. While the
-	// dedup windows take much of the process's soft memory limit, batches close earlier (at
-	// no less than 1 MiB; see DefaultMemoryLimit). Default: DefaultBatchBytes.
+	// BatchBytes bounds a chunk's message bytes (keys and values), what the consumer holds of
+	// a batch at once: a chunk closes at the message that reaches it, or at BatchSize
+	// messages, whichever comes first. While the dedup windows take much of the process's
+	// soft memory limit, chunks close earlier (at no less than 1 MiB; see
+	// DefaultMemoryLimit). Default: DefaultBatchBytes.
 	BatchBytes int
 	// BatchWait is how long a batch waits to fill before it is processed. Default:
 	// DefaultBatchWait.

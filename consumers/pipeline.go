@@ -24,7 +24,9 @@ import (
 // (what a new owner's reset relies on: consumers/rollup). Raw rows of a batch that is never
 // committed are replaced by its replay (the raw tables are idempotent). Preparing touches no
 // store, so nothing a prepared batch does is visible before its turn; a batch whose store is
-// retried is not prepared again.
+// retried is not prepared again. What is fetched and prepared is a chunk of a batch: the raw
+// stage streams consecutive chunks into one batch (stream.go), which then goes to the commit
+// stage whole.
 
 // prepared is a fetched batch after prepare.
 type prepared struct {
