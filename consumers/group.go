@@ -178,13 +178,19 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 	}()
 	// closeOpen ends open's INSERTs and hands it to the commit stage once the previous batch
-	// is committed; false when the member must stop or rejoin (logged).
-	closeOpen := func() bool {
+	// is committed; false when the member must stop or rejoin (logged). failed is the chunk
+	// whose failure closes the batch without it (nil for none): replayed with the batch if
+	// the batch cannot be ended.
+	closeOpen := func(failed *prepared) bool {
 		b := open
 		open = nil
+		if b.messages == 0 { // only a chunk that failed
+			b.abort()
+			return true
+		}
 		if err := b.send(ctx); err != nil {
 			if ctx.Err() == nil {
-				c.streamFailed(b, nil, err)
+				c.streamFailed(b, failed, err)
 			}
 			_ = settle()
 			return false
@@ -214,7 +220,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		msgs := batch.msgs
 		if len(msgs) == 0 {
-			if open != nil && !closeOpen() {
+			if open != nil && !closeOpen(nil) {
 				return ctx.Err() != nil
 			}
 			if untilDrained && time.Since(*lastMessage) >= c.cfg.IdleToDrain {
@@ -234,7 +240,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		c.stats.messages.Add(int64(len(msgs)))
 		batch.messages = len(msgs)
 		if open != nil && (!c.streams(batch) || !open.fits(chunkMonths(batch))) {
-			if !closeOpen() {
+			if !closeOpen(nil) {
 				return ctx.Err() != nil
 			}
 		}
@@ -244,19 +250,26 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 				open = c.newOpenBatch()
 			}
 			if open != nil {
-				if err := c.storeRawWith(ctx, batch, open.insert(c, months)); err != nil {
-					if ctx.Err() != nil {
-						return true
+				err := c.storeRawWith(ctx, batch, open.insert(c, months))
+				if err == nil {
+					open.add(batch)
+					if (open.messages >= c.cfg.BatchSize || batch.cut) && !closeOpen(nil) {
+						return ctx.Err() != nil
 					}
-					c.streamFailed(open, batch, err)
-					open = nil
-					return false
+					continue
 				}
-				open.add(batch)
-				if (open.messages >= c.cfg.BatchSize || batch.cut) && !closeOpen() {
+				if ctx.Err() != nil {
+					return true
+				}
+				// The chunks before this one are complete in the open INSERTs unless this
+				// chunk's failure ended one of them: end them, and retry this chunk as a
+				// batch of its own (below); any of its rows the INSERTs took are stored again.
+				c.stats.retries.Add(1)
+				c.cfg.Logger.Warn("storing a chunk of a streamed batch failed; the chunks before it are stored and committed, and it is retried on its own",
+					"messages", len(msgs), "err", err)
+				if !closeOpen(batch) {
 					return ctx.Err() != nil
 				}
-				continue
 			}
 		}
 		err := c.retryStore(ctx, genCtx, batch, c.storeRaw) // while the previous batch commits

@@ -34,13 +34,14 @@ import (
 // INSERT ended does the batch go to the commit stage (its rollups, then its offsets), so
 // offsets are still committed only after ClickHouse holds the batch.
 //
-// A streamed batch keeps no rows to retry with or to split down to a refused one. So when a
-// chunk's store or an INSERT fails, the member aborts the batch's INSERTs, marks the batch's
-// offsets, and rejoins the group; reading again from the committed offsets (its dedup
-// windows rewound to them), it processes every chunk up to the marked offsets one chunk per
-// batch, with today's retries and refused-row splitting (storeRaw), and streams again after
-// them. The rows the aborted INSERTs stored are stored again by that replay, which the
-// replacing raw tables absorb.
+// When a chunk's store fails, the batch is closed without it (its INSERTs ended, then
+// committed) and the chunk is stored as a batch of its own, with the retries and the
+// refused-row splitting of storeRaw; any of its rows the INSERTs took are stored again, which
+// the replacing raw tables absorb. But a streamed batch keeps no rows to retry an INSERT
+// with: when one of its INSERTs cannot be ended (a block's flush failed, or its end), the
+// member aborts them all, marks the batch's offsets, and rejoins the group; reading again from
+// the committed offsets (its dedup windows rewound to them), it stores every chunk up to the
+// marked offsets as a batch of its own, and streams again after them.
 
 // streamConns is the fewest connections the ClickHouse pool must allow for batches to be
 // streamed: one open INSERT per raw table, plus the connections the chunk's other inserts and
@@ -222,10 +223,11 @@ func (b *openBatch) closed() *prepared {
 	return p
 }
 
-// streamFailed gives up streamed batch b (nil when the failing chunk opened none) after err:
-// its INSERTs are aborted, and the offsets of b and of failing chunk p are replayed one chunk
-// per batch (streams) once the member has rejoined.
-func (c *Consumer) streamFailed(b *openBatch, p *prepared, err error) {
+// streamFailed gives up streamed batch b, whose INSERTs could not be ended, after err: its
+// INSERTs are aborted, and its offsets, and those of the chunk whose failure ended them
+// (failed; nil for none), are replayed one chunk per batch (streams) once the member has
+// rejoined.
+func (c *Consumer) streamFailed(b *openBatch, failed *prepared, err error) {
 	if c.replayUntil == nil {
 		c.replayUntil = map[topicPartition]int64{}
 	}
@@ -235,19 +237,16 @@ func (c *Consumer) streamFailed(b *openBatch, p *prepared, err error) {
 			c.replayUntil[k] = m.Offset
 		}
 	}
-	messages := 0
-	if b != nil {
-		b.abort()
-		for _, m := range b.last {
-			mark(&m)
-		}
-		messages = b.messages
+	b.abort()
+	for _, m := range b.last {
+		mark(&m)
 	}
-	if p != nil {
-		for i := range p.msgs {
-			mark(&p.msgs[i])
+	messages := b.messages
+	if failed != nil {
+		for i := range failed.msgs {
+			mark(&failed.msgs[i])
 		}
-		messages += len(p.msgs)
+		messages += len(failed.msgs)
 	}
 	c.stats.retries.Add(1)
 	c.cfg.Logger.Warn("storing a streamed batch failed; rejoining the group to read it again one chunk per batch",

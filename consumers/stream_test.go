@@ -104,15 +104,21 @@ type failingConn struct {
 	table string
 	// flushes counts down the flushes of the table's INSERTs; the one that reaches 0 fails.
 	flushes atomic.Int64
-	// sends: the same for Send.
-	sends atomic.Int64
+	// sends and prepares: the same for Send and for starting an INSERT.
+	sends, prepares atomic.Int64
 }
 
 var errInjected = errors.New("injected: connection reset by peer")
 
 func (c *failingConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	if !strings.Contains(query, c.table+" ") {
+		return c.Conn.PrepareBatch(ctx, query, opts...)
+	}
+	if c.prepares.Add(-1) == 0 {
+		return nil, errInjected
+	}
 	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
-	if err != nil || !strings.Contains(query, c.table+" ") {
+	if err != nil {
 		return b, err
 	}
 	return &failingBatch{Batch: b, conn: c}, nil
@@ -139,27 +145,32 @@ func (b *failingBatch) Send() error {
 	return b.Batch.Send()
 }
 
-// A streamed batch keeps no rows to retry with: when one of its INSERTs fails, part way
-// through (a chunk's Flush) or at its end (Send), the member rejoins and reads the batch
-// again from the committed offsets, one chunk per batch, and nothing is lost or counted
-// twice.
+// A streamed batch keeps no rows to retry an INSERT with: when one of its INSERTs fails part
+// way (a chunk's flush) or at its end (Send), the member rejoins and reads the batch again from
+// the committed offsets, one chunk per batch. When a chunk fails without ending an INSERT (here:
+// the INSERT it would open fails to start), the batch is ended without it and only the chunk
+// is retried. Either way nothing is lost or counted twice.
 func TestAFailedStreamedBatchIsReadAgainOneChunkPerBatch(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		flush, send int64
-		// minParts: the replay of the chunks up to the failure writes a part each.
-		minParts int64
+		name                 string
+		table                string
+		flush, send, prepare int64
+		minParts, maxParts   int64 // inserted parts of tool_calls
 	}{
-		{name: "a chunk's flush fails", flush: 5, minParts: 5},
-		{name: "the batch's send fails", send: 1, minParts: 10},
+		// The replay of the chunks up to the failure writes a part each.
+		{name: "a chunk's flush fails", table: "mcpulse.tool_calls", flush: 5, minParts: 5, maxParts: 100},
+		{name: "the batch's send fails", table: "mcpulse.tool_calls", send: 1, minParts: 10, maxParts: 100},
+		// Only the chunk with the invitation is stored on its own: one more part, not one per chunk.
+		{name: "a chunk's table fails to open", table: "mcpulse.recruitment_events", prepare: 1, minParts: 1, maxParts: 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			const n = 600
 			h.publishStreamedEvents(n)
-			fc := &failingConn{Conn: h.ch, table: "mcpulse.tool_calls"}
+			fc := &failingConn{Conn: h.ch, table: tc.table}
 			fc.flushes.Store(tc.flush)
 			fc.sends.Store(tc.send)
+			fc.prepares.Store(tc.prepare)
 			c := h.consumer(func(cfg *consumers.Config) {
 				cfg.ClickHouse = fc
 				cfg.BatchBytes = 8 << 10
@@ -167,16 +178,15 @@ func TestAFailedStreamedBatchIsReadAgainOneChunkPerBatch(t *testing.T) {
 				cfg.BatchWait = 2 * time.Second
 			})
 			h.drain(c)
-			if fc.flushes.Load() > 0 || fc.sends.Load() > 0 {
-				t.Fatalf("the injected failure never fired (flushes left %d, sends left %d)", fc.flushes.Load(), fc.sends.Load())
+			if fc.flushes.Load() > 0 || fc.sends.Load() > 0 || fc.prepares.Load() > 0 {
+				t.Fatalf("the injected failure never fired (flushes left %d, sends left %d, starts left %d)", fc.flushes.Load(), fc.sends.Load(), fc.prepares.Load())
 			}
 			h.checkStored(c, n)
 			if s := c.Stats(); s.StoreRetries < 1 {
-				t.Errorf("stats %+v: want the failed batch counted as a store retry", s)
+				t.Errorf("stats %+v: want the failure counted as a store retry", s)
 			}
-			// Read again one chunk per batch: a part per chunk replayed.
-			if parts := h.insertedParts("tool_calls"); parts < tc.minParts {
-				t.Errorf("tool_calls got %d inserted parts, want at least %d: one per chunk replayed", parts, tc.minParts)
+			if parts := h.insertedParts("tool_calls"); parts < tc.minParts || parts > tc.maxParts {
+				t.Errorf("tool_calls got %d inserted parts, want %d to %d", parts, tc.minParts, tc.maxParts)
 			}
 		})
 	}
