@@ -286,7 +286,7 @@ func (c *Consumer) storeRawWith(ctx context.Context, p *prepared, insert rawInse
 	if err := c.applySuppression(ctx, p.responses, res.suppression); err != nil {
 		return err
 	}
-	if err := c.fillInvitationSentAt(ctx, rows.Recruitment); err != nil {
+	if err := c.fillInvitationSentAt(ctx, rows.Recruitment, p.sentBefore); err != nil {
 		return err
 	}
 	if !p.derived {
@@ -448,10 +448,17 @@ func (c *Consumer) identity(ev *ingest.Event) string {
 }
 
 // fillInvitationSentAt sets the invitation send time of every recruitment row whose
-// invitation is in the batch or already stored: the funnel is a cohort by the invitation's
-// send day (DESIGN.md §8). Rows are modified in place.
-func (c *Consumer) fillInvitationSentAt(ctx context.Context, rows []ingest.RecruitmentRow) error {
+// invitation is in the batch, in before (the invitations earlier chunks of a streamed batch
+// sent into its open INSERT, which ClickHouse shows no query until the batch closes; nil for
+// none) or already stored: the funnel is a cohort by the invitation's send day (DESIGN.md
+// §8). Rows are modified in place.
+func (c *Consumer) fillInvitationSentAt(ctx context.Context, rows []ingest.RecruitmentRow, before map[string]time.Time) error {
 	sentAt := map[string]time.Time{}
+	for i := range rows {
+		if at, ok := before[rows[i].InvitationID]; ok {
+			sentAt[rows[i].InvitationID] = at
+		}
+	}
 	for i := range rows {
 		if r := &rows[i]; r.Kind == ingest.KindInvitationSent.Name {
 			if prev, ok := sentAt[r.InvitationID]; !ok || r.Timestamp.Before(prev) {

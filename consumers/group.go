@@ -250,6 +250,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 				open = c.newOpenBatch()
 			}
 			if open != nil {
+				batch.sentBefore = open.sent
 				err := c.storeRawWith(ctx, batch, open.insert(c, months))
 				if err == nil {
 					open.add(batch)
@@ -270,6 +271,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 				if !closeOpen(batch) {
 					return ctx.Err() != nil
 				}
+				batch.sentBefore = nil // stored now: the batch's invitations are visible
 			}
 		}
 		err := c.retryStore(ctx, genCtx, batch, c.storeRaw) // while the previous batch commits

@@ -62,6 +62,9 @@ type prepared struct {
 	messages int
 	// cut: fill returned before the batch reached its bounds (nothing more was waiting).
 	cut bool
+	// sentBefore: for a chunk of a streamed batch, the send time of every invitation the
+	// batch's earlier chunks stored (openBatch.sent); nil otherwise.
+	sentBefore map[string]time.Time
 }
 
 // rawStored lets go of what only the raw stage needed (the rows, the events kept), so that a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
@@ -67,6 +68,10 @@ type openBatch struct {
 	result   batchResult
 	last     map[topicPartition]kafka.Message // each partition's last message (offsets only)
 	messages int
+	// sent is the earliest send time of every invitation the batch's chunks sent into its
+	// INSERT of recruitment_events: no query sees them before the INSERT ends, and a later
+	// chunk's responses need them (fillInvitationSentAt).
+	sent map[string]time.Time
 }
 
 func (c *Consumer) newOpenBatch() *openBatch {
@@ -76,6 +81,7 @@ func (c *Consumer) newOpenBatch() *openBatch {
 		rollup:  c.rollups.NewBatch(),
 		result:  batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}},
 		last:    map[topicPartition]kafka.Message{},
+		sent:    map[string]time.Time{},
 	}
 }
 
@@ -175,6 +181,13 @@ func (b *openBatch) insert(c *Consumer, months map[int]bool) func(ctx context.Co
 
 // add merges chunk p, stored by storeRaw with b's insert, into b.
 func (b *openBatch) add(p *prepared) {
+	for i := range p.rows.Recruitment {
+		if r := &p.rows.Recruitment[i]; r.Kind == ingest.KindInvitationSent.Name {
+			if prev, ok := b.sent[r.InvitationID]; !ok || r.Timestamp.Before(prev) {
+				b.sent[r.InvitationID] = r.Timestamp
+			}
+		}
+	}
 	b.rollup.Merge(p.rollup)
 	b.result.add(&p.result)
 	for i := range p.msgs {

@@ -191,3 +191,25 @@ func TestAFailedStreamedBatchIsReadAgainOneChunkPerBatch(t *testing.T) {
 		})
 	}
 }
+
+// A response finds the send time of its invitation when the invitation went into the same
+// streamed batch's open INSERT in an earlier chunk, which no query shows until the batch
+// closes.
+func TestAResponseFindsItsInvitationInAnEarlierChunkOfItsBatch(t *testing.T) {
+	h := newHarness(t)
+	const n = 20
+	h.publishStreamedEvents(n)
+	c := h.consumer(func(cfg *consumers.Config) {
+		cfg.BatchBytes = 1 // a chunk per message: the invitation and its response in two chunks
+		cfg.BatchSize = 100_000
+		cfg.BatchWait = 2 * time.Second
+	})
+	h.drain(c)
+	h.checkStored(c, n)
+	if got := h.count("SELECT count() FROM mcpulse.recruitment_events FINAL WHERE kind = 'response' AND invitation_sent_at = ?", base); got != 1 {
+		t.Errorf("responses with their invitation's send time = %d, want 1", got)
+	}
+	if parts := h.insertedParts("recruitment_events"); parts != 1 {
+		t.Errorf("recruitment_events got %d inserted parts, want 1: the two chunks in one batch", parts)
+	}
+}
