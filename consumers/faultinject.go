@@ -15,42 +15,62 @@ import (
 // MCPULSE_FAULT_EXIT_AFTER_INSERTS=N in its environment the consumer process exits with status
 // FaultExitStatus right after its N-th successful ClickHouse batch insert, without flushing,
 // logging or committing anything: a crash between two inserts of one batch, which leaves the
-// batch stored in part and never committed. Production builds leave this file out.
+// batch stored in part and never committed. With MCPULSE_FAULT_EXIT_AFTER_FLUSHES=N it exits
+// right after the N-th block it sent into an INSERT still open: a crash while a streamed
+// batch's INSERTs are open. Production builds leave this file out.
 
 // FaultExitStatus is the exit status of a process the fault hook stopped.
 const FaultExitStatus = 86
 
 func init() {
-	n, err := strconv.Atoi(os.Getenv("MCPULSE_FAULT_EXIT_AFTER_INSERTS"))
-	if err != nil || n <= 0 {
+	sends, flushes := countdown("MCPULSE_FAULT_EXIT_AFTER_INSERTS"), countdown("MCPULSE_FAULT_EXIT_AFTER_FLUSHES")
+	if sends == nil && flushes == nil {
 		return
+	}
+	wrapClickHouse = func(conn driver.Conn) driver.Conn { return &exitAfter{Conn: conn, sends: sends, flushes: flushes} }
+}
+
+// countdown is the count the environment variable name sets, or nil for none.
+func countdown(name string) *atomic.Int64 {
+	n, err := strconv.Atoi(os.Getenv(name))
+	if err != nil || n <= 0 {
+		return nil
 	}
 	left := new(atomic.Int64)
 	left.Store(int64(n))
-	wrapClickHouse = func(conn driver.Conn) driver.Conn { return &exitAfterInserts{Conn: conn, left: left} }
+	return left
 }
 
-type exitAfterInserts struct {
+type exitAfter struct {
 	driver.Conn
-	left *atomic.Int64
+	sends, flushes *atomic.Int64 // nil: not counted
 }
 
-func (c *exitAfterInserts) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+func (c *exitAfter) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
 	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &exitAfterSend{Batch: b, left: c.left}, nil
+	return &exitAfterBatch{Batch: b, conn: c}, nil
 }
 
-type exitAfterSend struct {
+type exitAfterBatch struct {
 	driver.Batch
-	left *atomic.Int64
+	conn *exitAfter
 }
 
-func (b *exitAfterSend) Send() error {
+func (b *exitAfterBatch) Send() error {
 	err := b.Batch.Send()
-	if err == nil && b.left.Add(-1) == 0 {
+	if err == nil && b.conn.sends != nil && b.conn.sends.Add(-1) == 0 {
+		os.Exit(FaultExitStatus)
+	}
+	return err
+}
+
+func (b *exitAfterBatch) Flush() error {
+	rows := b.Batch.Rows()
+	err := b.Batch.Flush()
+	if err == nil && rows > 0 && b.conn.flushes != nil && b.conn.flushes.Add(-1) == 0 {
 		os.Exit(FaultExitStatus)
 	}
 	return err

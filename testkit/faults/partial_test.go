@@ -57,3 +57,40 @@ func TestConsumerDyingBetweenTheInsertsOfABatchLosesAndDoublesNothing(t *testing
 		t.Error("no member reset the cells of a batch stored in part: the test proved nothing about it")
 	}
 }
+
+// A consumer that dies while a streamed batch's INSERTs are open — some chunks' blocks sent,
+// none of the INSERTs ended, nothing of the batch committed; ClickHouse may still store the
+// blocks it received — at 8 points of a run, each member with small chunks (--batch-bytes
+// 64 KiB: about 90 events) and its own batch size, loses and doubles nothing: every figure
+// equals the corpus's expected outcome, and every rollup its recomputation from the raw
+// tables. Each member exits through the consumer's fault hook
+// (MCPULSE_FAULT_EXIT_AFTER_FLUSHES=N: right after the N-th block sent into an open INSERT).
+func TestConsumerDyingWhileAStreamedBatchIsOpenLosesAndDoublesNothing(t *testing.T) {
+	const rounds = 8
+	p := newPipeline(t, 60000, 13, rounds+1)
+	rng := rand.New(rand.NewPCG(13, 14))
+	batchSizes := []int{2000, 5000, 20000}
+	for i := range rounds {
+		p.publishNext()
+		flushes := 3 + rng.IntN(30)
+		size := batchSizes[rng.IntN(len(batchSizes))]
+		m := p.startWith([]string{"--batch-size", strconv.Itoa(size), "--batch-bytes", "65536"},
+			[]string{fmt.Sprintf("MCPULSE_FAULT_EXIT_AFTER_FLUSHES=%d", flushes)})
+		m.stopping = true // it is meant to exit
+		select {
+		case <-m.done:
+		case <-time.After(stepTimeout):
+			p.t.Fatalf("%s did not reach its %d-th block within %s%s", m.name, flushes, stepTimeout, p.logTails())
+		}
+		var exit *exec.ExitError
+		if !errors.As(m.waitErr, &exit) || exit.ExitCode() != faultExitStatus {
+			t.Fatalf("%s (batch size %d) ended with %v, want the fault hook's exit status %d%s", m.name, size, m.waitErr, faultExitStatus, p.logTails())
+		}
+		n, _ := p.rows()
+		t.Logf("round %d: %s (batch size %5d) exited right after its block %2d; %d raw rows stored", i+1, m.name, size, flushes, n)
+	}
+	p.publishNext()
+	p.start()
+	p.drain()
+	p.verify()
+}
