@@ -372,6 +372,7 @@ func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string]
 				QueueCapacity:  partitionQueue,
 				ReadBackoffMin: 50 * time.Millisecond,
 				ReadBackoffMax: time.Second,
+				Dialer:         fetchDialer,
 				ErrorLogger:    kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(c.cfg.Logger, fmt.Sprintf(msg, args...)) }),
 			})
 			wg.Go(func() {

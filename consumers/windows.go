@@ -212,7 +212,7 @@ func (c *Consumer) rebuildWindow(ctx context.Context, tp topicPartition, from, t
 	if from < to {
 		r := kafka.NewReader(kafka.ReaderConfig{
 			Brokers: c.cfg.Brokers, Topic: tp.topic, Partition: tp.partition,
-			MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond, QueueCapacity: rebuildChunk,
+			MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond, QueueCapacity: rebuildChunk, Dialer: fetchDialer,
 			ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(c.cfg.Logger, fmt.Sprintf(msg, args...)) }),
 		})
 		defer r.Close()
