@@ -239,13 +239,17 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		*lastMessage = time.Now()
 		c.stats.messages.Add(int64(len(msgs)))
 		batch.messages = len(msgs)
-		if open != nil && (!c.streams(batch) || !open.fits(chunkMonths(batch))) {
+		streams := c.streams(batch)
+		var months map[int]bool
+		if streams {
+			months = chunkMonths(batch)
+		}
+		if open != nil && (!streams || !open.fits(months)) {
 			if !closeOpen(nil) {
 				return ctx.Err() != nil
 			}
 		}
-		if c.streams(batch) {
-			months := chunkMonths(batch)
+		if streams {
 			if open == nil && len(months) <= migrations.MaxPartitionsPerInsert {
 				open = c.newOpenBatch()
 			}

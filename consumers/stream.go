@@ -125,11 +125,11 @@ func (b *openBatch) fits(months map[int]bool) bool {
 	return n <= migrations.MaxPartitionsPerInsert
 }
 
-// insert is storeRaw's insert step for a chunk of b: the dead-letter topic's and audit rows
-// inserted at once (few, and their own tables), the raw rows sent into b's INSERTs, opening
-// those the batch has not opened yet. It refuses nothing: an error of any table is returned,
-// and the caller gives the batch up (streamFailed).
-func (b *openBatch) insert(c *Consumer, months map[int]bool) func(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error) {
+// insert is storeRaw's insert step for a chunk of b whose rows fall in months: the
+// dead-letter topic's and audit rows inserted at once (few, and their own tables), the raw
+// rows sent into b's INSERTs, opening those the batch has not opened yet. It refuses nothing:
+// an error of any table is returned, and the caller closes the batch without the chunk.
+func (b *openBatch) insert(c *Consumer, months map[int]bool) rawInserter {
 	return func(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error) {
 		g, gctx := errgroup.WithContext(ctx)
 		for i, t := range rawTables {
