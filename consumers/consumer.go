@@ -357,21 +357,13 @@ func (c *Consumer) storeRawWith(ctx context.Context, p *prepared, insert rawInse
 func (c *Consumer) insertRaw(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error) {
 	refusedBy := make([]map[uuid.UUID]error, len(rawTables))
 	splits := make([]int, len(rawTables))
+	tables, err := c.rawTablesToWrite(ctx, rows, res)
+	if err != nil {
+		return nil, err
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	for i, t := range rawTables {
-		n := t.len(rows)
-		if n == 0 {
-			continue
-		}
-		if t.optional {
-			if ok, err := c.optionalTableExists(ctx, t.name); err != nil {
-				return nil, err
-			} else if !ok {
-				c.cfg.Logger.Warn("table missing: rows left out (run mcpulse migrate up)", "table", t.name, "rows", n)
-				res.rowsLeftOut += int64(n)
-				continue
-			}
-		}
+	for _, i := range tables {
+		t := rawTables[i]
 		g.Go(func() error {
 			ref, n, err := t.insert(gctx, c.cfg.ClickHouse, rows)
 			refusedBy[i], splits[i] = ref, n
@@ -393,7 +385,7 @@ func (c *Consumer) insertRaw(ctx context.Context, rows *ingest.Rows, deadRows, a
 		}
 		return nil
 	})
-	err := g.Wait()
+	err = g.Wait()
 	var refused map[uuid.UUID]string
 	for i, ref := range refusedBy {
 		res.insertSplits += int64(splits[i])
@@ -407,6 +399,30 @@ func (c *Consumer) insertRaw(ctx context.Context, rows *ingest.Rows, deadRows, a
 		}
 	}
 	return refused, err
+}
+
+// rawTablesToWrite returns the indexes in rawTables of the tables rows has rows for, leaving
+// out an optional table that does not exist (its rows counted in res.rowsLeftOut, with a
+// warning). It asks ClickHouse before any insert starts, so a failed check leaves none running.
+func (c *Consumer) rawTablesToWrite(ctx context.Context, rows *ingest.Rows, res *batchResult) ([]int, error) {
+	var tables []int
+	for i, t := range rawTables {
+		n := t.len(rows)
+		if n == 0 {
+			continue
+		}
+		if t.optional {
+			if ok, err := c.optionalTableExists(ctx, t.name); err != nil {
+				return nil, err
+			} else if !ok {
+				c.cfg.Logger.Warn("table missing: rows left out (run mcpulse migrate up)", "table", t.name, "rows", n)
+				res.rowsLeftOut += int64(n)
+				continue
+			}
+		}
+		tables = append(tables, i)
+	}
+	return tables, nil
 }
 
 // applySuppression runs the suppression script (package suppression) for every response,

@@ -12,7 +12,6 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/ingest"
-	"github.com/mcpulse/mcpulse/migrations"
 )
 
 // Consumer-group membership and commits (DESIGN.md §5; a broker restart included).
@@ -240,43 +239,41 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		c.stats.messages.Add(int64(len(msgs)))
 		batch.messages = len(msgs)
 		streams := c.streams(batch)
-		var months map[int]bool
-		if streams {
-			months = chunkMonths(batch)
-		}
-		if open != nil && (!streams || !open.fits(months)) {
+		if open != nil && !streams {
 			if !closeOpen(nil) {
 				return ctx.Err() != nil
 			}
 		}
 		if streams {
-			if open == nil && len(months) <= migrations.MaxPartitionsPerInsert {
+			if open == nil {
 				open = c.newOpenBatch()
 			}
-			if open != nil {
-				batch.sentBefore = open.sent
-				err := c.storeRawWith(ctx, batch, open.insert(c, months))
-				if err == nil {
-					open.add(batch)
-					if (open.messages >= c.cfg.BatchSize || batch.cut) && !closeOpen(nil) {
-						return ctx.Err() != nil
-					}
-					continue
+			batch.sentBefore = open.sent
+			err := c.storeRawWith(ctx, batch, open.insert(c))
+			if err == nil {
+				open.add(batch)
+				if (open.messages >= c.cfg.BatchSize || batch.cut) && !closeOpen(nil) {
+					return ctx.Err() != nil
 				}
-				if ctx.Err() != nil {
-					return true
-				}
-				// The chunks before this one are complete in the open INSERTs unless this
-				// chunk's failure ended one of them: end them, and retry this chunk as a
-				// batch of its own (below); any of its rows the INSERTs took are stored again.
+				continue
+			}
+			if ctx.Err() != nil {
+				return true
+			}
+			// The chunks before this one are complete in the open INSERTs unless this chunk's
+			// failure ended one of them: end them, and retry this chunk as a batch of its own
+			// (below); any of its rows the INSERTs took are stored again.
+			if errors.Is(err, errTooManyMonths) {
+				c.cfg.Logger.Info("a chunk is stored as a batch of its own", "messages", len(msgs), "reason", err)
+			} else {
 				c.stats.retries.Add(1)
 				c.cfg.Logger.Warn("storing a chunk of a streamed batch failed; the chunks before it are stored and committed, and it is retried on its own",
 					"messages", len(msgs), "err", err)
-				if !closeOpen(batch) {
-					return ctx.Err() != nil
-				}
-				batch.sentBefore = nil // stored now: the batch's invitations are visible
 			}
+			if !closeOpen(batch) {
+				return ctx.Err() != nil
+			}
+			batch.sentBefore = nil // stored now: the batch's invitations are visible
 		}
 		err := c.retryStore(ctx, genCtx, batch, c.storeRaw) // while the previous batch commits
 		if settle() != nil {

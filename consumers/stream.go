@@ -104,15 +104,6 @@ func (c *Consumer) streams(p *prepared) bool {
 	return true
 }
 
-// chunkMonths returns the UTC months of every time value of p's raw rows.
-func chunkMonths(p *prepared) map[int]bool {
-	months := map[int]bool{}
-	for _, t := range rawTables {
-		t.months(&p.rows, months)
-	}
-	return months
-}
-
 // fits reports whether chunk months may join b's INSERTs without them writing more than
 // migrations.MaxPartitionsPerInsert months.
 func (b *openBatch) fits(months map[int]bool) bool {
@@ -125,27 +116,28 @@ func (b *openBatch) fits(months map[int]bool) bool {
 	return n <= migrations.MaxPartitionsPerInsert
 }
 
-// insert is storeRaw's insert step for a chunk of b whose rows fall in months: the
-// dead-letter topic's and audit rows inserted at once (few, and their own tables), the raw
-// rows sent into b's INSERTs, opening those the batch has not opened yet. It refuses nothing:
-// an error of any table is returned, and the caller closes the batch without the chunk.
-func (b *openBatch) insert(c *Consumer, months map[int]bool) rawInserter {
+// insert is storeRaw's insert step for a chunk of b: the dead-letter topic's and audit rows
+// inserted at once (few, and their own tables), the raw rows sent into b's INSERTs, opening
+// those the batch has not opened yet. It refuses nothing: an error of any table is returned,
+// and the caller closes the batch without the chunk. So does a chunk whose rows would bring
+// the batch's INSERTs past migrations.MaxPartitionsPerInsert months (errTooManyMonths),
+// counted once its rows are complete (fillInvitationSentAt adds a time column).
+func (b *openBatch) insert(c *Consumer) rawInserter {
 	return func(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error) {
+		months := map[int]bool{}
+		for _, t := range rawTables {
+			t.months(rows, months)
+		}
+		if !b.fits(months) {
+			return nil, errTooManyMonths
+		}
+		tables, err := c.rawTablesToWrite(ctx, rows, res)
+		if err != nil {
+			return nil, err
+		}
 		g, gctx := errgroup.WithContext(ctx)
-		for i, t := range rawTables {
-			n := t.len(rows)
-			if n == 0 {
-				continue
-			}
-			if t.optional {
-				if ok, err := c.optionalTableExists(ctx, t.name); err != nil {
-					return nil, err
-				} else if !ok {
-					c.cfg.Logger.Warn("table missing: rows left out (run mcpulse migrate up)", "table", t.name, "rows", n)
-					res.rowsLeftOut += int64(n)
-					continue
-				}
-			}
+		for _, i := range tables {
+			t := rawTables[i]
 			g.Go(func() error {
 				if b.inserts[i] == nil {
 					// Opened on the batch's context, not the chunk's errgroup's: the INSERT
@@ -178,6 +170,11 @@ func (b *openBatch) insert(c *Consumer, months map[int]bool) rawInserter {
 		return nil, nil
 	}
 }
+
+// errTooManyMonths: a chunk's rows would bring its streamed batch's INSERTs past
+// migrations.MaxPartitionsPerInsert months; it is stored as a batch of its own, whose inserts
+// are cut by months (byMonths).
+var errTooManyMonths = fmt.Errorf("its rows and the batch's span more than %d months: stored as a batch of its own", migrations.MaxPartitionsPerInsert)
 
 // add merges chunk p, stored by storeRaw with b's insert, into b.
 func (b *openBatch) add(p *prepared) {
