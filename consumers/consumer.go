@@ -373,18 +373,7 @@ func (c *Consumer) insertRaw(ctx context.Context, rows *ingest.Rows, deadRows, a
 			return nil
 		})
 	}
-	g.Go(func() error {
-		if err := insertRows(gctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
-			return fmt.Errorf("insert dead_letters: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		if err := insertRows(gctx, c.cfg.ClickHouse, insertAudit, auditRows); err != nil {
-			return fmt.Errorf("insert suppression_audit: %w", err)
-		}
-		return nil
-	})
+	c.insertTopicRows(gctx, g, deadRows, auditRows)
 	err = g.Wait()
 	var refused map[uuid.UUID]string
 	for i, ref := range refusedBy {
@@ -399,6 +388,23 @@ func (c *Consumer) insertRaw(ctx context.Context, rows *ingest.Rows, deadRows, a
 		}
 	}
 	return refused, err
+}
+
+// insertTopicRows starts, in g, the inserts of the dead-letter topic's rows (table
+// dead_letters) and of the audit rows (table suppression_audit), each on its own connection.
+func (c *Consumer) insertTopicRows(ctx context.Context, g *errgroup.Group, deadRows, auditRows []row) {
+	g.Go(func() error {
+		if err := insertRows(ctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
+			return fmt.Errorf("insert dead_letters: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := insertRows(ctx, c.cfg.ClickHouse, insertAudit, auditRows); err != nil {
+			return fmt.Errorf("insert suppression_audit: %w", err)
+		}
+		return nil
+	})
 }
 
 // rawTablesToWrite returns the indexes in rawTables of the tables rows has rows for, leaving

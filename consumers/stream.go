@@ -151,18 +151,7 @@ func (b *openBatch) insert(c *Consumer) rawInserter {
 				return b.inserts[i].write(rows)
 			})
 		}
-		g.Go(func() error {
-			if err := insertRows(gctx, c.cfg.ClickHouse, insertDeadLetters, deadRows); err != nil {
-				return fmt.Errorf("insert dead_letters: %w", err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			if err := insertRows(gctx, c.cfg.ClickHouse, insertAudit, auditRows); err != nil {
-				return fmt.Errorf("insert suppression_audit: %w", err)
-			}
-			return nil
-		})
+		c.insertTopicRows(gctx, g, deadRows, auditRows)
 		if err := g.Wait(); err != nil {
 			return nil, err
 		}
