@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,20 +35,7 @@ func TestConsumerDyingBetweenTheInsertsOfABatchLosesAndDoublesNothing(t *testing
 		p.publishNext()
 		inserts := 2 + rng.IntN(8) // within its first batches: a part of the corpus is a few of them
 		size := batchSizes[rng.IntN(len(batchSizes))]
-		m := p.startWith([]string{"--batch-size", strconv.Itoa(size)},
-			[]string{fmt.Sprintf("MCPULSE_FAULT_EXIT_AFTER_INSERTS=%d", inserts)})
-		m.stopping = true // it is meant to exit
-		select {
-		case <-m.done:
-		case <-time.After(stepTimeout):
-			p.t.Fatalf("%s did not reach its %d-th insert within %s%s", m.name, inserts, stepTimeout, p.logTails())
-		}
-		var exit *exec.ExitError
-		if !errors.As(m.waitErr, &exit) || exit.ExitCode() != faultExitStatus {
-			t.Fatalf("%s (batch size %d) ended with %v, want the fault hook's exit status %d%s", m.name, size, m.waitErr, faultExitStatus, p.logTails())
-		}
-		n, _ := p.rows()
-		t.Logf("round %2d: %s (batch size %5d) exited right after its insert %2d; %d raw rows stored", i+1, m.name, size, inserts, n)
+		p.crashAt(i+1, "MCPULSE_FAULT_EXIT_AFTER_INSERTS", "insert", inserts, "--batch-size", strconv.Itoa(size))
 	}
 	p.publishNext()
 	p.start()
@@ -74,23 +62,30 @@ func TestConsumerDyingWhileAStreamedBatchIsOpenLosesAndDoublesNothing(t *testing
 		p.publishNext()
 		flushes := 3 + rng.IntN(30)
 		size := batchSizes[rng.IntN(len(batchSizes))]
-		m := p.startWith([]string{"--batch-size", strconv.Itoa(size), "--batch-bytes", "65536"},
-			[]string{fmt.Sprintf("MCPULSE_FAULT_EXIT_AFTER_FLUSHES=%d", flushes)})
-		m.stopping = true // it is meant to exit
-		select {
-		case <-m.done:
-		case <-time.After(stepTimeout):
-			p.t.Fatalf("%s did not reach its %d-th block within %s%s", m.name, flushes, stepTimeout, p.logTails())
-		}
-		var exit *exec.ExitError
-		if !errors.As(m.waitErr, &exit) || exit.ExitCode() != faultExitStatus {
-			t.Fatalf("%s (batch size %d) ended with %v, want the fault hook's exit status %d%s", m.name, size, m.waitErr, faultExitStatus, p.logTails())
-		}
-		n, _ := p.rows()
-		t.Logf("round %d: %s (batch size %5d) exited right after its block %2d; %d raw rows stored", i+1, m.name, size, flushes, n)
+		p.crashAt(i+1, "MCPULSE_FAULT_EXIT_AFTER_FLUSHES", "block", flushes, "--batch-size", strconv.Itoa(size), "--batch-bytes", "65536")
 	}
 	p.publishNext()
 	p.start()
 	p.drain()
 	p.verify()
+}
+
+// crashAt runs round's member with args until the fault hook stops it right after its n-th
+// event of the kind what names (hook: the hook's environment variable), and fails the test
+// unless it ended that way.
+func (p *pipeline) crashAt(round int, hook, what string, n int, args ...string) {
+	p.t.Helper()
+	m := p.startWith(args, []string{fmt.Sprintf("%s=%d", hook, n)})
+	m.stopping = true // it is meant to exit
+	select {
+	case <-m.done:
+	case <-time.After(stepTimeout):
+		p.t.Fatalf("%s did not reach its %s %d within %s%s", m.name, what, n, stepTimeout, p.logTails())
+	}
+	var exit *exec.ExitError
+	if !errors.As(m.waitErr, &exit) || exit.ExitCode() != faultExitStatus {
+		p.t.Fatalf("%s (%s) ended with %v, want the fault hook's exit status %d%s", m.name, strings.Join(args, " "), m.waitErr, faultExitStatus, p.logTails())
+	}
+	rows, _ := p.rows()
+	p.t.Logf("round %2d: %s (%s) exited right after its %s %2d; %d raw rows stored", round, m.name, strings.Join(args, " "), what, n, rows)
 }
