@@ -64,6 +64,9 @@ type Consumer struct {
 	// replayUntil holds, per partition, the last offset of a streamed batch that failed: the
 	// chunks up to it are stored one per batch (stream.go). Store stage only.
 	replayUntil map[topicPartition]int64
+	// freeToolCallRows holds the tool-call row slices of chunks whose rows were stored, for
+	// the next chunks to fill (pipeline.go).
+	freeToolCallRows chan []ingest.ToolCallRow
 }
 
 // optionalTableExists reports whether an optional raw table exists, asking ClickHouse until it
@@ -115,7 +118,7 @@ func New(cfg Config) (*Consumer, error) {
 	if wrapClickHouse != nil {
 		cfg.ClickHouse = wrapClickHouse(cfg.ClickHouse)
 	}
-	c := &Consumer{cfg: cfg, keys: keys, hostNow: time.Now}
+	c := &Consumer{cfg: cfg, keys: keys, hostNow: time.Now, freeToolCallRows: make(chan []ingest.ToolCallRow, freeRowSlices)}
 	c.stats.suppression = map[string]*atomic.Int64{}
 	c.stats.stored = map[*ingest.Kind]*atomic.Int64{}
 	for _, k := range ingest.Kinds() {

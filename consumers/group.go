@@ -252,6 +252,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			err := c.storeRawWith(ctx, batch, open.insert(c))
 			if err == nil {
 				open.add(batch)
+				c.releaseRows(batch)
 				if (open.messages >= c.cfg.BatchSize || batch.cut) && !closeOpen(nil) {
 					return ctx.Err() != nil
 				}
@@ -286,6 +287,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			c.cfg.Logger.Info("generation ended while a store was retried; the partitions' next owner reads the batch again", "messages", len(msgs))
 			return false
 		}
+		c.releaseRows(batch)
 		batch.rawStored()
 		toCommit(batch)
 	}
