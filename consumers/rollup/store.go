@@ -672,7 +672,13 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 			m := &w.markers[at[r.stream]]
 			m.tables = append(m.tables, name)
 			m.keys = append(m.keys, string(r.key))
-			m.befores = append(m.befores, r.before)
+			if r.beforeAsOf == 0 && !slices.ContainsFunc(r.before, func(v uint64) bool { return v != 0 }) {
+				// A cell the batch writes first: its totals before are all 0, which an empty
+				// array reads back as (fit), at a fraction of the marker's bytes.
+				m.befores = append(m.befores, nil)
+			} else {
+				m.befores = append(m.befores, r.before)
+			}
 			m.asOfs = append(m.asOfs, r.beforeAsOf)
 		}
 	}
@@ -844,13 +850,40 @@ func (s *Store) insertColumns(ctx context.Context, table string, names []string,
 		return fmt.Errorf("rollups: insert into %s: %w", table, err)
 	}
 	for i, col := range cols {
-		if err := batch.Column(i).Append(col); err != nil {
+		if err := appendColumn(batch.Column(i), col); err != nil {
 			_ = batch.Abort()
 			return fmt.Errorf("rollups: insert into %s: column %s: %w", table, names[i], err)
 		}
 	}
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("rollups: insert into %s: %w", table, err)
+	}
+	return nil
+}
+
+// appendColumn appends col, a slice of one value per row, to c. A column of arrays is appended
+// a row at a time: clickhouse-go converts every element of a whole column of arrays by
+// reflection (each boxed on its own), but a row that is a typed slice of a one-level array
+// directly.
+func appendColumn(c driver.BatchColumn, col any) error {
+	switch v := col.(type) {
+	case [][]string:
+		return appendRows(c, v)
+	case [][]uint64:
+		return appendRows(c, v)
+	case [][]int64:
+		return appendRows(c, v)
+	case [][][]uint64:
+		return appendRows(c, v)
+	}
+	return c.Append(col)
+}
+
+func appendRows[T any](c driver.BatchColumn, rows []T) error {
+	for _, r := range rows {
+		if err := c.AppendRow(r); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -559,6 +559,25 @@ FROM mcpulse.rollup_batches ORDER BY kafka_partition`)
 		if checked == 0 {
 			t.Errorf("partition %d: the marker lists no events_by_name cell", partition)
 		}
+		// A cell the newest batch wrote first replaced nothing: its marker entry is empty
+		// (read back as zeros), not a row of zeros.
+		first := 0
+		for i, tbl := range tables {
+			if tbl == rollup.EventsByName.Name {
+				continue
+			}
+			if asOfs[i] == 0 {
+				first++
+				if len(befores[i]) != 0 {
+					t.Errorf("partition %d: %s cell %q, written first by the batch, is marked with the totals %v, want none", partition, tbl, keys[i], befores[i])
+				}
+			} else if len(befores[i]) == 0 {
+				t.Errorf("partition %d: %s cell %q replaced totals as of %d, but its marker holds none", partition, tbl, keys[i], asOfs[i])
+			}
+		}
+		if first == 0 {
+			t.Errorf("partition %d: no cell of the marker was written first by its batch; the test checks nothing of those", partition)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
