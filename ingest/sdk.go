@@ -3,6 +3,7 @@ package ingest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -128,9 +129,43 @@ func toolsListRows(rs *Rows, ev *Event, _ RowContext) {
 		rs.ServedSchemas = append(rs.ServedSchemas, ServedSchemaRow{
 			ServerName: t.ServerName, ServerVersion: t.ServerVersion, ToolName: tool.Name,
 			SchemaSHA256: hex.EncodeToString(sum[:]), InputSchema: string(tool.InputSchema), Description: tool.Description,
-			Truncated: flag(misuse.SchemaTruncated(tool.InputSchema)), SeenAt: ev.Timestamp, EventUUID: ev.UUID,
+			Truncated: flag(truncated.of(sum, tool.InputSchema)), SeenAt: ev.Timestamp, EventUUID: ev.UUID,
 		})
 	}
+}
+
+// truncatedCacheSize bounds truncated: the schemas of many servers' listings.
+const truncatedCacheSize = 4096
+
+// truncated caches misuse.SchemaTruncated by the schema's SHA-256. A server sends the same
+// listing on every session, and telling a cut schema needs a decode of any schema whose text
+// may hold a marker (a \u escape is enough): in a profile of SDK-shaped traffic those decodes
+// were 5% of the consumer's CPU.
+var truncated truncatedCache
+
+// truncatedCache is misuse.SchemaTruncated by schema SHA-256, emptied when it reaches
+// truncatedCacheSize entries. Safe for concurrent use.
+type truncatedCache struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]bool
+}
+
+// of returns misuse.SchemaTruncated(schema), whose SHA-256 is sum.
+func (c *truncatedCache) of(sum [sha256.Size]byte, schema []byte) bool {
+	c.mu.Lock()
+	v, ok := c.m[sum]
+	c.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = misuse.SchemaTruncated(schema)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= truncatedCacheSize {
+		c.m = make(map[[sha256.Size]byte]bool, 64)
+	}
+	c.m[sum] = v
+	c.mu.Unlock()
+	return v
 }
 
 // servedSchemaKey is a row's key in mcpulse.served_tool_schemas (its ORDER BY).
