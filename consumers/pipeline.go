@@ -81,14 +81,19 @@ func (p *prepared) rawStored() {
 const freeRowSlices = 2
 
 // toolCallRows returns an empty slice with room for n tool-call rows: one a stored chunk left
-// (releaseRows) when it is large enough, else a new one. A chunk's rows are one large
-// allocation (576 bytes a row: 12 MiB for a 16 MiB chunk of demo events), which the
-// runtime would otherwise zero, and, under the soft memory limit, return to the operating
-// system and fault in again, for every chunk.
+// (releaseRows) when it fits, else a new one. A chunk's rows are one large allocation (576
+// bytes a row: 12 MiB for a 16 MiB chunk of demo events), which the runtime would otherwise
+// zero, and, under the soft memory limit, return to the operating system and fault in again,
+// for every chunk. A kept slice more than twice as large as n is let go, so that slices sized
+// for larger chunks do not outlive a lower chunk bound (budget.go); a chunk without tool calls
+// (an idle poll's empty batch) takes none.
 func (c *Consumer) toolCallRows(n int) []ingest.ToolCallRow {
+	if n == 0 {
+		return []ingest.ToolCallRow{}
+	}
 	select {
 	case s := <-c.freeToolCallRows:
-		if cap(s) >= n {
+		if cap(s) >= n && cap(s) <= 2*n {
 			return s
 		}
 	default:

@@ -30,17 +30,22 @@ func TestAStoredChunksRowSliceServesTheNextChunkZeroed(t *testing.T) {
 		t.Fatalf("the reused slice still holds the stored chunk's row: %+v", r)
 	}
 
+	// A chunk without tool calls (an idle poll) leaves the kept slice for the next chunk.
 	c.releaseRows(&prepared{rows: ingest.Rows{ToolCalls: next}})
-	larger := c.toolCallRows(500)
-	if cap(larger) < 500 || &larger[:1][0] == first {
-		t.Fatalf("toolCallRows(500) = cap %d (the 100-row slice: %v), want a new slice with room for 500", cap(larger), &larger[:1][0] == first)
+	if empty := c.toolCallRows(0); cap(empty) != 0 {
+		t.Fatalf("toolCallRows(0) = cap %d, want no room (the kept slice stays kept)", cap(empty))
+	}
+	if again := c.toolCallRows(60); cap(again) == 0 || &again[:1][0] != first {
+		t.Fatal("after a chunk without tool calls, the next chunk got a new slice, not the kept one")
 	}
 
-	// A consumer built without the free list (as some tests build one) allocates each time.
-	bare := &Consumer{}
-	s := bare.toolCallRows(10)
-	bare.releaseRows(&prepared{rows: ingest.Rows{ToolCalls: append(s, ingest.ToolCallRow{})}})
-	if cap(bare.toolCallRows(10)) < 10 {
-		t.Fatal("toolCallRows without a free list returned too small a slice")
+	// A chunk that needs more room gets a new slice; so does one that needs less than half:
+	// the kept slice is let go.
+	for _, n := range []int{500, 40} {
+		c.releaseRows(&prepared{rows: ingest.Rows{ToolCalls: c.toolCallRows(100)}})
+		got := c.toolCallRows(n)
+		if cap(got) < n || cap(got) == 100 {
+			t.Errorf("toolCallRows(%d) after a 100-row slice was kept = cap %d, want a new slice", n, cap(got))
+		}
 	}
 }

@@ -78,7 +78,7 @@ const (
 	stepTimeout = 3 * time.Minute
 	// memberBatchSize is the members' --batch-size (a later --batch-size in startWith's
 	// arguments wins): batches smaller than a part of the corpus, so a member commits some of
-	// a part before the fault the test injects in it. With the default (50,000), one batch
+	// a part before the fault the test injects in it. With the default (100,000), one batch
 	// holds a whole part, and a member killed once its rows are stored is always killed
 	// before its first commit.
 	memberBatchSize = 5000
