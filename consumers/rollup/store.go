@@ -873,6 +873,8 @@ func appendColumn(c driver.BatchColumn, col any) error {
 		return appendRows(c, v)
 	case [][]int64:
 		return appendRows(c, v)
+	case [][]time.Time:
+		return appendRows(c, v)
 	case [][][]uint64:
 		return appendRows(c, v)
 	}
