@@ -473,15 +473,20 @@ func (c *Consumer) identity(ev *ingest.Event) string {
 }
 
 // fillInvitationSentAt sets the invitation send time of every recruitment row whose
-// invitation is in the batch, in before (the invitations earlier chunks of a streamed batch
-// sent into its open INSERT, which ClickHouse shows no query until the batch closes; nil for
-// none) or already stored: the funnel is a cohort by the invitation's send day (DESIGN.md
+// invitation is in the batch, in before (invitations sent into INSERTs that have not ended,
+// which ClickHouse shows no query yet: prepared.sentBefore; the earliest time wins) or already
+// stored: the funnel is a cohort by the invitation's send day (DESIGN.md
 // §8). Rows are modified in place.
-func (c *Consumer) fillInvitationSentAt(ctx context.Context, rows []ingest.RecruitmentRow, before map[string]time.Time) error {
+func (c *Consumer) fillInvitationSentAt(ctx context.Context, rows []ingest.RecruitmentRow, before []map[string]time.Time) error {
 	sentAt := map[string]time.Time{}
 	for i := range rows {
-		if at, ok := before[rows[i].InvitationID]; ok {
-			sentAt[rows[i].InvitationID] = at
+		id := rows[i].InvitationID
+		for _, sent := range before {
+			if at, ok := sent[id]; ok {
+				if prev, ok := sentAt[id]; !ok || at.Before(prev) {
+					sentAt[id] = at
+				}
+			}
 		}
 	}
 	for i := range rows {

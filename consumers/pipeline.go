@@ -62,9 +62,10 @@ type prepared struct {
 	messages int
 	// cut: fill returned before the batch reached its bounds (nothing more was waiting).
 	cut bool
-	// sentBefore: for a chunk of a streamed batch, the send time of every invitation the
-	// batch's earlier chunks stored (openBatch.sent); nil otherwise.
-	sentBefore map[string]time.Time
+	// sentBefore: the send time of every invitation stored in an INSERT that has not ended
+	// yet, so no query sees it: for a chunk of a streamed batch, those the batch's earlier
+	// chunks stored (openBatch.sent), and those of the batch before while its INSERTs end.
+	sentBefore []map[string]time.Time
 }
 
 // rawStored lets go of what only the raw stage needed (the rows, the events kept), so that a

@@ -32,8 +32,9 @@ import (
 // The batch closes, and its INSERTs end, at its first chunk that brings it to
 // Config.BatchSize messages, or that fill cut short (nothing more was waiting: a consumer
 // that keeps up closes a batch per chunk, so streaming adds no latency). Only once every
-// INSERT ended does the batch go to the commit stage (its rollups, then its offsets), so
-// offsets are still committed only after ClickHouse holds the batch.
+// INSERT ended does the batch's commit stage write its rollups, then commit its offsets, so
+// offsets are still committed only after ClickHouse holds the batch. The INSERTs end on the
+// commit stage's goroutine while the next batch streams (ClickHouse writes each part then).
 //
 // When a chunk's store fails, the batch is closed without it (its INSERTs ended, then
 // committed) and the chunk is stored as a batch of its own, with the retries and the
@@ -45,10 +46,10 @@ import (
 // marked offsets as a batch of its own, and streams again after them.
 
 // streamConns is the fewest connections the ClickHouse pool must allow for batches to be
-// streamed: one open INSERT per raw table, plus the connections the chunk's other inserts and
-// the previous batch's rollups use meanwhile. A smaller pool (a DSN's max_open_conns) gets one
-// chunk per batch.
-var streamConns = len(rawTables) + 6
+// streamed: one open INSERT per raw table, as many for the previous batch's INSERTs while they
+// end (then its rollups, fewer), plus the chunk's dead-letter and audit inserts and its
+// lookups. A smaller pool (a DSN's max_open_conns) gets one chunk per batch.
+var streamConns = 2*len(rawTables) + 4
 
 // rawInsert is one raw table's INSERT kept open over a batch's chunks.
 type rawInsert interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -211,5 +212,80 @@ func TestAResponseFindsItsInvitationInAnEarlierChunkOfItsBatch(t *testing.T) {
 	}
 	if parts := h.insertedParts("recruitment_events"); parts != 1 {
 		t.Errorf("recruitment_events got %d inserted parts, want 1: the two chunks in one batch", parts)
+	}
+}
+
+// heldConn holds the end (Send) of table's first INSERT until a later INSERT of the table has
+// sent a block, or for at most hold.
+type heldConn struct {
+	driver.Conn
+	table    string
+	hold     time.Duration
+	inserts  atomic.Int64
+	released chan struct{} // closed at the later INSERT's first block
+	once     sync.Once
+	overlap  atomic.Bool // the first INSERT's end was released by a later INSERT, not by hold
+}
+
+func (c *heldConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
+	if err != nil || !strings.Contains(query, c.table+" ") {
+		return b, err
+	}
+	return &heldBatch{Batch: b, conn: c, nth: c.inserts.Add(1)}, nil
+}
+
+type heldBatch struct {
+	driver.Batch
+	conn *heldConn
+	nth  int64
+}
+
+func (b *heldBatch) Flush() error {
+	rows := b.Batch.Rows()
+	err := b.Batch.Flush()
+	if err == nil && rows > 0 && b.nth > 1 {
+		b.conn.once.Do(func() { close(b.conn.released) })
+	}
+	return err
+}
+
+func (b *heldBatch) Send() error {
+	if b.nth == 1 {
+		select {
+		case <-b.conn.released:
+			b.conn.overlap.Store(true)
+		case <-time.After(b.conn.hold):
+		}
+	}
+	return b.Batch.Send()
+}
+
+// A batch's INSERTs end while the next batch streams: ClickHouse writes the batch's parts
+// meanwhile. A response in the next batch still finds the send time of its invitation, which
+// went into the INSERT still ending and which no query shows yet.
+func TestABatchsInsertsEndWhileTheNextBatchStreams(t *testing.T) {
+	h := newHarness(t)
+	h.publish(ingest.TopicRecruitment, invitation(100000, "dora", "inv-1", base), response(100001, "dora", "inv-1", "decline", base.Add(time.Minute)))
+	held := &heldConn{Conn: h.ch, table: "mcpulse.recruitment_events", hold: 10 * time.Second, released: make(chan struct{})}
+	c := h.consumer(func(cfg *consumers.Config) {
+		cfg.ClickHouse = held
+		cfg.BatchSize = 1 // the invitation and its response in two batches
+	})
+	h.drain(c)
+	if n := held.inserts.Load(); n < 2 {
+		t.Fatalf("%d INSERTs of recruitment_events, want 2: one per batch", n)
+	}
+	if !held.overlap.Load() {
+		t.Errorf("the first batch's INSERT ended only after %s: the next batch did not stream while it ended", held.hold)
+	}
+	if got := h.count("SELECT count() FROM mcpulse.recruitment_events FINAL"); got != 2 {
+		t.Errorf("recruitment_events rows = %d, want 2", got)
+	}
+	if got := h.count("SELECT count() FROM mcpulse.recruitment_events FINAL WHERE kind = 'response' AND invitation_sent_at = ?", base); got != 1 {
+		t.Errorf("responses with their invitation's send time = %d, want 1", got)
+	}
+	if s := c.Stats(); s.Batches != 2 || s.StoreRetries != 0 {
+		t.Errorf("stats %+v: want 2 batches and no retry", s)
 	}
 }
