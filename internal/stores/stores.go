@@ -63,7 +63,8 @@ func ParseBrokers(s string) ([]string, error) {
 // DefaultClickHouseConns is the most connections OpenClickHouse keeps open to ClickHouse, all
 // of them kept when idle, unless the DSN sets max_open_conns (or max_idle_conns). A consumer
 // holds one per raw table open for the life of a batch (its rows are streamed into one INSERT
-// per table) while its other inserts and queries use more.
+// per table), as many for the batch before while its INSERTs end, and its other inserts and
+// queries use a few more.
 const DefaultClickHouseConns = 16
 
 // OpenClickHouse connects over the native protocol (the HTTP protocol fails on 18.16:
