@@ -146,14 +146,12 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 	}
 
-	// pending is the previous batch in the commit stage (its rollups, then its commit), run on
-	// its own goroutine while the loop stores the next batch's raw rows; nil when none.
+	// pending is the batch before in the commit stage, run on its own goroutine while the loop
+	// stores the next batch's raw rows: for a streamed batch the end of its INSERTs, then for
+	// every batch its rollups and its commit; nil when none.
 	var pending *committing
-	settle := func() error {
-		if pending == nil {
-			return nil
-		}
-		err := <-pending.done
+	// outcome takes pending's outcome err on this loop and returns it.
+	outcome := func(err error) error {
 		var failed *sendFailure
 		switch {
 		case err == nil:
@@ -165,6 +163,26 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		pending = nil
 		return err
+	}
+	// settle waits for pending's outcome.
+	settle := func() error {
+		if pending == nil {
+			return nil
+		}
+		return outcome(<-pending.done)
+	}
+	// poll takes pending's outcome if the stage has ended, without waiting: a failure is
+	// handled before more is stored in vain (or, idle, at once).
+	poll := func() error {
+		if pending == nil {
+			return nil
+		}
+		select {
+		case err := <-pending.done:
+			return outcome(err)
+		default:
+			return nil
+		}
 	}
 	// inFlight is the invitations of the batch whose INSERTs are ending, which no query sees
 	// yet (nil when none).
@@ -195,10 +213,12 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	//
 	// ClickHouse writes an INSERT's part when the INSERT ends (it squashes the blocks it
 	// received), which takes a few hundred milliseconds for a batch of 100,000 rows. Unless a
-	// chunk failed, the INSERTs therefore end on the commit stage's goroutine, before the
-	// batch's rollups and commit, while this loop streams the next batch: the consumer's
-	// CPU is not idle while ClickHouse writes. A failure to end them is handled on this loop
-	// (settle) as one here would be.
+	// chunk failed (or the pool is too small for two batches' INSERTs: endsAsync), the
+	// INSERTs therefore end on a goroutine of their own at once, and the commit stage writes
+	// the batch's rollups and commits once they ended and the batch before is committed,
+	// while this loop streams the next batch: the consumer's CPU is not idle while ClickHouse
+	// writes. A failure to end them is the stage's outcome (sendFailure), handled on this loop
+	// (outcome) as one here would be.
 	closeOpen := func(failed *prepared) bool {
 		b := open
 		open = nil
@@ -206,15 +226,18 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			b.abort()
 			return true
 		}
-		if failed == nil {
+		if failed == nil && c.endsAsync() {
+			sent := make(chan error, 1)
+			go func() { sent <- b.send(ctx) }()
 			if settle() != nil {
+				<-sent
 				b.abort()
 				return false // logged by the commit stage, or by streamFailed
 			}
 			p := b.closed()
 			pending = &committing{msgs: p.msgs, done: make(chan error, 1), sending: b}
 			go func(done chan<- error) {
-				if err := b.send(ctx); err != nil {
+				if err := <-sent; err != nil {
 					done <- &sendFailure{err}
 					return
 				}
@@ -257,6 +280,9 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			if open != nil && !closeOpen(nil) {
 				return ctx.Err() != nil
 			}
+			if poll() != nil {
+				return ctx.Err() != nil
+			}
 			if untilDrained && time.Since(*lastMessage) >= c.cfg.IdleToDrain {
 				if settle() != nil {
 					return ctx.Err() != nil
@@ -280,6 +306,9 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			}
 		}
 		if streams {
+			if poll() != nil {
+				return ctx.Err() != nil // the batch before failed: this one is read again too
+			}
 			if open == nil {
 				open = c.newOpenBatch()
 			}

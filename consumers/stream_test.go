@@ -216,7 +216,8 @@ func TestAResponseFindsItsInvitationInAnEarlierChunkOfItsBatch(t *testing.T) {
 }
 
 // heldConn holds the end (Send) of table's first INSERT until a later INSERT of the table has
-// sent a block, or for at most hold.
+// sent a block (or for at most hold), then for up to hold more unless a batch's rollups start
+// being written (a rollup_batches INSERT) meanwhile, which it records.
 type heldConn struct {
 	driver.Conn
 	table    string
@@ -225,9 +226,16 @@ type heldConn struct {
 	released chan struct{} // closed at the later INSERT's first block
 	once     sync.Once
 	overlap  atomic.Bool // the first INSERT's end was released by a later INSERT, not by hold
+	ended    atomic.Bool // the first INSERT ended
+	// rollupsEarly: a rollup_batches INSERT started before the first INSERT ended; closed then.
+	rollupsEarly     chan struct{}
+	rollupsEarlyOnce sync.Once
 }
 
 func (c *heldConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	if strings.Contains(query, "mcpulse.rollup_batches") && !c.ended.Load() {
+		c.rollupsEarlyOnce.Do(func() { close(c.rollupsEarly) })
+	}
 	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
 	if err != nil || !strings.Contains(query, c.table+" ") {
 		return b, err
@@ -257,17 +265,24 @@ func (b *heldBatch) Send() error {
 			b.conn.overlap.Store(true)
 		case <-time.After(b.conn.hold):
 		}
+		select { // a commit stage that did not wait for this end writes its rollups now
+		case <-b.conn.rollupsEarly:
+		case <-time.After(b.conn.hold):
+		}
+		defer b.conn.ended.Store(true)
 	}
 	return b.Batch.Send()
 }
 
 // A batch's INSERTs end while the next batch streams: ClickHouse writes the batch's parts
-// meanwhile. A response in the next batch still finds the send time of its invitation, which
-// went into the INSERT still ending and which no query shows yet.
-func TestABatchsInsertsEndWhileTheNextBatchStreams(t *testing.T) {
+// meanwhile. The batch's rollups wait for the end. A response in the next batch still finds
+// the send time of its invitation, which went into the INSERT still ending and which no query
+// shows yet.
+func TestTheInsertsOfABatchEndWhileTheNextBatchStreams(t *testing.T) {
 	h := newHarness(t)
 	h.publish(ingest.TopicRecruitment, invitation(100000, "dora", "inv-1", base), response(100001, "dora", "inv-1", "decline", base.Add(time.Minute)))
-	held := &heldConn{Conn: h.ch, table: "mcpulse.recruitment_events", hold: 10 * time.Second, released: make(chan struct{})}
+	held := &heldConn{Conn: h.ch, table: "mcpulse.recruitment_events", hold: 2 * time.Second,
+		released: make(chan struct{}), rollupsEarly: make(chan struct{})}
 	c := h.consumer(func(cfg *consumers.Config) {
 		cfg.ClickHouse = held
 		cfg.BatchSize = 1 // the invitation and its response in two batches
@@ -278,6 +293,14 @@ func TestABatchsInsertsEndWhileTheNextBatchStreams(t *testing.T) {
 	}
 	if !held.overlap.Load() {
 		t.Errorf("the first batch's INSERT ended only after %s: the next batch did not stream while it ended", held.hold)
+	}
+	select {
+	case <-held.rollupsEarly:
+		t.Error("a batch's rollups were written before the first batch's INSERT ended")
+	default:
+	}
+	if n := h.count("SELECT count() FROM mcpulse.rollup_batches"); n == 0 {
+		t.Error("no rollup batch marker stored: the batches wrote no rollups, so their order went unchecked")
 	}
 	if got := h.count("SELECT count() FROM mcpulse.recruitment_events FINAL"); got != 2 {
 		t.Errorf("recruitment_events rows = %d, want 2", got)
