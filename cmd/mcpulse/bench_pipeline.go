@@ -24,9 +24,11 @@ func newBenchPipelineCmd() *cobra.Command {
 		Long: `Starts the embedded stack (in-process Kafka, redis-server and clickhouse-server children),
 generates --events tool-call events with the demo's generator (fixed seed and end hour, spread
 over --hours: the same events every time; the corpus's duplicate lines included) in the
---shape chosen, and publishes them to topic mcp_tool_calls before any consumer starts. Then,
---runs times, three consumers read the whole topic one after the other, each alone on the
-machine and each in a new consumer group:
+--shape chosen, and publishes them to topic mcp_tool_calls before any consumer starts. A bare
+reader then reads the topic once, untimed: the in-process Kafka builds each fetch response in
+fresh memory, and the first reads after the publish would fault it in on the first timed
+consumer's clock. Then, --runs times, three consumers read the whole topic one after the
+other, each alone on the machine and each in a new consumer group:
 
  1. mcpulse: "mcpulse consume --until-drained" of this executable as a child process, on
     empty stores (database mcpulse re-created, Redis flushed). events/s = events ÷ (consumer
