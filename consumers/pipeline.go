@@ -14,10 +14,11 @@ import (
 // Pipelining. A batch goes through three stages: prepare (decode ▸ validate ▸ dedup in each
 // partition's window ▸ the raw rows: computation on the messages, no store touched), raw
 // (Redis ▸ the raw tables, dead letters and audit rows, their ClickHouse inserts at once on
-// several connections ▸ what the stored events add to the rollups) and commit (for a streamed
-// batch the end of its INSERTs ▸ the rollup rows ▸ the offset commit). The three run at once on consecutive batches: while batch N's
-// rollups are written and its offsets committed, batch N+1's raw rows are stored and batch
-// N+2 is fetched and prepared, so the store round trips overlap each other and the decoding.
+// several connections ▸ what the stored events add to the rollups) and commit (for a
+// streamed batch the end of its INSERTs ▸ the rollup rows ▸ the offset commit). The three run
+// at once on consecutive batches: while batch N's rollups are written and its offsets
+// committed, batch N+1's raw rows are stored and batch N+2 is fetched and prepared, so the
+// store round trips overlap each other and the decoding.
 // A batch's offsets are still committed only after Redis and ClickHouse hold it (DESIGN.md
 // §5), in fetch order; and a batch's rollup rows are written only after the batch before it
 // was committed, so at most one batch per partition has rollup rows stored but not committed

@@ -33,8 +33,9 @@ import (
 // Config.BatchSize messages, or that fill cut short (nothing more was waiting: a consumer
 // that keeps up closes a batch per chunk, so streaming adds no latency). Only once every
 // INSERT ended does the batch's commit stage write its rollups, then commit its offsets, so
-// offsets are still committed only after ClickHouse holds the batch. The INSERTs end on the
-// commit stage's goroutine while the next batch streams (ClickHouse writes each part then).
+// offsets are still committed only after ClickHouse holds the batch. The INSERTs end while
+// the next batch streams (ClickHouse writes each part then), and the commit stage waits for
+// them (consumeGeneration's closeOpen).
 //
 // When a chunk's store fails, the batch is closed without it (its INSERTs ended, then
 // committed) and the chunk is stored as a batch of its own, with the retries and the
