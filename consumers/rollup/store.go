@@ -35,9 +35,57 @@ type Batch struct {
 }
 
 type streamBatch struct {
-	next  int64                 // one past the batch's last offset of the stream
-	cells []map[string][]uint64 // per table index: cell key → values added
+	next  int64      // one past the batch's last offset of the stream
+	cells []*cellSet // per table index: the values each cell adds
 }
+
+// cellSet is a set of cells of one table and a run of values per cell (the table's width),
+// all in one array: a cell costs its key and its values, with no allocation of its own and
+// nothing for the garbage collector to follow but the key.
+type cellSet struct {
+	width int
+	index map[string]int32 // cell key → position
+	vals  []uint64         // position i's values are vals[i*width : (i+1)*width]
+}
+
+func newCellSet(width int) *cellSet {
+	return &cellSet{width: width, index: map[string]int32{}}
+}
+
+// at returns the values of position i, which the caller may change.
+func (c *cellSet) at(i int32) []uint64 {
+	lo := int(i) * c.width
+	return c.vals[lo : lo+c.width : lo+c.width]
+}
+
+// cell returns the position of key, adding the key with values 0 if it is new (added reports
+// that). A key held as bytes is copied only when it is new.
+func (c *cellSet) cell(key []byte) (i int32, added bool) {
+	if i, ok := c.index[string(key)]; ok {
+		return i, false
+	}
+	return c.add(string(key)), true
+}
+
+// cellKey is cell for a key held as a string.
+func (c *cellSet) cellKey(key string) (i int32, added bool) {
+	if i, ok := c.index[key]; ok {
+		return i, false
+	}
+	return c.add(key), true
+}
+
+// add adds key, which the set does not hold, with values 0.
+func (c *cellSet) add(key string) int32 {
+	i := int32(len(c.index))
+	c.index[key] = i
+	n := len(c.vals)
+	c.vals = slices.Grow(c.vals, c.width)[:n+c.width]
+	clear(c.vals[n:])
+	return i
+}
+
+func (c *cellSet) len() int { return len(c.index) }
 
 // NewBatch returns an empty batch for the store's tables.
 func (s *Store) NewBatch() *Batch {
@@ -47,7 +95,7 @@ func (s *Store) NewBatch() *Batch {
 func (b *Batch) stream(s Stream) *streamBatch {
 	sb := b.streams[s]
 	if sb == nil {
-		sb = &streamBatch{cells: make([]map[string][]uint64, b.ntables)}
+		sb = &streamBatch{cells: make([]*cellSet, b.ntables)}
 		b.streams[s] = sb
 	}
 	return sb
@@ -66,14 +114,11 @@ func (b *Batch) Add(s Stream, t *Table, key *KeyBuilder, vals ...uint64) {
 	sb := b.stream(s)
 	m := sb.cells[t.index]
 	if m == nil {
-		m = map[string][]uint64{}
+		m = newCellSet(t.width())
 		sb.cells[t.index] = m
 	}
-	acc, ok := m[string(key.bytes())]
-	if !ok {
-		acc = make([]uint64, t.width())
-		m[string(key.bytes())] = acc
-	}
+	pos, _ := m.cell(key.bytes())
+	acc := m.at(pos)
 	for i, v := range vals {
 		acc[i] += v
 	}
@@ -88,7 +133,7 @@ func (b *Batch) Merge(o *Batch) {
 		sb := b.stream(s)
 		sb.next = max(sb.next, osb.next)
 		for i, om := range osb.cells {
-			if len(om) == 0 {
+			if om == nil || om.len() == 0 {
 				continue
 			}
 			m := sb.cells[i]
@@ -96,13 +141,10 @@ func (b *Batch) Merge(o *Batch) {
 				sb.cells[i] = om
 				continue
 			}
-			for key, ovals := range om {
-				acc, ok := m[key]
-				if !ok {
-					m[key] = ovals
-					continue
-				}
-				for j, v := range ovals {
+			for key, oi := range om.index {
+				pos, _ := m.cellKey(key)
+				acc := m.at(pos)
+				for j, v := range om.at(oi) {
 					acc[j] += v
 				}
 			}
@@ -115,7 +157,9 @@ func (b *Batch) Len() int {
 	n := 0
 	for _, sb := range b.streams {
 		for _, m := range sb.cells {
-			n += len(m)
+			if m != nil {
+				n += m.len()
+			}
 		}
 	}
 	return n
@@ -173,14 +217,34 @@ type groupKey struct {
 }
 
 type group struct {
-	cells   map[Key]*cell
+	cells   *cellSet // each cell's newest totals
+	asOf    []int64  // by the cells' positions: the offset those totals are as of
 	lastUse uint64
 }
 
-// cell is a cell's newest totals and the offset they are as of.
-type cell struct {
-	vals []uint64
-	asOf int64
+func newGroup(width int, lastUse uint64) *group {
+	return &group{cells: newCellSet(width), lastUse: lastUse}
+}
+
+// get returns key's totals (nil when the group has no such cell) and their offset.
+func (g *group) get(key Key) (vals []uint64, asOf int64) {
+	i, ok := g.cells.index[string(key)]
+	if !ok {
+		return nil, 0
+	}
+	return g.cells.at(i), g.asOf[i]
+}
+
+// set records key's totals (copied) as of asOf, and reports whether the cell is new.
+func (g *group) set(key Key, vals []uint64, asOf int64) (added bool) {
+	i, added := g.cells.cellKey(string(key))
+	copy(g.cells.at(i), vals)
+	if added {
+		g.asOf = append(g.asOf, asOf)
+	} else {
+		g.asOf[i] = asOf
+	}
+	return added
 }
 
 // NewStore returns a Store for tables (each table may be in one Store only), caching about
@@ -605,9 +669,12 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 			return nil, fmt.Errorf("rollups: offset %d of %s is beyond the versions' %d bits of offset", sb.next, st, asOfBits)
 		}
 		for ti, m := range sb.cells {
+			if m == nil {
+				continue
+			}
 			var missing []time.Time
 			seen := map[int64]bool{}
-			for k := range m {
+			for k := range m.index {
 				h := Key(k).hour().Unix()
 				if seen[h] {
 					continue
@@ -624,14 +691,29 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 			}
 		}
 	}
-	// Compute the new totals; the cache changes only after every load succeeded.
+	// Compute the new totals; the cache changes only after every load succeeded. Each
+	// table's rows take their totals and the totals they replace from one array.
+	arenas := make([][]uint64, len(s.tables))
+	for ti, t := range s.tables {
+		n := 0
+		for _, sb := range b.streams {
+			if m := sb.cells[ti]; m != nil {
+				n += m.len()
+			}
+		}
+		arenas[ti] = make([]uint64, 2*n*t.width())
+		w.rows[ti] = make([]rowOut, 0, n)
+	}
 	for st, sb := range b.streams {
 		var hours []time.Time
 		seenHour := map[int64]bool{}
 		for ti, m := range sb.cells {
-			t := s.tables[ti]
-			keys := make([]string, 0, len(m))
-			for k := range m {
+			if m == nil {
+				continue
+			}
+			width := s.tables[ti].width()
+			keys := make([]string, 0, m.len())
+			for k := range m.index {
 				keys = append(keys, k)
 			}
 			slices.Sort(keys) // a deterministic row order
@@ -642,15 +724,12 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 					seenHour[h] = true
 					hours = append(hours, key.hour())
 				}
-				g := s.groups[groupKey{st, ti, h}]
-				c := g.cells[key]
-				base, baseAsOf := make([]uint64, t.width()), int64(0)
-				if c != nil {
-					copy(base, c.vals)
-					baseAsOf = c.asOf
-				}
-				vals := make([]uint64, t.width())
-				for i, v := range m[k] {
+				a := arenas[ti]
+				base, vals := a[:width:width], a[width:2*width:2*width]
+				arenas[ti] = a[2*width:]
+				cached, baseAsOf := s.groups[groupKey{st, ti, h}].get(key)
+				copy(base, cached)
+				for i, v := range m.at(m.index[k]) {
 					vals[i] = base[i] + v
 				}
 				w.rows[ti] = append(w.rows[ti], rowOut{stream: st, key: key, vals: vals, asOf: sb.next, before: base, beforeAsOf: baseAsOf})
@@ -684,14 +763,9 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 	}
 	for ti, rows := range w.rows {
 		for _, r := range rows {
-			g := s.groups[groupKey{r.stream, ti, r.key.hour().Unix()}]
-			c := g.cells[r.key]
-			if c == nil {
-				c = &cell{}
-				g.cells[r.key] = c
+			if s.groups[groupKey{r.stream, ti, r.key.hour().Unix()}].set(r.key, r.vals, r.asOf) {
 				s.cells++
 			}
-			c.vals, c.asOf = r.vals, r.asOf
 		}
 	}
 	s.evict()
@@ -709,7 +783,7 @@ func (s *Store) load(ctx context.Context, st Stream, t *Table, hours []time.Time
 	}
 	fresh := map[int64]*group{}
 	for _, h := range hours {
-		fresh[h.Unix()] = &group{cells: map[Key]*cell{}, lastUse: s.clock}
+		fresh[h.Unix()] = newGroup(t.width(), s.clock)
 	}
 	c := s.committed[st]
 	err := s.query(ctx, t, "cells", st, hours, nil, func(key Key, r loaded) error {
@@ -721,7 +795,7 @@ func (s *Store) load(ctx context.Context, st Stream, t *Table, hours []time.Time
 			}
 			vals, asOf = b.vals, b.asOf
 		}
-		fresh[key.hour().Unix()].cells[key] = &cell{vals: vals, asOf: asOf}
+		fresh[key.hour().Unix()].set(key, vals, asOf)
 		return nil
 	})
 	if err != nil {
@@ -729,7 +803,7 @@ func (s *Store) load(ctx context.Context, st Stream, t *Table, hours []time.Time
 	}
 	for h, g := range fresh {
 		s.groups[groupKey{st, t.index, h}] = g
-		s.cells += len(g.cells)
+		s.cells += g.cells.len()
 	}
 	return nil
 }
@@ -793,7 +867,7 @@ func (s *Store) evict() {
 		if s.cells <= s.budget {
 			return
 		}
-		s.cells -= len(s.groups[k].cells)
+		s.cells -= s.groups[k].cells.len()
 		delete(s.groups, k)
 	}
 }
