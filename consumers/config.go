@@ -107,8 +107,8 @@ type Config struct {
 	// read holds about 24 bytes per offset of it. Default: DefaultDedupWindow.
 	DedupWindow int
 	// RollupCacheCells bounds the rollup cells whose totals the consumer keeps in memory (about
-	// 130 bytes each with one measure, 390 with tool_call_stats_hourly's 29); a batch touching
-	// others loads them from ClickHouse. Default:
+	// 130 bytes each with one value, 390 with tool_call_stats_hourly's 29: 15 measures and 14
+	// duration buckets); a batch touching others loads them from ClickHouse. Default:
 	// DefaultRollupCacheCells.
 	RollupCacheCells int
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff

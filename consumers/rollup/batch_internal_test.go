@@ -22,7 +22,7 @@ func cellsOf(b *Batch, s Stream, t *Table) map[string][]uint64 {
 }
 
 // TestBatchCellsKeepTheirOwnValues adds to many cells of a wide table (so that the values
-// array is reallocated several times) and merges a second batch in, against sums kept
+// array is reallocated several times) and merges two batches in, against sums kept
 // independently: every cell holds exactly what was added to it, wherever it sits in the array.
 func TestBatchCellsKeepTheirOwnValues(t *testing.T) {
 	s := &Store{tables: Tables()}
@@ -60,13 +60,24 @@ func TestBatchCellsKeepTheirOwnValues(t *testing.T) {
 	}
 	a.Advance(st, 41)
 	b.Advance(st, 99)
+	// c holds a table a lacks (a takes c's cells over) and ends before a: the merged batch
+	// still ends at b's end.
+	c := s.NewBatch()
+	var ekb KeyBuilder
+	c.Add(st, EventsByName, ekb.Reset(h).String("$pageview"), 5)
+	c.Add(st, EventsByName, ekb.Reset(h).String("$pageview"), 2)
+	c.Advance(st, 7)
 	a.Merge(b)
+	a.Merge(c)
 
-	if a.Len() != 500 {
-		t.Errorf("Len() = %d, want 500 cells", a.Len())
+	if a.Len() != 501 {
+		t.Errorf("Len() = %d, want 501 cells", a.Len())
 	}
 	if got := a.streams[st].next; got != 100 {
 		t.Errorf("next offset = %d, want 100 (one past the merged batch's last)", got)
+	}
+	if got := cellsOf(a, st, EventsByName)[string(ekb.bytes())]; !slices.Equal(got, []uint64{7}) {
+		t.Errorf("events_by_name cell = %v, want [7]", got)
 	}
 	got := cellsOf(a, st, ToolCallStats)
 	if len(got) != len(want) {

@@ -235,7 +235,8 @@ func (g *group) get(key Key) (vals []uint64, asOf int64) {
 	return g.cells.at(i), g.asOf[i]
 }
 
-// set records key's totals (copied) as of asOf, and reports whether the cell is new.
+// set records key's totals vals (the table's width of them, copied) as of asOf, and reports
+// whether the cell is new.
 func (g *group) set(key Key, vals []uint64, asOf int64) (added bool) {
 	i, added := g.cells.cellKey(string(key))
 	copy(g.cells.at(i), vals)
