@@ -67,6 +67,8 @@ type Consumer struct {
 	// freeToolCallRows holds the tool-call row slices of chunks whose rows were stored, for
 	// the next chunks to fill (pipeline.go).
 	freeToolCallRows chan []ingest.ToolCallRow
+	// freeToolCallSlots holds the tool-call event slots of those chunks (toolCallSlots).
+	freeToolCallSlots chan []ingest.ToolCallSlot
 }
 
 // optionalTableExists reports whether an optional raw table exists, asking ClickHouse until it
@@ -118,7 +120,8 @@ func New(cfg Config) (*Consumer, error) {
 	if wrapClickHouse != nil {
 		cfg.ClickHouse = wrapClickHouse(cfg.ClickHouse)
 	}
-	c := &Consumer{cfg: cfg, keys: keys, hostNow: time.Now, freeToolCallRows: make(chan []ingest.ToolCallRow, freeRowSlices)}
+	c := &Consumer{cfg: cfg, keys: keys, hostNow: time.Now, freeToolCallRows: make(chan []ingest.ToolCallRow, freeRowSlices),
+		freeToolCallSlots: make(chan []ingest.ToolCallSlot, freeRowSlices)}
 	c.stats.suppression = map[string]*atomic.Int64{}
 	c.stats.stored = map[*ingest.Kind]*atomic.Int64{}
 	for _, k := range ingest.Kinds() {

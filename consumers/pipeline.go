@@ -35,7 +35,9 @@ type prepared struct {
 	// rows are the raw rows of the valid events kept (ingest.Rows.Append), the served schemas
 	// collapsed (ingest.CollapseServedSchemas); kept says which events they are.
 	rows ingest.Rows
-	kept []keptEvent
+	// slots hold the tool-call events the rows were made from, by message (releaseRows).
+	slots []ingest.ToolCallSlot
+	kept  []keptEvent
 	// responses are the invitation responses kept, for the suppression records; misuse the
 	// tool calls and tool listings kept, for deriveMisuse (let go once it ran).
 	responses []*ingest.Event
@@ -93,28 +95,52 @@ func (c *Consumer) toolCallRows(n int) []ingest.ToolCallRow {
 	if n == 0 {
 		return []ingest.ToolCallRow{}
 	}
+	return fromPool(c.freeToolCallRows, n)
+}
+
+// toolCallSlots returns n zeroed tool-call event slots (ingest.ParseIn), from a stored
+// chunk's (releaseRows) when they fit, else new: a chunk's tool-call events are one
+// allocation (about 650 bytes an event), reused like its rows.
+func (c *Consumer) toolCallSlots(n int) []ingest.ToolCallSlot {
+	if n == 0 {
+		return nil
+	}
+	return fromPool(c.freeToolCallSlots, n)[:n]
+}
+
+// releaseRows lets go of p's tool-call rows and the events they were made from, once
+// ClickHouse holds them (nothing else refers to them then: a row's optional numbers point
+// into its event), keeping their slices for a later chunk (toolCallRows, toolCallSlots). Both
+// are zeroed first, so that they keep none of their strings alive.
+func (c *Consumer) releaseRows(p *prepared) {
+	rows, slots := p.rows.ToolCalls, p.slots
+	p.rows.ToolCalls, p.slots = nil, nil
+	toPool(c.freeToolCallRows, rows)
+	toPool(c.freeToolCallSlots, slots)
+}
+
+// fromPool returns an empty slice with room for n elements: one from free when its capacity
+// is between n and 2n (larger ones are let go, so that slices sized for larger chunks do not
+// outlive a lower chunk bound), else a new one.
+func fromPool[T any](free chan []T, n int) []T {
 	select {
-	case s := <-c.freeToolCallRows:
+	case s := <-free:
 		if cap(s) >= n && cap(s) <= 2*n {
-			return s
+			return s[:0]
 		}
 	default:
 	}
-	return make([]ingest.ToolCallRow, 0, n)
+	return make([]T, 0, n)
 }
 
-// releaseRows lets go of p's tool-call rows, once ClickHouse holds them (nothing else refers
-// to them then), keeping their slice for a later chunk (toolCallRows). The rows are zeroed
-// first, so that the slice keeps none of their strings alive.
-func (c *Consumer) releaseRows(p *prepared) {
-	s := p.rows.ToolCalls
-	p.rows.ToolCalls = nil
+// toPool zeroes s and keeps it in free when there is room.
+func toPool[T any](free chan []T, s []T) {
 	if cap(s) == 0 {
 		return
 	}
 	clear(s)
 	select {
-	case c.freeToolCallRows <- s[:0]:
+	case free <- s[:0]:
 	default:
 	}
 }
@@ -220,16 +246,17 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 		err error
 	}
 	out := make([]parsed, len(msgs))
+	slots := c.toolCallSlots(len(msgs))
 	parallel(len(msgs), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			if dedupTopic(msgs[i].Topic) {
-				out[i].ev, out[i].err = ingest.Parse(msgs[i].Value)
+				out[i].ev, out[i].err = ingest.ParseIn(msgs[i].Value, &slots[i])
 			}
 		}
 	})
 
 	now := c.now()
-	p := &prepared{msgs: msgs, rollup: c.rollups.NewBatch()}
+	p := &prepared{msgs: msgs, rollup: c.rollups.NewBatch(), slots: slots}
 	// Room for every row at once: a slice of rows grown by doubling copied them again and again.
 	perTopic := map[string]int{}
 	for i := range msgs {

@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/mcpulse/mcpulse/ingest"
@@ -47,5 +48,48 @@ func TestAStoredChunksRowSliceServesTheNextChunkZeroed(t *testing.T) {
 		if cap(got) < n || cap(got) == 100 {
 			t.Errorf("toolCallRows(%d) after a 100-row slice was kept = cap %d, want a new slice", n, cap(got))
 		}
+	}
+}
+
+// TestAStoredChunksEventSlotsServeTheNextChunkZeroed decodes a tool call into a chunk's event
+// slot and releases the chunk: the next chunk gets the same slots, zeroed.
+func TestAStoredChunksEventSlotsServeTheNextChunkZeroed(t *testing.T) {
+	c := &Consumer{
+		freeToolCallRows:  make(chan []ingest.ToolCallRow, freeRowSlices),
+		freeToolCallSlots: make(chan []ingest.ToolCallSlot, freeRowSlices),
+	}
+	p := &prepared{slots: c.toolCallSlots(3)}
+	ev, err := ingest.ParseIn([]byte(`{"uuid":"0190d2a4-7b1e-7c3a-9f00-0123456789ab","event":"$mcp_tool_call","distinct_id":"d",`+
+		`"timestamp":"2026-01-01T00:00:00Z","properties":{"$mcp_tool_name":"t","$mcp_duration_ms":12.5}}`), &p.slots[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.ToolCall == nil || ev.ToolCall.ToolName != "t" || ev.ToolCall.DurationMs == nil || *ev.ToolCall.DurationMs != 12.5 {
+		t.Fatalf("parsed tool call = %+v", ev.ToolCall)
+	}
+	if reflect.ValueOf(p.slots[1]).IsZero() {
+		t.Fatal("the tool call was not decoded into the slot given")
+	}
+	first := &p.slots[0]
+	c.releaseRows(p)
+	if p.slots != nil {
+		t.Fatal("the chunk still holds its event slots after releaseRows")
+	}
+	next := c.toolCallSlots(3)
+	if len(next) != 3 || &next[0] != first {
+		t.Fatalf("toolCallSlots(3) = %d slots, the stored chunk's: %v; want its 3 slots", len(next), len(next) > 0 && &next[0] == first)
+	}
+	for i := range next {
+		if !reflect.ValueOf(next[i]).IsZero() {
+			t.Fatalf("slot %d of the reused slice still holds the stored chunk's event", i)
+		}
+	}
+	// A chunk without messages (an idle poll) leaves the kept slots for the next chunk.
+	c.releaseRows(&prepared{slots: next})
+	if c.toolCallSlots(0) != nil {
+		t.Fatal("toolCallSlots(0) took slots: a chunk without messages needs none")
+	}
+	if again := c.toolCallSlots(3); &again[0] != first {
+		t.Fatal("after a chunk without messages, the next chunk got new slots, not the kept ones")
 	}
 }

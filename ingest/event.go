@@ -193,7 +193,28 @@ type Recruitment struct {
 //
 // Top-level field and property names match exactly ("UUID" is not "uuid"). Unknown top-level
 // fields are ignored; a repeated field or property keeps its last value.
-func Parse(data []byte) (*Event, error) {
+func Parse(data []byte) (*Event, error) { return ParseIn(data, nil) }
+
+// ToolCallSlot is the memory of one tool-call event (its Event and its ToolCall, about 650
+// bytes), for ParseIn.
+type ToolCallSlot struct {
+	ev Event
+	tc ToolCall
+}
+
+// event is the slot's event, its ToolCall set.
+func (s *ToolCallSlot) event() *Event {
+	s.ev.ToolCall = &s.tc
+	return &s.ev
+}
+
+// ParseIn is Parse with the memory for a tool call given: a tool-call event is decoded into
+// slot, which must be zero, any other kind into memory of its own (as by Parse, which is
+// ParseIn with a nil slot). The event, and what refers into it (a row's DurationMs,
+// CompletedCalls and SessionAgeSeconds point into it), use the slot until the caller zeroes
+// it, so a caller reusing slots (a batch's, once it stored the batch's rows) saves an
+// allocation per event.
+func ParseIn(data []byte, slot *ToolCallSlot) (*Event, error) {
 	d := getDecodeState()
 	defer putDecodeState(d)
 	if err := d.scan(data); err != nil {
@@ -216,7 +237,7 @@ func Parse(data []byte) (*Event, error) {
 		name, nameOK = stringValue(top.Event)
 		kind = KindOf(name)
 	}
-	ev := kind.newEvent()
+	ev := kind.newEvent(slot)
 	ev.Kind = kind
 	d.match()
 	distinctAt := d.buildArena(ev.Kind, top.DistinctID)

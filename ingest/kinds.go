@@ -33,8 +33,11 @@ type Kind struct {
 	alloc func() *Event
 }
 
-// newEvent allocates an event of the kind.
-func (k *Kind) newEvent() *Event {
+// newEvent allocates an event of the kind, a tool call in slot when one is given.
+func (k *Kind) newEvent(slot *ToolCallSlot) *Event {
+	if slot != nil && k == KindToolCall {
+		return slot.event()
+	}
 	if k.alloc != nil {
 		return k.alloc()
 	}
@@ -97,14 +100,7 @@ var (
 	KindToolCall = register(Kind{
 		Event: EventToolCall, Name: "tool_call", Topic: TopicToolCalls,
 		key: distinctIDKey, reads: keySet(toolCallReads...), decode: decodeToolCall, rows: toolCallRows,
-		alloc: func() *Event {
-			x := new(struct {
-				Event
-				ToolCall
-			})
-			x.Event.ToolCall = &x.ToolCall
-			return &x.Event
-		},
+		alloc: func() *Event { return new(ToolCallSlot).event() },
 	})
 	// KindInvitationSent is an interview invitation, stored in recruitment_events.
 	KindInvitationSent = register(Kind{
