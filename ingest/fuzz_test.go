@@ -24,6 +24,11 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := ingest.Parse(data)
+		// Decoded into a caller's slot, the same event (or the same error).
+		inSlot, slotErr := ingest.ParseIn(data, new(ingest.ToolCallSlot))
+		if (err == nil) != (slotErr == nil) || (err != nil && err.Error() != slotErr.Error()) || !reflect.DeepEqual(ev, inSlot) {
+			t.Fatalf("ParseIn with a slot differs from Parse:\n%+v, %v\n%+v, %v", ev, err, inSlot, slotErr)
+		}
 		if err != nil {
 			if ev != nil {
 				t.Fatal("event returned with an error")
