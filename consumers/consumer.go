@@ -300,6 +300,13 @@ func (c *Consumer) storeRawWith(ctx context.Context, p *prepared, insert rawInse
 		if err := c.deriveMisuse(ctx, p.misuse, rows.ToolCalls); err != nil {
 			return err
 		}
+		// The events stay until the rows are stored (a row's optional numbers point into its
+		// event): let go of the arguments and results they share with the messages now.
+		for _, ev := range p.misuse {
+			if ev.ToolCall != nil {
+				ev.ToolCall.Parameters, ev.ToolCall.Response = nil, nil
+			}
+		}
 		p.misuse, p.derived = nil, true
 	}
 	if len(bad) > 0 {

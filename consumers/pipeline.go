@@ -99,8 +99,9 @@ func (c *Consumer) toolCallRows(n int) []ingest.ToolCallRow {
 }
 
 // toolCallSlots returns n zeroed tool-call event slots (ingest.ParseIn), from a stored
-// chunk's (releaseRows) when they fit, else new: a chunk's tool-call events are one
-// allocation (about 650 bytes an event), reused like its rows.
+// chunk's (releaseRows) when they fit, else new: a chunk's tool-call events take one slot per
+// message (about 620 bytes each; a message of another kind leaves its slot unused), one
+// allocation reused like its rows.
 func (c *Consumer) toolCallSlots(n int) []ingest.ToolCallSlot {
 	if n == 0 {
 		return nil
@@ -300,11 +301,13 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 		if oerr != nil {
 			// Observed already in this generation: the same message fetched twice. Its first
 			// copy is stored (or dropped) on its own; this one changes nothing.
+			slots[i] = ingest.ToolCallSlot{} // let go of the event and the bytes it shares
 			continue
 		}
 		p.rollup.Advance(stream, m.Offset)
 		if dup {
 			p.duplicates = append(p.duplicates, ev.Kind)
+			slots[i] = ingest.ToolCallSlot{}
 			continue
 		}
 		if err == nil {
@@ -312,6 +315,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 		}
 		if err != nil {
 			p.bad = append(p.bad, ingest.DeadLetter{ID: position(m), Payload: m.Value, Reason: err.Error(), Source: m.Topic, Class: ingest.ClassOf(err)})
+			slots[i] = ingest.ToolCallSlot{}
 			continue
 		}
 		at.Partition, at.Offset = int32(m.Partition), m.Offset

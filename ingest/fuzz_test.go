@@ -25,9 +25,13 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := ingest.Parse(data)
 		// Decoded into a caller's slot, the same event (or the same error).
-		inSlot, slotErr := ingest.ParseIn(data, new(ingest.ToolCallSlot))
+		slot := new(ingest.ToolCallSlot)
+		inSlot, slotErr := ingest.ParseIn(data, slot)
 		if (err == nil) != (slotErr == nil) || (err != nil && err.Error() != slotErr.Error()) || !reflect.DeepEqual(ev, inSlot) {
 			t.Fatalf("ParseIn with a slot differs from Parse:\n%+v, %v\n%+v, %v", ev, err, inSlot, slotErr)
+		}
+		if err == nil && (ev.Kind == ingest.KindToolCall) == reflect.ValueOf(*slot).IsZero() {
+			t.Fatalf("a %s event and its slot: zero = %v (a tool call goes into the slot, nothing else does)", ev.Kind, reflect.ValueOf(*slot).IsZero())
 		}
 		if err != nil {
 			if ev != nil {

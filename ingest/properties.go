@@ -178,7 +178,7 @@ var toolCallReads = append([]propKey{
 
 // decodeToolCall reads a $mcp_tool_call's properties (DESIGN.md §2).
 func decodeToolCall(p *propertyReader, ev *Event) {
-	t := ev.ToolCall // allocated with ev (Kind.alloc)
+	t := ev.ToolCall // allocated with ev (Kind.alloc, or the caller's ToolCallSlot)
 	if t == nil {
 		t = &ToolCall{}
 	}
