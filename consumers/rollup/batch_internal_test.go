@@ -25,10 +25,7 @@ func cellsOf(b *Batch, s Stream, t *Table) map[string][]uint64 {
 // array is reallocated several times) and merges two batches in, against sums kept
 // independently: every cell holds exactly what was added to it, wherever it sits in the array.
 func TestBatchCellsKeepTheirOwnValues(t *testing.T) {
-	s := &Store{tables: Tables()}
-	for i, tb := range s.tables {
-		tb.index = i
-	}
+	s := NewStore(nil, Tables(), 0, nil)
 	st := Stream{Topic: "t", Partition: 3}
 	h := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	width := ToolCallStats.width()

@@ -133,7 +133,7 @@ func (b *Batch) Merge(o *Batch) {
 		sb := b.stream(s)
 		sb.next = max(sb.next, osb.next)
 		for i, om := range osb.cells {
-			if om == nil || om.len() == 0 {
+			if om == nil {
 				continue
 			}
 			m := sb.cells[i]
