@@ -317,7 +317,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			if err == nil {
 				open.add(batch)
 				c.releaseRows(batch)
-				if (open.messages >= c.cfg.BatchSize || batch.cut) && !closeOpen(nil) {
+				if open.full(&c.cfg, batch, time.Now()) && !closeOpen(nil) {
 					return ctx.Err() != nil
 				}
 				continue

@@ -65,6 +65,9 @@ type prepared struct {
 	messages int
 	// cut: fill returned before the batch reached its bounds (nothing more was waiting).
 	cut bool
+	// firstRead is when fill received the batch's first message (zero for an empty batch):
+	// a streamed batch's age counts from its first chunk's (Config.BatchMaxAge).
+	firstRead time.Time
 	// sentBefore: the send time of every invitation stored in an INSERT that has not ended
 	// yet, so no query sees it: for a chunk of a streamed batch, those the batch's earlier
 	// chunks stored (openBatch.sent), and those of the batch before while its INSERTs end.
@@ -187,7 +190,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 	defer wait()
 	last := 0 // the last non-empty batch's length: room for the next one (fill)
 	for {
-		batch, cut := c.fill(ctx, msgs, last)
+		batch, cut, first := c.fill(ctx, msgs, last)
 		if len(batch) > 0 {
 			last = len(batch)
 		}
@@ -200,7 +203,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 			}
 		}
 		p := c.prepare(batch)
-		p.cut = cut
+		p.cut, p.firstRead = cut, first
 		select {
 		case out <- p:
 		case <-ctx.Done():
@@ -212,10 +215,11 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 // fill reads up to BatchSize messages, or up to the message whose key and value bring the
 // batch to its byte bound (BatchBytes, lowered while the dedup windows fill the memory
 // budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill; cut reports
-// that the wait (or ctx) ended it first. The batch
-// starts with room for about hint messages (the last non-empty batch's length): grown by doubling, a
-// batch of large kafka.Message values was copied again and again.
-func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int) (batch []kafka.Message, cut bool) {
+// that the wait (or ctx) ended it first, first when its first message arrived (zero when none
+// did). The batch starts with room for about hint messages (the last non-empty batch's
+// length): grown by doubling, a batch of large kafka.Message values was copied again and
+// again.
+func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int) (batch []kafka.Message, cut bool, first time.Time) {
 	timer := time.NewTimer(c.cfg.BatchWait)
 	defer timer.Stop()
 	batch = make([]kafka.Message, 0, min(hint+hint/8, c.cfg.BatchSize))
@@ -223,15 +227,18 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 	for len(batch) < c.cfg.BatchSize && bytes < maxBytes {
 		select {
 		case m := <-msgs:
+			if len(batch) == 0 {
+				first = time.Now()
+			}
 			batch = append(batch, m)
 			bytes += len(m.Key) + len(m.Value)
 		case <-timer.C:
-			return batch, true
+			return batch, true, first
 		case <-ctx.Done():
-			return batch, true
+			return batch, true, first
 		}
 	}
-	return batch, false
+	return batch, false, first
 }
 
 // parallelDecodeMin is the batch size from which events are decoded on several goroutines.

@@ -30,8 +30,11 @@ import (
 // into one part. Everything else a chunk does is done as it comes (Redis, dead letters,
 // audit rows: all idempotent), and what it adds to the rollups is merged into the batch's.
 // The batch closes, and its INSERTs end, at its first chunk that brings it to
-// Config.BatchSize messages, or that fill cut short (nothing more was waiting: a consumer
-// that keeps up closes a batch per chunk, so streaming adds no latency). Only once every
+// Config.BatchSize messages, that fill cut short (nothing more was waiting: a consumer that
+// keeps up closes a batch per chunk, so streaming adds no latency), or that ends
+// Config.BatchMaxAge or more after the batch's first message was read (a steady stream too
+// fast for a chunk to be cut, or a consumer catching up, would otherwise keep a batch open
+// until it reached BatchSize). Only once every
 // INSERT ended does the batch's commit stage write its rollups, then commit its offsets, so
 // offsets are still committed only after ClickHouse holds the batch. The INSERTs end while
 // the next batch streams (ClickHouse writes each part then), and the commit stage waits for
@@ -82,6 +85,8 @@ type openBatch struct {
 	result   batchResult
 	last     map[topicPartition]kafka.Message // each partition's last message (offsets only)
 	messages int
+	// opened is when the batch's first message was read (its first chunk's prepared.firstRead).
+	opened time.Time
 	// sent is the earliest send time of every invitation the batch's chunks sent into its
 	// INSERT of recruitment_events: no query sees them before the INSERT ends, and a later
 	// chunk's responses need them (fillInvitationSentAt).
@@ -197,7 +202,17 @@ func (b *openBatch) add(p *prepared) {
 			b.last[k] = kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
 		}
 	}
+	if b.messages == 0 {
+		b.opened = p.firstRead
+	}
 	b.messages += len(p.msgs)
+}
+
+// full reports whether b closes after its last chunk, p: it reached BatchSize messages,
+// fill cut p short (nothing more was waiting), or its first message was read BatchMaxAge ago
+// or more, at now.
+func (b *openBatch) full(cfg *Config, p *prepared, now time.Time) bool {
+	return b.messages >= cfg.BatchSize || p.cut || now.Sub(b.opened) >= cfg.BatchMaxAge
 }
 
 // send ends b's INSERTs, all at once; once it returns nil ClickHouse holds every row of b.

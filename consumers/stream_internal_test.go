@@ -2,7 +2,12 @@ package consumers
 
 import (
 	"testing"
+	"time"
 
+	"github.com/segmentio/kafka-go"
+
+	"github.com/mcpulse/mcpulse/consumers/rollup"
+	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/migrations"
 )
 
@@ -30,6 +35,43 @@ func TestAChunkJoinsABatchWhileItsMonthsFit(t *testing.T) {
 		}
 		if got := b.fits(chunk); got != tc.want {
 			t.Errorf("%s: fits = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A streamed batch closes at BatchSize messages, at a chunk fill cut short, or at the first
+// chunk that ends BatchMaxAge or more after the batch's first message was read; its age
+// counts from its first chunk, not its last.
+func TestAStreamedBatchClosesAtItsSizeACutChunkOrItsMaxAge(t *testing.T) {
+	cfg := Config{BatchSize: 100, BatchMaxAge: time.Second}
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	store := rollup.NewStore(nil, rollup.Tables(), 1, nil)
+	chunk := func(n int, read time.Time, cut bool) *prepared {
+		return &prepared{msgs: make([]kafka.Message, n), firstRead: read, cut: cut}
+	}
+	for _, tc := range []struct {
+		name   string
+		chunks []*prepared
+		now    time.Time
+		want   bool
+	}{
+		{"young and small", []*prepared{chunk(40, t0, false)}, t0.Add(900 * time.Millisecond), false},
+		{"young, second chunk read late", []*prepared{chunk(40, t0, false), chunk(40, t0.Add(800*time.Millisecond), false)}, t0.Add(999 * time.Millisecond), false},
+		{"at its max age by its first chunk", []*prepared{chunk(40, t0, false), chunk(40, t0.Add(800*time.Millisecond), false)}, t0.Add(time.Second), true},
+		{"full", []*prepared{chunk(60, t0, false), chunk(40, t0, false)}, t0, true},
+		{"cut short", []*prepared{chunk(10, t0, true)}, t0, true},
+	} {
+		b := &openBatch{last: map[topicPartition]kafka.Message{}, rollup: store.NewBatch(),
+			result: batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}}, sent: map[string]time.Time{}}
+		var last *prepared
+		for _, p := range tc.chunks {
+			p.rollup = store.NewBatch()
+			p.result = batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}}
+			b.add(p)
+			last = p
+		}
+		if got := b.full(&cfg, last, tc.now); got != tc.want {
+			t.Errorf("%s: full = %v, want %v (opened %v)", tc.name, got, tc.want, b.opened)
 		}
 	}
 }
