@@ -31,10 +31,10 @@ import (
 // audit rows: all idempotent), and what it adds to the rollups is merged into the batch's.
 // The batch closes, and its INSERTs end, at its first chunk that brings it to
 // Config.BatchSize messages, that fill cut short (nothing more was waiting: a consumer that
-// keeps up closes a batch per chunk, so streaming adds no latency), or that ends
+// keeps up closes a batch per chunk, so streaming adds no latency), or, when set, that ends
 // Config.BatchMaxAge or more after the batch's first message was read (a steady stream too
-// fast for a chunk to be cut, or a consumer catching up, would otherwise keep a batch open
-// until it reached BatchSize). Only once every
+// fast for a chunk to be cut, or a consumer catching up, otherwise keeps a batch open until
+// it reaches BatchSize). Only once every
 // INSERT ended does the batch's commit stage write its rollups, then commit its offsets, so
 // offsets are still committed only after ClickHouse holds the batch. The INSERTs end while
 // the next batch streams (ClickHouse writes each part then), and the commit stage waits for
@@ -209,10 +209,10 @@ func (b *openBatch) add(p *prepared) {
 }
 
 // full reports whether b closes after its last chunk, p: it reached BatchSize messages,
-// fill cut p short (nothing more was waiting), or its first message was read BatchMaxAge ago
-// or more, at now.
+// fill cut p short (nothing more was waiting), or, with a positive BatchMaxAge, its first
+// message was read BatchMaxAge ago or more, at now.
 func (b *openBatch) full(cfg *Config, p *prepared, now time.Time) bool {
-	return b.messages >= cfg.BatchSize || p.cut || now.Sub(b.opened) >= cfg.BatchMaxAge
+	return b.messages >= cfg.BatchSize || p.cut || (cfg.BatchMaxAge > 0 && now.Sub(b.opened) >= cfg.BatchMaxAge)
 }
 
 // send ends b's INSERTs, all at once; once it returns nil ClickHouse holds every row of b.

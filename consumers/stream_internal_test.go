@@ -39,11 +39,12 @@ func TestAChunkJoinsABatchWhileItsMonthsFit(t *testing.T) {
 	}
 }
 
-// A streamed batch closes at BatchSize messages, at a chunk fill cut short, or at the first
-// chunk that ends BatchMaxAge or more after the batch's first message was read; its age
-// counts from its first chunk, not its last.
+// A streamed batch closes at BatchSize messages, at a chunk fill cut short, or, when
+// BatchMaxAge is set, at the first chunk that ends BatchMaxAge or more after the batch's first
+// message was read; its age counts from its first chunk, not its last.
 func TestAStreamedBatchClosesAtItsSizeACutChunkOrItsMaxAge(t *testing.T) {
 	cfg := Config{BatchSize: 100, BatchMaxAge: time.Second}
+	unbounded := Config{BatchSize: 100}
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	store := rollup.NewStore(nil, rollup.Tables(), 1, nil)
 	chunk := func(n int, read time.Time, cut bool) *prepared {
@@ -72,6 +73,10 @@ func TestAStreamedBatchClosesAtItsSizeACutChunkOrItsMaxAge(t *testing.T) {
 		}
 		if got := b.full(&cfg, last, tc.now); got != tc.want {
 			t.Errorf("%s: full = %v, want %v (opened %v)", tc.name, got, tc.want, b.opened)
+		}
+		// With no BatchMaxAge, age never closes a batch.
+		if got, want := b.full(&unbounded, last, tc.now.Add(time.Hour)), b.messages >= 100 || last.cut; got != want {
+			t.Errorf("%s, no max age, an hour later: full = %v, want %v", tc.name, got, want)
 		}
 	}
 }
