@@ -1,10 +1,12 @@
 package rollup
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -40,16 +42,27 @@ type streamBatch struct {
 }
 
 // cellSet is a set of cells of one table and a run of values per cell (the table's width),
-// all in one array: a cell costs its key and its values, with no allocation of its own and
-// nothing for the garbage collector to follow but the key.
+// with nothing the garbage collector follows: the keys sit one after the other in one byte
+// array, the values in one uint64 array, and the index maps a key's hash to its position.
+// A cell costs its key's bytes, its values and an index entry, and adds no allocation of its
+// own; a set of a hundred thousand cells is a few objects the collector need not scan.
 type cellSet struct {
 	width int
-	index map[string]int32 // cell key → position
-	vals  []uint64         // position i's values are vals[i*width : (i+1)*width]
+	index map[uint64]int32 // hash of a key (cellSeed) → its position
+	// collided holds the keys whose hash the index already gives another key (positions as
+	// in index): about one in 2^32 pairs of keys, so almost always nil.
+	collided map[string]int32
+	keys     []byte   // every key, in position order
+	ends     []uint32 // position i's key is keys[ends[i-1]:ends[i]] (ends[-1] = 0)
+	vals     []uint64 // position i's values are vals[i*width : (i+1)*width]
 }
 
+// cellSeed seeds the hash of a cellSet's keys: one per process, so that hashes agree
+// between the sets one batch's cells move through.
+var cellSeed = maphash.MakeSeed()
+
 func newCellSet(width int) *cellSet {
-	return &cellSet{width: width, index: map[string]int32{}}
+	return &cellSet{width: width, index: map[uint64]int32{}}
 }
 
 // at returns the values of position i, which the caller may change.
@@ -58,34 +71,65 @@ func (c *cellSet) at(i int32) []uint64 {
 	return c.vals[lo : lo+c.width : lo+c.width]
 }
 
-// cell returns the position of key, adding the key with values 0 if it is new (added reports
-// that). A key held as bytes is copied only when it is new.
-func (c *cellSet) cell(key []byte) (i int32, added bool) {
-	if i, ok := c.index[string(key)]; ok {
-		return i, false
+// keyAt returns the key of position i. It shares the set's byte array, which is only ever
+// appended to: the bytes of a key never change.
+func (c *cellSet) keyAt(i int32) []byte {
+	lo := uint32(0)
+	if i > 0 {
+		lo = c.ends[i-1]
 	}
-	return c.add(string(key)), true
+	return c.keys[lo:c.ends[i]:c.ends[i]]
 }
 
-// cellKey is cell for a key held as a string.
-func (c *cellSet) cellKey(key string) (i int32, added bool) {
-	if i, ok := c.index[key]; ok {
+// find returns the position of key, if the set holds it.
+func (c *cellSet) find(key []byte) (i int32, ok bool) {
+	i, ok = c.index[maphash.Bytes(cellSeed, key)]
+	if ok && string(c.keyAt(i)) != string(key) {
+		i, ok = c.collided[string(key)]
+	}
+	return i, ok
+}
+
+// findKey is find for a key held as a string (maphash.String and maphash.Bytes hash the same
+// bytes alike).
+func (c *cellSet) findKey(key Key) (i int32, ok bool) {
+	i, ok = c.index[maphash.String(cellSeed, string(key))]
+	if ok && string(c.keyAt(i)) != string(key) {
+		i, ok = c.collided[string(key)]
+	}
+	return i, ok
+}
+
+// cell returns the position of key, adding the key with values 0 if it is new (added reports
+// that). The key's bytes are copied only when it is new.
+func (c *cellSet) cell(key []byte) (i int32, added bool) {
+	if i, ok := c.find(key); ok {
 		return i, false
 	}
 	return c.add(key), true
 }
 
 // add adds key, which the set does not hold, with values 0.
-func (c *cellSet) add(key string) int32 {
-	i := int32(len(c.index))
-	c.index[key] = i
+func (c *cellSet) add(key []byte) int32 {
+	i := int32(len(c.ends))
+	h := maphash.Bytes(cellSeed, key)
+	if _, taken := c.index[h]; taken {
+		if c.collided == nil {
+			c.collided = map[string]int32{}
+		}
+		c.collided[string(key)] = i
+	} else {
+		c.index[h] = i
+	}
+	c.keys = append(c.keys, key...)
+	c.ends = append(c.ends, uint32(len(c.keys)))
 	n := len(c.vals)
 	c.vals = slices.Grow(c.vals, c.width)[:n+c.width]
 	clear(c.vals[n:])
 	return i
 }
 
-func (c *cellSet) len() int { return len(c.index) }
+func (c *cellSet) len() int { return len(c.ends) }
 
 // NewBatch returns an empty batch for the store's tables.
 func (s *Store) NewBatch() *Batch {
@@ -141,8 +185,8 @@ func (b *Batch) Merge(o *Batch) {
 				sb.cells[i] = om
 				continue
 			}
-			for key, oi := range om.index {
-				pos, _ := m.cellKey(key)
+			for oi := range int32(om.len()) {
+				pos, _ := m.cell(om.keyAt(oi))
 				acc := m.at(pos)
 				for j, v := range om.at(oi) {
 					acc[j] += v
@@ -228,7 +272,7 @@ func newGroup(width int, lastUse uint64) *group {
 
 // get returns key's totals (nil when the group has no such cell) and their offset.
 func (g *group) get(key Key) (vals []uint64, asOf int64) {
-	i, ok := g.cells.index[string(key)]
+	i, ok := g.cells.findKey(key)
 	if !ok {
 		return nil, 0
 	}
@@ -238,14 +282,17 @@ func (g *group) get(key Key) (vals []uint64, asOf int64) {
 // set records key's totals vals (the table's width of them, copied) as of asOf, and reports
 // whether the cell is new.
 func (g *group) set(key Key, vals []uint64, asOf int64) (added bool) {
-	i, added := g.cells.cellKey(string(key))
+	i, ok := g.cells.findKey(key)
+	if !ok {
+		i = g.cells.add([]byte(key))
+	}
 	copy(g.cells.at(i), vals)
-	if added {
+	if !ok {
 		g.asOf = append(g.asOf, asOf)
 	} else {
 		g.asOf[i] = asOf
 	}
-	return added
+	return !ok
 }
 
 // NewStore returns a Store for tables (each table may be in one Store only), caching about
@@ -675,8 +722,8 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 			}
 			var missing []time.Time
 			seen := map[int64]bool{}
-			for k := range m.index {
-				h := Key(k).hour().Unix()
+			for i := range int32(m.len()) {
+				h := Key(m.keyAt(i)).hour().Unix()
 				if seen[h] {
 					continue
 				}
@@ -713,13 +760,13 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 				continue
 			}
 			width := s.tables[ti].width()
-			keys := make([]string, 0, m.len())
-			for k := range m.index {
-				keys = append(keys, k)
+			order := make([]int32, m.len())
+			for i := range order {
+				order[i] = int32(i)
 			}
-			slices.Sort(keys) // a deterministic row order
-			for _, k := range keys {
-				key := Key(k)
+			slices.SortFunc(order, func(a, b int32) int { return bytes.Compare(m.keyAt(a), m.keyAt(b)) }) // a deterministic row order
+			for _, pos := range order {
+				key := Key(m.keyAt(pos))
 				h := key.hour().Unix()
 				if !seenHour[h] {
 					seenHour[h] = true
@@ -730,7 +777,7 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 				arenas[ti] = a[2*width:]
 				cached, baseAsOf := s.groups[groupKey{st, ti, h}].get(key)
 				copy(base, cached)
-				for i, v := range m.at(m.index[k]) {
+				for i, v := range m.at(pos) {
 					vals[i] = base[i] + v
 				}
 				w.rows[ti] = append(w.rows[ti], rowOut{stream: st, key: key, vals: vals, asOf: sb.next, before: base, beforeAsOf: baseAsOf})
