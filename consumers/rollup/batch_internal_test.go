@@ -139,10 +139,10 @@ func TestCellSetKeysWhoseHashesCollideKeepTheirOwnCells(t *testing.T) {
 		pos  int32
 		vals []uint64
 	}{{a, ia, []uint64{5, 0}}, {b, ib, []uint64{0, 7}}} {
-		if i, ok := c.find(tc.key); !ok || i != tc.pos {
+		if i, ok, _ := c.find(tc.key); !ok || i != tc.pos {
 			t.Errorf("find(%q) = %d, %v; want %d, true", tc.key, i, ok, tc.pos)
 		}
-		if i, ok := c.findKey(Key(tc.key)); !ok || i != tc.pos {
+		if i, ok, _ := c.findKey(Key(tc.key)); !ok || i != tc.pos {
 			t.Errorf("findKey(%q) = %d, %v; want %d, true", tc.key, i, ok, tc.pos)
 		}
 		if i, added := c.cell(tc.key); added || i != tc.pos {
@@ -155,11 +155,35 @@ func TestCellSetKeysWhoseHashesCollideKeepTheirOwnCells(t *testing.T) {
 			t.Errorf("key at %d = %q, want %q", tc.pos, got, tc.key)
 		}
 	}
-	if _, ok := c.find([]byte("hour|tool-c")); ok {
+	if _, ok, _ := c.find([]byte("hour|tool-c")); ok {
 		t.Error("find reports a key the set never held")
 	}
+	// A third key whose hash is the first key's too, not in the set: not found.
+	d := []byte("hour|tool-d")
+	c.index[maphash.Bytes(cellSeed, d)] = ia
+	if i, ok, _ := c.find(d); ok {
+		t.Errorf("find reports a colliding key the set never held, at %d", i)
+	}
+	if i, ok, _ := c.findKey(Key(d)); ok {
+		t.Errorf("findKey reports a colliding key the set never held, at %d", i)
+	}
+	delete(c.index, maphash.Bytes(cellSeed, d))
 	if c.len() != 2 {
 		t.Errorf("len %d, want 2", c.len())
+	}
+	// Merged into a batch's set (fresh, where the keys do not collide), each keeps its values.
+	st := Stream{Topic: "t", Partition: 1}
+	from, into := &Batch{streams: map[Stream]*streamBatch{st: {cells: []*cellSet{c}}}, ntables: 1},
+		&Batch{streams: map[Stream]*streamBatch{st: {cells: []*cellSet{newCellSet(2)}}}, ntables: 1}
+	into.Merge(from)
+	m := into.streams[st].cells[0]
+	for key, want := range map[string][]uint64{string(a): {5, 0}, string(b): {0, 7}} {
+		if i, ok, _ := m.find([]byte(key)); !ok || !slices.Equal(m.at(i), want) {
+			t.Errorf("merged cell %q: found %v, values %v; want %v", key, ok, m.at(i), want)
+		}
+	}
+	if m.len() != 2 || len(m.collided) != 0 {
+		t.Errorf("merged set holds %d cells (%d collided), want 2 (0)", m.len(), len(m.collided))
 	}
 }
 

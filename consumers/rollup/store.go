@@ -50,15 +50,15 @@ type cellSet struct {
 	width int
 	index map[uint64]int32 // hash of a key (cellSeed) → its position
 	// collided holds the keys whose hash the index already gives another key (positions as
-	// in index): about one in 2^32 pairs of keys, so almost always nil.
+	// in index). Two keys share a 64-bit hash with a chance of 2^-64, so a set needs billions
+	// of keys before one is likely: almost always nil.
 	collided map[string]int32
 	keys     []byte   // every key, in position order
 	ends     []uint32 // position i's key is keys[ends[i-1]:ends[i]] (ends[-1] = 0)
 	vals     []uint64 // position i's values are vals[i*width : (i+1)*width]
 }
 
-// cellSeed seeds the hash of a cellSet's keys: one per process, so that hashes agree
-// between the sets one batch's cells move through.
+// cellSeed seeds the hash of every cellSet's keys (random per process).
 var cellSeed = maphash.MakeSeed()
 
 func newCellSet(width int) *cellSet {
@@ -81,38 +81,40 @@ func (c *cellSet) keyAt(i int32) []byte {
 	return c.keys[lo:c.ends[i]:c.ends[i]]
 }
 
-// find returns the position of key, if the set holds it.
-func (c *cellSet) find(key []byte) (i int32, ok bool) {
-	i, ok = c.index[maphash.Bytes(cellSeed, key)]
+// find returns the position of key, if the set holds it, and the key's hash.
+func (c *cellSet) find(key []byte) (i int32, ok bool, h uint64) {
+	h = maphash.Bytes(cellSeed, key)
+	i, ok = c.index[h]
 	if ok && string(c.keyAt(i)) != string(key) {
 		i, ok = c.collided[string(key)]
 	}
-	return i, ok
+	return i, ok, h
 }
 
 // findKey is find for a key held as a string (maphash.String and maphash.Bytes hash the same
 // bytes alike).
-func (c *cellSet) findKey(key Key) (i int32, ok bool) {
-	i, ok = c.index[maphash.String(cellSeed, string(key))]
+func (c *cellSet) findKey(key Key) (i int32, ok bool, h uint64) {
+	h = maphash.String(cellSeed, string(key))
+	i, ok = c.index[h]
 	if ok && string(c.keyAt(i)) != string(key) {
 		i, ok = c.collided[string(key)]
 	}
-	return i, ok
+	return i, ok, h
 }
 
 // cell returns the position of key, adding the key with values 0 if it is new (added reports
 // that). The key's bytes are copied only when it is new.
 func (c *cellSet) cell(key []byte) (i int32, added bool) {
-	if i, ok := c.find(key); ok {
+	i, ok, h := c.find(key)
+	if ok {
 		return i, false
 	}
-	return c.add(key), true
+	return add(c, key, h), true
 }
 
-// add adds key, which the set does not hold, with values 0.
-func (c *cellSet) add(key []byte) int32 {
+// add adds key, whose hash is h and which c does not hold, with values 0.
+func add[K []byte | Key](c *cellSet, key K, h uint64) int32 {
 	i := int32(len(c.ends))
-	h := maphash.Bytes(cellSeed, key)
 	if _, taken := c.index[h]; taken {
 		if c.collided == nil {
 			c.collided = map[string]int32{}
@@ -272,7 +274,7 @@ func newGroup(width int, lastUse uint64) *group {
 
 // get returns key's totals (nil when the group has no such cell) and their offset.
 func (g *group) get(key Key) (vals []uint64, asOf int64) {
-	i, ok := g.cells.findKey(key)
+	i, ok, _ := g.cells.findKey(key)
 	if !ok {
 		return nil, 0
 	}
@@ -282,9 +284,9 @@ func (g *group) get(key Key) (vals []uint64, asOf int64) {
 // set records key's totals vals (the table's width of them, copied) as of asOf, and reports
 // whether the cell is new.
 func (g *group) set(key Key, vals []uint64, asOf int64) (added bool) {
-	i, ok := g.cells.findKey(key)
+	i, ok, h := g.cells.findKey(key)
 	if !ok {
-		i = g.cells.add([]byte(key))
+		i = add(g.cells, key, h)
 	}
 	copy(g.cells.at(i), vals)
 	if !ok {
@@ -723,7 +725,7 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 			var missing []time.Time
 			seen := map[int64]bool{}
 			for i := range int32(m.len()) {
-				h := Key(m.keyAt(i)).hour().Unix()
+				h := hourOf(m.keyAt(i))
 				if seen[h] {
 					continue
 				}

@@ -101,13 +101,18 @@ func (k *KeyBuilder) UInt8(v uint8) *KeyBuilder {
 	return k
 }
 
-// bytes is the key so far; callers convert it to a Key only to store it (map lookups with
-// string(b) do not copy).
+// bytes is the key so far, which the builder reuses: a cell set copies it when it adds the
+// key.
 func (k *KeyBuilder) bytes() []byte { return k.buf }
 
-// hourOf is the hour a key starts with.
+// hour is the hour a key starts with.
 func (key Key) hour() time.Time {
 	return time.Unix(int64(binary.BigEndian.Uint64([]byte(key[:8]))), 0).UTC()
+}
+
+// hourOf is the hour, in Unix seconds, that a key held as bytes starts with.
+func hourOf(key []byte) int64 {
+	return int64(binary.BigEndian.Uint64(key[:8]))
 }
 
 // decode returns the key's dimension values after the hour: strings for DimString, and the

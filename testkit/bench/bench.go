@@ -73,6 +73,9 @@ type Config struct {
 	// ConsumerBatchSize is the in-process consumer's BatchSize (a child gets it from
 	// ConsumerArgv). Default: 0, the consumers package's default.
 	ConsumerBatchSize int
+	// ConsumerBatchMaxAge is the in-process consumer's BatchMaxAge (a child gets it from
+	// ConsumerArgv). Default: 0, none.
+	ConsumerBatchMaxAge time.Duration
 	// SkipPeers leaves out the Kafka-engine and bare-reader phases (and the ratios).
 	SkipPeers bool
 	// Stack, when set, is used instead of starting one. Run drops and re-creates its mcpulse

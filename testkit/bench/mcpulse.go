@@ -231,7 +231,7 @@ func startConsumer(ctx context.Context, e *env, group string) (*consumer, error)
 	}
 	cons, err := consumers.New(consumers.Config{
 		Brokers: e.st.KafkaBrokers, GroupID: group, Redis: e.rdb, ClickHouse: e.ch, DeadLetters: pub,
-		BatchSize: e.cfg.ConsumerBatchSize, Logger: e.cfg.Logger,
+		BatchSize: e.cfg.ConsumerBatchSize, BatchMaxAge: e.cfg.ConsumerBatchMaxAge, Logger: e.cfg.Logger,
 	})
 	if err != nil {
 		pub.Close()
