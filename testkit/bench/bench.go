@@ -182,6 +182,9 @@ func (c *Config) Validate() error {
 	if c.SampleEvery < 0 {
 		errs = append(errs, fmt.Errorf("bench: SampleEvery must not be negative, got %d", c.SampleEvery))
 	}
+	if c.ConsumerBatchSize < 0 || c.ConsumerBatchMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("bench: ConsumerBatchSize and ConsumerBatchMaxAge must not be negative, got %d and %v", c.ConsumerBatchSize, c.ConsumerBatchMaxAge))
+	}
 	return errors.Join(errs...)
 }
 
@@ -261,7 +264,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
-	res := &Result{Shape: cfg.Shape, Hours: cfg.Hours, Live: cfg.Live, Rate: cfg.Rate}
+	res := &Result{Shape: cfg.Shape, Hours: cfg.Hours, Live: cfg.Live, Rate: cfg.Rate,
+		ConsumerBatchSize: cfg.ConsumerBatchSize, ConsumerBatchMaxAge: cfg.ConsumerBatchMaxAge.String()}
+	if cfg.ConsumerBatchMaxAge == 0 {
+		res.ConsumerBatchMaxAge = ""
+	}
 	if cfg.Stack == nil {
 		res.KafkaStore = KafkaInMemory
 		if cfg.kafkaOnDisk() {

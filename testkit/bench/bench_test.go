@@ -531,4 +531,35 @@ func TestKafkaStore(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `"ssd"`) {
 		t.Errorf("KafkaStore ssd: %v, want an error naming it", err)
 	}
+	cfg = Config{ConsumerBatchMaxAge: -time.Second}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "ConsumerBatchMaxAge") {
+		t.Errorf("ConsumerBatchMaxAge -1s: %v, want an error naming it", err)
+	}
+}
+
+// The printed header names the consumer settings a run was given, so results can be told
+// apart; with the defaults it names none.
+func TestPrintNamesTheConsumerSettings(t *testing.T) {
+	for _, tc := range []struct {
+		res        Result
+		want, lack []string
+	}{
+		{Result{Shape: ShapeDemo, ConsumerBatchSize: 50000, ConsumerBatchMaxAge: "300ms"}, []string{"consumer --batch-size 50000", "consumer --batch-max-age 300ms"}, nil},
+		{Result{Shape: ShapeDemo}, nil, []string{"--batch-size", "--batch-max-age"}},
+	} {
+		var out strings.Builder
+		tc.res.Print(&out)
+		header, _, _ := strings.Cut(out.String(), "\n")
+		for _, w := range tc.want {
+			if !strings.Contains(header, w) {
+				t.Errorf("header %q lacks %q", header, w)
+			}
+		}
+		for _, l := range tc.lack {
+			if strings.Contains(header, l) {
+				t.Errorf("header %q names %q, which the run was not given", header, l)
+			}
+		}
+	}
 }

@@ -29,6 +29,11 @@ type Result struct {
 	// KafkaStore is where the in-process Kafka kept the messages ("memory" or "disk"; "" for
 	// a stack given by the caller).
 	KafkaStore string `json:"kafka_store,omitempty"`
+	// ConsumerBatchSize and ConsumerBatchMaxAge are the consumer settings the run was given
+	// (Config.ConsumerBatchSize, Config.ConsumerBatchMaxAge as a Go duration); 0 and "" for
+	// the consumer's defaults.
+	ConsumerBatchSize   int    `json:"consumer_batch_size,omitempty"`
+	ConsumerBatchMaxAge string `json:"consumer_batch_max_age,omitempty"`
 	// Publish is the generation and publication of the corpus before any consumer started
 	// (zero when Live: see RunResult.Publish).
 	Publish Phase `json:"publish"`
@@ -250,6 +255,12 @@ func (r *Result) Print(w io.Writer) {
 			mode += fmt.Sprintf(", at most %d events/s", r.Rate)
 		}
 		mode += ")"
+	}
+	if r.ConsumerBatchSize > 0 {
+		mode += fmt.Sprintf(", consumer --batch-size %d", r.ConsumerBatchSize)
+	}
+	if r.ConsumerBatchMaxAge != "" {
+		mode += ", consumer --batch-max-age " + r.ConsumerBatchMaxAge
 	}
 	fmt.Fprintf(w, "pipeline benchmark: %d %s-shaped tool calls (%d messages, %.0f MB) over %d hours, %s\n",
 		r.Events, r.Shape, r.Messages, float64(r.Bytes)/1e6, r.Hours, mode)
