@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -98,12 +97,6 @@ so its profile can be taken; no RSS is reported).`,
 					return err
 				}
 				cfg.ConsumerArgv = []string{exe, "consume", "--until-drained", "--log-format", "json"}
-				if cfg.ConsumerBatchSize > 0 {
-					cfg.ConsumerArgv = append(cfg.ConsumerArgv, "--batch-size", strconv.Itoa(cfg.ConsumerBatchSize))
-				}
-				if cfg.ConsumerBatchMaxAge > 0 {
-					cfg.ConsumerArgv = append(cfg.ConsumerArgv, "--batch-max-age", cfg.ConsumerBatchMaxAge.String())
-				}
 			}
 			cfg.Progress = cmd.ErrOrStderr()
 			if cpuProfile != "" {

@@ -66,15 +66,17 @@ type Config struct {
 	SampleEvery int
 	// ConsumerArgv, when set, is the command that runs mcpulse's consumer as a child process
 	// until it has drained the topics (e.g. the mcpulse executable with "consume",
-	// "--until-drained"); Run appends "--group" and the run's consumer group. It gets the
+	// "--until-drained"); Run appends "--group" and the run's consumer group, and
+	// "--batch-size" and "--batch-max-age" when ConsumerBatchSize and ConsumerBatchMaxAge are
+	// set. It gets the
 	// stack's MCPULSE_* variables in its environment, and its peak RSS is reported. When
 	// empty the consumer runs in this process (tests, CPU profiles) and no RSS is reported.
 	ConsumerArgv []string
-	// ConsumerBatchSize is the in-process consumer's BatchSize (a child gets it from
-	// ConsumerArgv). Default: 0, the consumers package's default.
+	// ConsumerBatchSize is the consumer's BatchSize (--batch-size for a child). Default: 0,
+	// the consumers package's default.
 	ConsumerBatchSize int
-	// ConsumerBatchMaxAge is the in-process consumer's BatchMaxAge (a child gets it from
-	// ConsumerArgv). Default: 0, none.
+	// ConsumerBatchMaxAge is the consumer's BatchMaxAge (--batch-max-age for a child).
+	// Default: 0, none.
 	ConsumerBatchMaxAge time.Duration
 	// SkipPeers leaves out the Kafka-engine and bare-reader phases (and the ratios).
 	SkipPeers bool
@@ -264,10 +266,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
-	res := &Result{Shape: cfg.Shape, Hours: cfg.Hours, Live: cfg.Live, Rate: cfg.Rate,
-		ConsumerBatchSize: cfg.ConsumerBatchSize, ConsumerBatchMaxAge: cfg.ConsumerBatchMaxAge.String()}
-	if cfg.ConsumerBatchMaxAge == 0 {
-		res.ConsumerBatchMaxAge = ""
+	res := &Result{Shape: cfg.Shape, Hours: cfg.Hours, Live: cfg.Live, Rate: cfg.Rate, ConsumerBatchSize: cfg.ConsumerBatchSize}
+	if cfg.ConsumerBatchMaxAge > 0 {
+		res.ConsumerBatchMaxAge = cfg.ConsumerBatchMaxAge.String()
 	}
 	if cfg.Stack == nil {
 		res.KafkaStore = KafkaInMemory

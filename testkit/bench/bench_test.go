@@ -538,6 +538,27 @@ func TestKafkaStore(t *testing.T) {
 	}
 }
 
+// A child consumer gets the run's group and the consumer settings given as its own flags,
+// and none it was not given.
+func TestChildArgvCarriesTheConsumerSettings(t *testing.T) {
+	base := []string{"mcpulse", "consume", "--until-drained"}
+	for _, tc := range []struct {
+		cfg  Config
+		want []string
+	}{
+		{Config{ConsumerArgv: base}, []string{"mcpulse", "consume", "--until-drained", "--group", "g1"}},
+		{Config{ConsumerArgv: base, ConsumerBatchSize: 5000, ConsumerBatchMaxAge: 300 * time.Millisecond},
+			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--batch-size", "5000", "--batch-max-age", "300ms"}},
+	} {
+		if got := tc.cfg.childArgv("g1"); !slices.Equal(got, tc.want) {
+			t.Errorf("childArgv = %q, want %q", got, tc.want)
+		}
+		if len(tc.cfg.ConsumerArgv) != len(base) {
+			t.Errorf("childArgv changed ConsumerArgv to %q", tc.cfg.ConsumerArgv)
+		}
+	}
+}
+
 // The printed header names the consumer settings a run was given, so results can be told
 // apart; with the defaults it names none.
 func TestPrintNamesTheConsumerSettings(t *testing.T) {

@@ -204,10 +204,23 @@ type consumer struct {
 	stop  func()        // stops an in-process consumer (no-op for a child, which exits drained)
 }
 
+// childArgv is the child consumer's command line for consumer group group: ConsumerArgv,
+// the group, and the consumer settings given.
+func (c *Config) childArgv(group string) []string {
+	argv := append(slices.Clone(c.ConsumerArgv), "--group", group)
+	if n := c.ConsumerBatchSize; n > 0 {
+		argv = append(argv, "--batch-size", strconv.Itoa(n))
+	}
+	if d := c.ConsumerBatchMaxAge; d > 0 {
+		argv = append(argv, "--batch-max-age", d.String())
+	}
+	return argv
+}
+
 func startConsumer(ctx context.Context, e *env, group string) (*consumer, error) {
 	c := &consumer{done: make(chan error, 1), stop: func() {}}
-	if argv := e.cfg.ConsumerArgv; len(argv) > 0 {
-		argv = append(slices.Clone(argv), "--group", group)
+	if len(e.cfg.ConsumerArgv) > 0 {
+		argv := e.cfg.childArgv(group)
 		c.child = exec.CommandContext(ctx, argv[0], argv[1:]...)
 		c.child.Env = append(os.Environ(), e.st.Env()...)
 		var stderr tailBuffer
