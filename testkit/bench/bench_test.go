@@ -559,15 +559,17 @@ func TestChildArgvCarriesTheConsumerSettings(t *testing.T) {
 	}
 }
 
-// The printed header names the consumer settings a run was given, so results can be told
-// apart; with the defaults it names none.
+// The printed header names the consumer settings a run was given and where the in-process
+// Kafka kept the messages, so results can be told apart; with the defaults and a caller's
+// stack it names none of them.
 func TestPrintNamesTheConsumerSettings(t *testing.T) {
 	for _, tc := range []struct {
 		res        Result
 		want, lack []string
 	}{
-		{Result{Shape: ShapeDemo, ConsumerBatchSize: 50000, ConsumerBatchMaxAge: "300ms"}, []string{"consumer --batch-size 50000", "consumer --batch-max-age 300ms"}, nil},
-		{Result{Shape: ShapeDemo}, nil, []string{"--batch-size", "--batch-max-age"}},
+		{Result{Shape: ShapeDemo, ConsumerBatchSize: 50000, ConsumerBatchMaxAge: "300ms", KafkaStore: KafkaOnDisk},
+			[]string{"consumer --batch-size 50000", "consumer --batch-max-age 300ms", "in-process Kafka's messages on disk"}, nil},
+		{Result{Shape: ShapeDemo}, nil, []string{"--batch-size", "--batch-max-age", "in-process Kafka"}},
 	} {
 		var out strings.Builder
 		tc.res.Print(&out)

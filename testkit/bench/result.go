@@ -262,11 +262,11 @@ func (r *Result) Print(w io.Writer) {
 	if r.ConsumerBatchMaxAge != "" {
 		mode += ", consumer --batch-max-age " + r.ConsumerBatchMaxAge
 	}
-	fmt.Fprintf(w, "pipeline benchmark: %d %s-shaped tool calls (%d messages, %.0f MB) over %d hours, %s\n",
-		r.Events, r.Shape, r.Messages, float64(r.Bytes)/1e6, r.Hours, mode)
 	if r.KafkaStore != "" {
 		mode += ", in-process Kafka's messages " + map[string]string{KafkaInMemory: "in memory", KafkaOnDisk: "on disk"}[r.KafkaStore]
 	}
+	fmt.Fprintf(w, "pipeline benchmark: %d %s-shaped tool calls (%d messages, %.0f MB) over %d hours, %s\n",
+		r.Events, r.Shape, r.Messages, float64(r.Bytes)/1e6, r.Hours, mode)
 	fmt.Fprintf(w, "%d run(s), %d CPUs, load %s at the end (per run: %s)\n\n", len(r.Runs), r.Machine.CPUs, r.Machine.LoadAvg, r.loads())
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
