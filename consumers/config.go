@@ -102,9 +102,9 @@ type Config struct {
 	// ClickHouse CPU for that wait: smaller batches write more parts and rollup rows. Measured
 	// with `mcpulse bench pipeline --live --rate 40000` on 2 cores: p99 publish to queryable
 	// 2.3 s at 500 ms against 2.9-3.6 s without, with ClickHouse's CPU per event 1.5-2 times
-	// as high; at 1 s, the full rate from a backlog fell by about a tenth. The age counts from when
-	// fill received the first message, so it includes any wait behind the batch before; a
-	// bound below about one chunk's fill, store and commit makes every chunk a batch of its
+	// as high; at 1 s, the full rate from a backlog fell by about a tenth. The age counts from
+	// when fill received the first message, so it includes any wait behind the batch before;
+	// a bound below about one chunk's fill, store and commit makes every chunk a batch of its
 	// own. Default: 0, no bound.
 	BatchMaxAge time.Duration
 	// DefaultInstanceURL is used for the identity hash when an event lacks instance_url.

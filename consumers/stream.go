@@ -34,11 +34,10 @@ import (
 // keeps up closes a batch per chunk, so streaming adds no latency), or, when set, that ends
 // Config.BatchMaxAge or more after the batch's first message was read (a steady stream too
 // fast for a chunk to be cut, or a consumer catching up, otherwise keeps a batch open until
-// it reaches BatchSize). Only once every
-// INSERT ended does the batch's commit stage write its rollups, then commit its offsets, so
-// offsets are still committed only after ClickHouse holds the batch. The INSERTs end while
-// the next batch streams (ClickHouse writes each part then), and the commit stage waits for
-// them (consumeGeneration's closeOpen).
+// it reaches BatchSize). Only once every INSERT ended does the batch's commit stage write its
+// rollups, then commit its offsets, so offsets are still committed only after ClickHouse
+// holds the batch. The INSERTs end while the next batch streams (ClickHouse writes each part
+// then), and the commit stage waits for them (consumeGeneration's closeOpen).
 //
 // When a chunk's store fails, the batch is closed without it (its INSERTs ended, then
 // committed) and the chunk is stored as a batch of its own, with the retries and the
