@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -37,6 +38,15 @@ const (
 	// DefaultBatchWait is Config.BatchWait's default. A consumer that keeps up closes a batch
 	// after this long, so it bounds the time from publish to queryable (plus one store).
 	DefaultBatchWait = 500 * time.Millisecond
+	// DefaultBatchMaxAge is Config.BatchMaxAge's default: about the one insert per table per
+	// second that ClickHouse's insert guidance asks for, and measured with `mcpulse bench
+	// pipeline --live --rate 40000` on 2 cores (the publisher on the same cores): p99 from
+	// publish to committed 2.5 s against 3.7 s with no bound, for about 1.4 times the
+	// ClickHouse CPU per event while live; from a backlog it never applies (BatchMaxAge).
+	DefaultBatchMaxAge = time.Second
+	// NoBatchMaxAge is a Config.BatchMaxAge that never closes a batch (`mcpulse consume
+	// --batch-max-age 0`).
+	NoBatchMaxAge = time.Duration(math.MaxInt64)
 	// DefaultMemoryLimit is the soft memory limit (bytes) `mcpulse consume` gives the Go
 	// runtime (runtime/debug.SetMemoryLimit). The dedup windows (Config.DedupWindow × 25 bytes
 	// per partition read, once full) and the batches in flight share it: as the windows fill,
@@ -94,18 +104,18 @@ type Config struct {
 	// BatchWait is how long a batch waits to fill before it is processed. Default:
 	// DefaultBatchWait.
 	BatchWait time.Duration
-	// BatchMaxAge, when positive, bounds how long a batch stays open: it closes at its first
-	// chunk that ends this long or more after the batch's first message was read, whatever its
-	// size. Without it, messages that come steadily faster than a chunk fills in BatchWait
-	// (about 45,000 events/s of 750 bytes), or a backlog, make batches of BatchSize, so an
-	// event waits up to BatchSize ÷ rate before its batch is stored. The bound trades
-	// ClickHouse CPU for that wait: smaller batches write more parts and rollup rows. Measured
-	// with `mcpulse bench pipeline --live --rate 40000` on 2 cores: p99 publish to queryable
-	// 2.3 s at 500 ms against 2.9-3.6 s without, with ClickHouse's CPU per event 1.5-2 times
-	// as high; at 1 s, the full rate from a backlog fell by about a tenth. The age counts from
-	// when fill received the first message, so it includes any wait behind the batch before;
-	// a bound below about one chunk's fill, store and commit makes every chunk a batch of its
-	// own. Default: 0, no bound.
+	// BatchMaxAge bounds how long a batch stays open while the consumer keeps up: it closes
+	// at its first chunk that ends this long or more after the batch's first message was read,
+	// whatever its size, unless the partitions it read hold BatchSize or more messages beyond
+	// it (a consumer catching up a backlog keeps filling batches to BatchSize, which costs
+	// ClickHouse least; the high watermarks come with the fetched messages). Without it,
+	// messages that come steadily faster than a chunk fills in BatchWait (about 45,000
+	// events/s of 750 bytes) make batches of BatchSize, so an event waits up to BatchSize ÷
+	// rate before its batch is stored. The bound trades ClickHouse CPU for that wait: smaller
+	// batches write more parts and rollup rows (see DefaultBatchMaxAge; at 500 ms, p99 2.0 s
+	// for 2.3 times the ClickHouse CPU per event). The age counts from when fill received the
+	// first message, so it includes any wait behind the batch before, and it is checked at
+	// chunk ends. Default: DefaultBatchMaxAge; NoBatchMaxAge for none.
 	BatchMaxAge time.Duration
 	// DefaultInstanceURL is used for the identity hash when an event lacks instance_url.
 	// Default: DefaultInstanceURL.
@@ -176,6 +186,9 @@ func (c *Config) setDefaults() {
 	if c.BatchWait == 0 {
 		c.BatchWait = DefaultBatchWait
 	}
+	if c.BatchMaxAge == 0 {
+		c.BatchMaxAge = DefaultBatchMaxAge
+	}
 	if c.DefaultInstanceURL == "" {
 		c.DefaultInstanceURL = DefaultInstanceURL
 	}
@@ -233,7 +246,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("consumer: BatchBytes must not be negative (0: the default)"))
 	}
 	if c.BatchMaxAge < 0 {
-		errs = append(errs, errors.New("consumer: BatchMaxAge must not be negative"))
+		errs = append(errs, errors.New("consumer: BatchMaxAge must not be negative (0: the default; NoBatchMaxAge: none)"))
 	}
 	if c.DedupWindow < 1 || c.DedupWindow > dedup.MaxSize {
 		errs = append(errs, fmt.Errorf("consumer: DedupWindow must be between 1 and %d offsets", dedup.MaxSize))

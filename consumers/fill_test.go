@@ -63,6 +63,9 @@ func TestFillBoundsBatchBytes(t *testing.T) {
 	if cfg.BatchBytes != DefaultBatchBytes {
 		t.Errorf("default BatchBytes %d, want %d", cfg.BatchBytes, DefaultBatchBytes)
 	}
+	if cfg.BatchMaxAge != DefaultBatchMaxAge {
+		t.Errorf("default BatchMaxAge %v, want %v", cfg.BatchMaxAge, DefaultBatchMaxAge)
+	}
 	cfg.BatchBytes = -1
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "BatchBytes") {
 		t.Errorf("Validate accepted BatchBytes -1: %v", err)

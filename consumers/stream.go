@@ -31,10 +31,11 @@ import (
 // audit rows: all idempotent), and what it adds to the rollups is merged into the batch's.
 // The batch closes, and its INSERTs end, at its first chunk that brings it to
 // Config.BatchSize messages, that fill cut short (nothing more was waiting: a consumer that
-// keeps up closes a batch per chunk, so streaming adds no latency), or, when set, that ends
-// Config.BatchMaxAge or more after the batch's first message was read (a steady stream too
-// fast for a chunk to be cut, or a consumer catching up, otherwise keeps a batch open until
-// it reaches BatchSize). Only once every INSERT ended does the batch's commit stage write its
+// keeps up closes a batch per chunk, so streaming adds no latency), or that ends
+// Config.BatchMaxAge or more after the batch's first message was read while less than the
+// rest of a batch waits behind it (a steady stream too fast for a chunk to be cut would
+// otherwise keep a batch open until it reaches BatchSize; a consumer catching up still fills
+// it). Only once every INSERT ended does the batch's commit stage write its
 // rollups, then commit its offsets, so offsets are still committed only after ClickHouse
 // holds the batch. The INSERTs end while the next batch streams (ClickHouse writes each part
 // then), and the commit stage waits for them (consumeGeneration's closeOpen).
@@ -198,7 +199,7 @@ func (b *openBatch) add(p *prepared) {
 		m := &p.msgs[i]
 		k := topicPartition{m.Topic, m.Partition}
 		if last, ok := b.last[k]; !ok || m.Offset > last.Offset {
-			b.last[k] = kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+			b.last[k] = kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, HighWaterMark: m.HighWaterMark}
 		}
 	}
 	if b.messages == 0 {
@@ -208,10 +209,24 @@ func (b *openBatch) add(p *prepared) {
 }
 
 // full reports whether b closes after its last chunk, p: it reached BatchSize messages,
-// fill cut p short (nothing more was waiting), or, with a positive BatchMaxAge, its first
-// message was read BatchMaxAge ago or more, at now.
+// fill cut p short (nothing more was waiting), or its first message was read BatchMaxAge ago
+// or more, at now, and fewer messages than it lacks to BatchSize wait behind it (behind).
 func (b *openBatch) full(cfg *Config, p *prepared, now time.Time) bool {
-	return b.messages >= cfg.BatchSize || p.cut || (cfg.BatchMaxAge > 0 && now.Sub(b.opened) >= cfg.BatchMaxAge)
+	if b.messages >= cfg.BatchSize || p.cut {
+		return true
+	}
+	return cfg.BatchMaxAge > 0 && now.Sub(b.opened) >= cfg.BatchMaxAge && b.behind() < int64(cfg.BatchSize-b.messages)
+}
+
+// behind is how many messages the partitions b read held after b's last message of each, as
+// their high watermarks stood when those messages were fetched: what a consumer catching up
+// has yet to read.
+func (b *openBatch) behind() int64 {
+	var n int64
+	for _, m := range b.last {
+		n += max(m.HighWaterMark-m.Offset-1, 0)
+	}
+	return n
 }
 
 // send ends b's INSERTs, all at once; once it returns nil ClickHouse holds every row of b.

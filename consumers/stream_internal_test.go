@@ -39,16 +39,29 @@ func TestAChunkJoinsABatchWhileItsMonthsFit(t *testing.T) {
 	}
 }
 
-// A streamed batch closes at BatchSize messages, at a chunk fill cut short, or, when
-// BatchMaxAge is set, at the first chunk that ends BatchMaxAge or more after the batch's first
-// message was read; its age counts from its first chunk, not its last.
+// A streamed batch closes at BatchSize messages, at a chunk fill cut short, or at the first
+// chunk that ends BatchMaxAge or more after the batch's first message was read while less
+// than the rest of a batch waits behind it; its age counts from its first chunk, not its
+// last, and how much waits behind it from each partition's last high watermark.
 func TestAStreamedBatchClosesAtItsSizeACutChunkOrItsMaxAge(t *testing.T) {
 	cfg := Config{BatchSize: 100, BatchMaxAge: time.Second}
-	unbounded := Config{BatchSize: 100}
+	unbounded := Config{BatchSize: 100, BatchMaxAge: NoBatchMaxAge}
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	store := rollup.NewStore(nil, rollup.Tables(), 1, nil)
-	chunk := func(n int, read time.Time, cut bool) *prepared {
-		return &prepared{msgs: make([]kafka.Message, n), firstRead: read, cut: cut}
+	next := map[int]int64{} // each partition's next offset
+	// chunk reads n messages, alternately from partitions 0 and 1, each partition's high
+	// watermark behind messages beyond its last one.
+	chunk := func(n int, read time.Time, cut bool, behind int64) *prepared {
+		msgs := make([]kafka.Message, n)
+		for i := range msgs {
+			part := i % 2
+			msgs[i] = kafka.Message{Topic: "t", Partition: part, Offset: next[part]}
+			next[part]++
+		}
+		for i := range msgs {
+			msgs[i].HighWaterMark = next[msgs[i].Partition] + behind
+		}
+		return &prepared{msgs: msgs, firstRead: read, cut: cut}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -56,11 +69,18 @@ func TestAStreamedBatchClosesAtItsSizeACutChunkOrItsMaxAge(t *testing.T) {
 		now    time.Time
 		want   bool
 	}{
-		{"young and small", []*prepared{chunk(40, t0, false)}, t0.Add(900 * time.Millisecond), false},
-		{"young, second chunk read late", []*prepared{chunk(40, t0, false), chunk(40, t0.Add(800*time.Millisecond), false)}, t0.Add(999 * time.Millisecond), false},
-		{"at its max age by its first chunk", []*prepared{chunk(40, t0, false), chunk(40, t0.Add(800*time.Millisecond), false)}, t0.Add(time.Second), true},
-		{"full", []*prepared{chunk(60, t0, false), chunk(40, t0, false)}, t0, true},
-		{"cut short", []*prepared{chunk(10, t0, true)}, t0, true},
+		{"young and small", []*prepared{chunk(40, t0, false, 0)}, t0.Add(900 * time.Millisecond), false},
+		{"young, second chunk read late", []*prepared{chunk(40, t0, false, 0), chunk(40, t0.Add(800*time.Millisecond), false, 0)}, t0.Add(999 * time.Millisecond), false},
+		{"at its max age by its first chunk", []*prepared{chunk(40, t0, false, 0), chunk(40, t0.Add(800*time.Millisecond), false, 0)}, t0.Add(time.Second), true},
+		// 80 read, 2 × 9 behind: the rest of the batch (20) is not waiting.
+		{"at its max age, a little behind", []*prepared{chunk(40, t0, false, 0), chunk(40, t0, false, 9)}, t0.Add(time.Second), true},
+		// 80 read, 2 × 10 behind: a backlog that fills it.
+		{"at its max age, catching up", []*prepared{chunk(40, t0, false, 0), chunk(40, t0, false, 10)}, t0.Add(time.Hour), false},
+		// Only each partition's last high watermark counts.
+		{"at its max age, caught up", []*prepared{chunk(40, t0, false, 1000), chunk(40, t0, false, 0)}, t0.Add(time.Second), true},
+		{"full", []*prepared{chunk(60, t0, false, 0), chunk(40, t0, false, 0)}, t0, true},
+		{"full while catching up", []*prepared{chunk(60, t0, false, 1000), chunk(40, t0, false, 1000)}, t0, true},
+		{"cut short", []*prepared{chunk(10, t0, true, 0)}, t0, true},
 	} {
 		b := &openBatch{last: map[topicPartition]kafka.Message{}, rollup: store.NewBatch(),
 			result: batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}}, sent: map[string]time.Time{}}
@@ -74,7 +94,7 @@ func TestAStreamedBatchClosesAtItsSizeACutChunkOrItsMaxAge(t *testing.T) {
 		if got := b.full(&cfg, last, tc.now); got != tc.want {
 			t.Errorf("%s: full = %v, want %v (opened %v)", tc.name, got, tc.want, b.opened)
 		}
-		// With no BatchMaxAge, age never closes a batch.
+		// With NoBatchMaxAge, age never closes a batch.
 		if got, want := b.full(&unbounded, last, tc.now.Add(time.Hour)), b.messages >= 100 || last.cut; got != want {
 			t.Errorf("%s, no max age, an hour later: full = %v, want %v", tc.name, got, want)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/testkit/bench"
 )
 
@@ -91,6 +92,9 @@ so its profile can be taken; no RSS is reported).`,
 			if (cpuProfile != "" || memProf != "") && !inProcess {
 				return fmt.Errorf("--cpuprofile and --memprofile need --in-process")
 			}
+			if cmd.Flags().Changed("batch-max-age") && cfg.ConsumerBatchMaxAge == 0 {
+				cfg.ConsumerBatchMaxAge = consumers.NoBatchMaxAge
+			}
 			if !inProcess {
 				exe, err := os.Executable()
 				if err != nil {
@@ -142,7 +146,7 @@ so its profile can be taken; no RSS is reported).`,
 	f.BoolVar(&cfg.SkipPeers, "skip-peers", false, "measure mcpulse only (no Kafka-engine or bare-reader phase, no ratios)")
 	f.BoolVar(&inProcess, "in-process", false, "run the consumer inside this process instead of as a child (for profiles; no RSS)")
 	f.IntVar(&cfg.ConsumerBatchSize, "batch-size", 0, "the consumer's batch size (default: the consumer's own default)")
-	f.DurationVar(&cfg.ConsumerBatchMaxAge, "batch-max-age", 0, "the consumer's --batch-max-age, to weigh latency (--live) against throughput (default: none)")
+	f.DurationVar(&cfg.ConsumerBatchMaxAge, "batch-max-age", 0, "the consumer's --batch-max-age, to weigh latency (--live) against throughput (default: the consumer's own; 0: no bound)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory)")
 	f.StringVar(&cfg.KafkaStore, "kafka-store", bench.KafkaAuto, `where the in-process Kafka keeps the messages: "memory", "disk" or "auto" (disk above 2,000,000 events)`)
 	f.BoolVar(&jsonOnly, "json", false, "print only the JSON object (the table is printed before it otherwise)")

@@ -70,6 +70,9 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 			if cfg.BatchSize < 0 || cfg.BatchBytes < 0 || cfg.BatchMaxAge < 0 {
 				return fmt.Errorf("--batch-size, --batch-bytes and --batch-max-age must not be negative, got %d, %d and %v", cfg.BatchSize, cfg.BatchBytes, cfg.BatchMaxAge)
 			}
+			if cfg.BatchMaxAge == 0 {
+				cfg.BatchMaxAge = consumers.NoBatchMaxAge
+			}
 			if cmd.Flags().Changed("memory-limit-mib") || os.Getenv("GOMEMLIMIT") == "" {
 				if memoryLimitMiB > 0 {
 					debug.SetMemoryLimit(memoryLimitMiB << 20)
@@ -153,7 +156,7 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.StringVar(&cfg.GroupID, "group", consumers.DefaultGroupID, "Kafka consumer group")
 	f.IntVar(&cfg.BatchSize, "batch-size", consumers.DefaultBatchSize, fmt.Sprintf("messages stored and committed together: a batch closes once it holds this many, or earlier at a chunk that did not fill within the %v batch wait (or at --batch-max-age); its raw rows are streamed to ClickHouse chunk by chunk (--batch-bytes), one INSERT per table", consumers.DefaultBatchWait))
-	f.DurationVar(&cfg.BatchMaxAge, "batch-max-age", 0, fmt.Sprintf("when set, how long a batch may stay open: it closes at the first chunk that ends this long or more after its first message was read, even below --batch-size. It matters only when chunks fill before the %v batch wait (above about 45,000 events/s of 750 bytes) or from a backlog, and is checked at chunk ends, so values below that wait act like it. Lower latency for throughput: smaller batches cost ClickHouse more CPU, and a 1s bound cut the rate from a backlog by about a tenth on 2 cores (0: no bound)", consumers.DefaultBatchWait))
+	f.DurationVar(&cfg.BatchMaxAge, "batch-max-age", consumers.DefaultBatchMaxAge, fmt.Sprintf("how long a batch may stay open while the consumer keeps up: it closes at the first chunk that ends this long or more after its first message was read, even below --batch-size, unless the partitions it read hold the rest of a batch beyond it (catching up a backlog, batches still fill to --batch-size). It matters when chunks fill before the %v batch wait (above about 45,000 events/s of 750 bytes) and is checked at chunk ends. Lower means fresher rollups for more ClickHouse CPU per event (0: no bound)", consumers.DefaultBatchWait))
 	f.IntVar(&cfg.BatchBytes, "batch-bytes", consumers.DefaultBatchBytes, "most message bytes (keys and values) of a batch held in memory at once: a batch is read in chunks that close at this many bytes or at --batch-size messages (a chunk's memory follows its bytes; while the dedup windows fill much of --memory-limit-mib, chunks close earlier, at no less than 1 MiB)")
 	f.IntVar(&cfg.DedupWindow, "dedup-window", consumers.DefaultDedupWindow, "dedup window in offsets per partition (rounded up to a power of two): an event is a duplicate when its uuid is on a valid event at most this many offsets before it in its partition; about 24 bytes of memory per offset for each busy partition")
 	f.IntVar(&cfg.RollupCacheCells, "rollup-cache-cells", consumers.DefaultRollupCacheCells, "rollup cells whose totals stay in memory (about 130 bytes each with one value, 390 with tool_call_stats_hourly's 29 values); others are read from ClickHouse when a batch touches them")

@@ -75,8 +75,8 @@ type Config struct {
 	// ConsumerBatchSize is the consumer's BatchSize (--batch-size for a child). Default: 0,
 	// the consumers package's default.
 	ConsumerBatchSize int
-	// ConsumerBatchMaxAge is the consumer's BatchMaxAge (--batch-max-age for a child).
-	// Default: 0, none.
+	// ConsumerBatchMaxAge is the consumer's BatchMaxAge (--batch-max-age for a child;
+	// consumers.NoBatchMaxAge for none). Default: 0, the consumers package's default.
 	ConsumerBatchMaxAge time.Duration
 	// SkipPeers leaves out the Kafka-engine and bare-reader phases (and the ratios).
 	SkipPeers bool
@@ -267,9 +267,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	res := &Result{Shape: cfg.Shape, Hours: cfg.Hours, Live: cfg.Live, Rate: cfg.Rate, ConsumerBatchSize: cfg.ConsumerBatchSize}
-	if cfg.ConsumerBatchMaxAge > 0 {
-		res.ConsumerBatchMaxAge = cfg.ConsumerBatchMaxAge.String()
-	}
+	res.ConsumerBatchMaxAge = maxAgeText(cfg.ConsumerBatchMaxAge)
 	if cfg.Stack == nil {
 		res.KafkaStore = KafkaInMemory
 		if cfg.kafkaOnDisk() {

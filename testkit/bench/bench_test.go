@@ -15,6 +15,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/stack"
@@ -549,6 +550,8 @@ func TestChildArgvCarriesTheConsumerSettings(t *testing.T) {
 		{Config{ConsumerArgv: base}, []string{"mcpulse", "consume", "--until-drained", "--group", "g1"}},
 		{Config{ConsumerArgv: base, ConsumerBatchSize: 5000, ConsumerBatchMaxAge: 300 * time.Millisecond},
 			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--batch-size", "5000", "--batch-max-age", "300ms"}},
+		{Config{ConsumerArgv: base, ConsumerBatchMaxAge: consumers.NoBatchMaxAge},
+			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--batch-max-age", "0"}},
 	} {
 		if got := tc.cfg.childArgv("g1"); !slices.Equal(got, tc.want) {
 			t.Errorf("childArgv = %q, want %q", got, tc.want)

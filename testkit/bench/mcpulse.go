@@ -211,10 +211,25 @@ func (c *Config) childArgv(group string) []string {
 	if n := c.ConsumerBatchSize; n > 0 {
 		argv = append(argv, "--batch-size", strconv.Itoa(n))
 	}
-	if d := c.ConsumerBatchMaxAge; d > 0 {
+	switch d := c.ConsumerBatchMaxAge; {
+	case d == consumers.NoBatchMaxAge:
+		argv = append(argv, "--batch-max-age", "0")
+	case d > 0:
 		argv = append(argv, "--batch-max-age", d.String())
 	}
 	return argv
+}
+
+// maxAgeText is a consumer BatchMaxAge as the bench reports it: "" for the consumer's
+// default (0), "none" for consumers.NoBatchMaxAge, else the Go duration.
+func maxAgeText(d time.Duration) string {
+	switch d {
+	case 0:
+		return ""
+	case consumers.NoBatchMaxAge:
+		return "none"
+	}
+	return d.String()
 }
 
 func startConsumer(ctx context.Context, e *env, group string) (*consumer, error) {
