@@ -39,10 +39,11 @@ const (
 	// after this long, so it bounds the time from publish to queryable (plus one store).
 	DefaultBatchWait = 500 * time.Millisecond
 	// DefaultBatchMaxAge is Config.BatchMaxAge's default: about the one insert per table per
-	// second that ClickHouse's insert guidance asks for, and measured with `mcpulse bench
-	// pipeline --live --rate 40000` on 2 cores (the publisher on the same cores): p99 from
-	// publish to committed 2.5 s against 3.7 s with no bound, for about 1.4 times the
-	// ClickHouse CPU per event while live; from a backlog it never applies (BatchMaxAge).
+	// second that ClickHouse's insert guidance asks for. Measured with `mcpulse bench
+	// pipeline --live --rate 40000 --runs 3` on 2 cores, the publisher on the same cores:
+	// p99 from publish to committed 2.4-2.7 s against 3.5-3.6 s with no bound (and the
+	// rollup loads one at a time), for 15-30% more ClickHouse CPU per event while live; from
+	// a backlog it never applies (BatchMaxAge).
 	DefaultBatchMaxAge = time.Second
 	// NoBatchMaxAge is a Config.BatchMaxAge that never closes a batch (`mcpulse consume
 	// --batch-max-age 0`).
@@ -106,16 +107,16 @@ type Config struct {
 	BatchWait time.Duration
 	// BatchMaxAge bounds how long a batch stays open while the consumer keeps up: it closes
 	// at its first chunk that ends this long or more after the batch's first message was read,
-	// whatever its size, unless the partitions it read hold BatchSize or more messages beyond
-	// it (a consumer catching up a backlog keeps filling batches to BatchSize, which costs
-	// ClickHouse least; the high watermarks come with the fetched messages). Without it,
-	// messages that come steadily faster than a chunk fills in BatchWait (about 45,000
-	// events/s of 750 bytes) make batches of BatchSize, so an event waits up to BatchSize ÷
-	// rate before its batch is stored. The bound trades ClickHouse CPU for that wait: smaller
-	// batches write more parts and rollup rows (see DefaultBatchMaxAge; at 500 ms, p99 2.0 s
-	// for 2.3 times the ClickHouse CPU per event). The age counts from when fill received the
-	// first message, so it includes any wait behind the batch before, and it is checked at
-	// chunk ends. Default: DefaultBatchMaxAge; NoBatchMaxAge for none.
+	// whatever its size, unless the partitions it read hold the rest of a batch (BatchSize
+	// less the messages it has) beyond it, as their high watermarks stood when its messages
+	// were fetched: a consumer catching up a backlog keeps filling batches to BatchSize, which
+	// costs ClickHouse least. Without it, messages that come steadily faster than a chunk
+	// fills in BatchWait (about 45,000 events/s of 750 bytes) make batches of BatchSize, so an
+	// event waits up to BatchSize ÷ rate before its batch is stored. The bound trades
+	// ClickHouse CPU for that wait: smaller batches write more parts and rollup rows
+	// (DefaultBatchMaxAge). The age counts from when fill received the first message, so it
+	// includes any wait behind the batch before, and it is checked at chunk ends. Default:
+	// DefaultBatchMaxAge; NoBatchMaxAge for none.
 	BatchMaxAge time.Duration
 	// DefaultInstanceURL is used for the identity hash when an event lacks instance_url.
 	// Default: DefaultInstanceURL.
