@@ -41,9 +41,10 @@ const (
 	// DefaultBatchMaxAge is Config.BatchMaxAge's default: about the one insert per table per
 	// second that ClickHouse's insert guidance asks for. Measured with `mcpulse bench
 	// pipeline --live --rate 40000 --runs 3` on 2 cores, the publisher on the same cores:
-	// p99 from publish to committed 2.4-2.7 s against 3.5-3.6 s with no bound (and the
-	// rollup loads one at a time), for 15-30% more ClickHouse CPU per event while live; from
-	// a backlog it never applies (BatchMaxAge).
+	// p99 from publish to committed 2.4-2.7 s against 3.5-3.6 s with no bound and the rollup
+	// loads one at a time (both changed together), for 15-30% more ClickHouse CPU per event
+	// while live; while the partitions hold the rest of a batch it does not apply
+	// (BatchMaxAge), so a backlog is still read in full batches.
 	DefaultBatchMaxAge = time.Second
 	// NoBatchMaxAge is a Config.BatchMaxAge that never closes a batch (`mcpulse consume
 	// --batch-max-age 0`).

@@ -215,12 +215,17 @@ func (b *openBatch) full(cfg *Config, p *prepared, now time.Time) bool {
 	if b.messages >= cfg.BatchSize || p.cut {
 		return true
 	}
-	return cfg.BatchMaxAge > 0 && now.Sub(b.opened) >= cfg.BatchMaxAge && b.behind() < int64(cfg.BatchSize-b.messages)
+	if cfg.BatchMaxAge <= 0 || cfg.BatchMaxAge == NoBatchMaxAge {
+		return false
+	}
+	return now.Sub(b.opened) >= cfg.BatchMaxAge && b.behind() < int64(cfg.BatchSize-b.messages)
 }
 
 // behind is how many messages the partitions b read held after b's last message of each, as
 // their high watermarks stood when those messages were fetched: what a consumer catching up
-// has yet to read.
+// has yet to read. A partition whose reader has not fetched since (its leader moved, say)
+// counts with its last high watermark, which can only keep a batch open longer; a broker
+// that sends no high watermark (0) counts as caught up.
 func (b *openBatch) behind() int64 {
 	var n int64
 	for _, m := range b.last {

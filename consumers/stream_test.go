@@ -88,7 +88,8 @@ func TestABatchOfManyChunksWritesOnePartPerTable(t *testing.T) {
 	c := h.consumer(func(cfg *consumers.Config) {
 		cfg.BatchBytes = 8 << 10 // about 30 tool calls a chunk
 		cfg.BatchSize = 100_000
-		cfg.BatchWait = 2 * time.Second // no chunk cut short before the topic's end
+		cfg.BatchWait = 2 * time.Second           // no chunk cut short before the topic's end
+		cfg.BatchMaxAge = consumers.NoBatchMaxAge // nor a batch closed by its age on a slow machine
 	})
 	h.drain(c)
 	h.checkStored(c, n)
@@ -177,6 +178,7 @@ func TestAFailedStreamedBatchIsReadAgainOneChunkPerBatch(t *testing.T) {
 				cfg.BatchBytes = 8 << 10
 				cfg.BatchSize = 100_000
 				cfg.BatchWait = 2 * time.Second
+				cfg.BatchMaxAge = consumers.NoBatchMaxAge
 			})
 			h.drain(c)
 			if fc.flushes.Load() > 0 || fc.sends.Load() > 0 || fc.prepares.Load() > 0 {
@@ -204,6 +206,7 @@ func TestAResponseFindsItsInvitationInAnEarlierChunkOfItsBatch(t *testing.T) {
 		cfg.BatchBytes = 1 // a chunk per message: the invitation and its response in two chunks
 		cfg.BatchSize = 100_000
 		cfg.BatchWait = 2 * time.Second
+		cfg.BatchMaxAge = consumers.NoBatchMaxAge
 	})
 	h.drain(c)
 	h.checkStored(c, n)

@@ -228,6 +228,8 @@ type Store struct {
 	cells     int          // cells cached
 	published atomic.Int64 // cells, for CachedCells from other goroutines
 	clock     uint64       // for LRU
+	// markers guards batches and missing, which a batch's concurrent loads share.
+	markers sync.Mutex
 	// batches caches the cells of batches of older generations whose late rows a load found,
 	// by stream and version (reset by Begin).
 	batches map[batchID]batchCells
@@ -477,7 +479,10 @@ func (s *Store) recover(ctx context.Context) error {
 // each, from its marker (nil if there is none), caching them for the generation.
 func (s *Store) batch(ctx context.Context, st Stream, v uint64) (batchCells, error) {
 	id := batchID{st, v}
-	if cells, ok := s.batches[id]; ok {
+	s.markers.Lock()
+	cells, ok := s.batches[id]
+	s.markers.Unlock()
+	if ok {
 		return cells, nil
 	}
 	var (
@@ -500,7 +505,7 @@ func (s *Store) batch(ctx context.Context, st Stream, v uint64) (batchCells, err
 	for _, t := range s.tables {
 		width[t.Name] = t.width()
 	}
-	cells := batchCells{}
+	cells = batchCells{}
 	for i, name := range tables {
 		w, ok := width[name]
 		if !ok {
@@ -513,7 +518,9 @@ func (s *Store) batch(ctx context.Context, st Stream, v uint64) (batchCells, err
 		}
 		m[Key(keys[i])] = before{vals: fit(befores[i], w), asOf: asOfs[i]}
 	}
+	s.markers.Lock()
 	s.batches[id] = cells
+	s.markers.Unlock()
 	return cells, nil
 }
 
@@ -832,7 +839,9 @@ func (s *Store) Prepare(ctx context.Context, b *Batch) (*Write, error) {
 // loadQueries is how many of a batch's load queries run at once. A batch that touches many
 // uncached hours needs one query per stream and table; run one after another they kept its
 // commit waiting for their round trips (a few hundred milliseconds per batch at 40,000
-// events/s on 2 cores), while ClickHouse answers several at once.
+// events/s on 2 cores), while ClickHouse answers several at once. They take as many
+// connections as the batch's rollup inserts do after them, and a load that meets a late row
+// of an older generation one more while it reads the row's batch marker.
 const loadQueries = 4
 
 // groupLoad is one load query of a batch: the groups of one stream, table and hours, read
@@ -850,11 +859,10 @@ func (s *Store) loadAll(ctx context.Context, loads []*groupLoad) error {
 	if len(loads) == 0 {
 		return nil
 	}
-	var late sync.Mutex // lateRowBefore reads and fills the store's marker caches
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(loadQueries)
 	for _, l := range loads {
-		g.Go(func() error { return s.load(gctx, l, &late) })
+		g.Go(func() error { return s.load(gctx, l) })
 	}
 	if err := g.Wait(); err != nil {
 		return err
@@ -869,11 +877,11 @@ func (s *Store) loadAll(ctx context.Context, loads []*groupLoad) error {
 }
 
 // load reads the cells of l's table, stream and hours into l.fresh; it may run beside the
-// batch's other loads, and takes late while it reads a batch marker. A cell whose newest row
+// batch's other loads (they share only the marker caches, under s.markers). A cell whose newest row
 // is beyond the stream's committed offset and older than this generation was written by a
 // member that lost the partition after Begin reset the cells: the totals that row replaced,
 // recorded in its batch's marker, are the committed ones.
-func (s *Store) load(ctx context.Context, l *groupLoad, late *sync.Mutex) error {
+func (s *Store) load(ctx context.Context, l *groupLoad) error {
 	st, t := l.stream, l.table
 	l.fresh = make(map[int64]*group, len(l.hours))
 	for _, h := range l.hours {
@@ -883,9 +891,7 @@ func (s *Store) load(ctx context.Context, l *groupLoad, late *sync.Mutex) error 
 	return s.query(ctx, t, "cells", st, l.hours, nil, func(key Key, r loaded) error {
 		vals, asOf := r.vals, r.asOf
 		if asOf > c && r.version < version(s.epoch, 0) {
-			late.Lock()
 			b, err := s.lateRowBefore(ctx, st, t, key, r)
-			late.Unlock()
 			if err != nil {
 				return err
 			}
@@ -921,11 +927,13 @@ func (s *Store) lateRowBefore(ctx context.Context, st Stream, t *Table, key Key,
 		// fails and is retried), unless its block may have been dropped or it stays missing.
 		epoch := r.version &^ versionFlag >> asOfBits
 		id := batchID{st, r.version}
+		s.markers.Lock()
 		first, seen := s.missing[id]
 		if !seen {
 			first = time.Now()
 			s.missing[id] = first
 		}
+		s.markers.Unlock()
 		if epoch/batchBlockEpochs >= oldestKeptBlock(s.epoch) && time.Since(first) < MarkerWait {
 			return before{}, fmt.Errorf("rollups: %s: a late row of %s (version %d) is visible before its batch marker; retrying until the marker arrives",
 				t.Name, st, r.version)

@@ -211,23 +211,21 @@ func (c *Config) childArgv(group string) []string {
 	if n := c.ConsumerBatchSize; n > 0 {
 		argv = append(argv, "--batch-size", strconv.Itoa(n))
 	}
-	switch d := c.ConsumerBatchMaxAge; {
-	case d == consumers.NoBatchMaxAge:
-		argv = append(argv, "--batch-max-age", "0")
-	case d > 0:
-		argv = append(argv, "--batch-max-age", d.String())
+	if d := maxAgeText(c.ConsumerBatchMaxAge); d != "" {
+		argv = append(argv, "--batch-max-age", d)
 	}
 	return argv
 }
 
-// maxAgeText is a consumer BatchMaxAge as the bench reports it: "" for the consumer's
-// default (0), "none" for consumers.NoBatchMaxAge, else the Go duration.
+// maxAgeText is a consumer BatchMaxAge as the bench reports it, the value of the consumer's
+// --batch-max-age: "" for the consumer's default (0), "0" (no bound) for
+// consumers.NoBatchMaxAge, else the Go duration.
 func maxAgeText(d time.Duration) string {
 	switch d {
 	case 0:
 		return ""
 	case consumers.NoBatchMaxAge:
-		return "none"
+		return "0"
 	}
 	return d.String()
 }

@@ -30,8 +30,8 @@ type Result struct {
 	// a stack given by the caller).
 	KafkaStore string `json:"kafka_store,omitempty"`
 	// ConsumerBatchSize and ConsumerBatchMaxAge are the consumer settings the run was given
-	// (Config.ConsumerBatchSize; Config.ConsumerBatchMaxAge as a Go duration, or "none"); 0
-	// and "" for the consumer's defaults.
+	// (Config.ConsumerBatchSize; Config.ConsumerBatchMaxAge as the consumer's --batch-max-age
+	// value, "0" for no bound); 0 and "" for the consumer's defaults.
 	ConsumerBatchSize   int    `json:"consumer_batch_size,omitempty"`
 	ConsumerBatchMaxAge string `json:"consumer_batch_max_age,omitempty"`
 	// Publish is the generation and publication of the corpus before any consumer started
