@@ -585,11 +585,21 @@ func auditRow(m *kafka.Message, a *ingest.AuditEvent) row {
 		nonNilStrings(a.DeletedKeys), prev, int32(m.Partition), m.Offset, a.At.UnixMilli()}
 }
 
-// storeRollups writes what p adds to the rollups: once per generation it first takes the
-// generation's epoch and resets what a batch stored but not committed left (rollup.Store.Begin);
-// the rows are computed once (rollup.Store.Prepare, which advances the cache) and kept in p,
-// so a retry writes the same rows.
+// storeRollups writes what p adds to the rollups (prepareRollups, then the rows' insert), so
+// a retry writes the same rows.
 func (c *Consumer) storeRollups(ctx context.Context, p *prepared) error {
+	if err := c.prepareRollups(ctx, p); err != nil {
+		return err
+	}
+	return p.rollupWrite.Insert(ctx)
+}
+
+// prepareRollups computes p's rollup rows unless p holds them already: once per generation
+// it first takes the generation's epoch and resets what a batch stored but not committed left
+// (rollup.Store.Begin); the rows are computed once (rollup.Store.Prepare, which advances the
+// cache) and kept in p. It must run after the batch before p has been committed. Errors are
+// ClickHouse's; nothing of p is kept then.
+func (c *Consumer) prepareRollups(ctx context.Context, p *prepared) error {
 	if !c.rollupsBegun {
 		if err := c.rollups.Begin(ctx, c.rollupCommitted); err != nil {
 			return err
@@ -603,7 +613,7 @@ func (c *Consumer) storeRollups(ctx context.Context, p *prepared) error {
 		}
 		p.rollupWrite = w
 	}
-	return p.rollupWrite.Insert(ctx)
+	return nil
 }
 
 // countRollups adds the batch's stored events to its rollups: every event to

@@ -214,10 +214,10 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	// ClickHouse writes an INSERT's part when the INSERT ends (it squashes the blocks it
 	// received), which takes a few hundred milliseconds for a batch of 100,000 rows. Unless a
 	// chunk failed (or the pool is too small for two batches' INSERTs: endsAsync), the
-	// INSERTs therefore end on a goroutine of their own at once, and the commit stage writes
-	// the batch's rollups and commits once they ended and the batch before is committed,
-	// while this loop streams the next batch: the consumer's CPU is not idle while ClickHouse
-	// writes. A failure to end them is the stage's outcome (sendFailure), handled on this loop
+	// INSERTs therefore end on a goroutine of their own at once, once the batch before is
+	// committed; the batch's rollup rows are computed meanwhile, and the commit stage writes
+	// them and commits once the INSERTs ended, while this loop streams the next batch: the
+	// consumer's CPU is not idle while ClickHouse writes. A failure to end them is the stage's outcome (sendFailure), handled on this loop
 	// (outcome) as one here would be.
 	closeOpen := func(failed *prepared) bool {
 		b := open
@@ -237,7 +237,17 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			p := b.closed()
 			pending = &committing{msgs: p.msgs, done: make(chan error, 1), sending: b}
 			go func(done chan<- error) {
-				if err := <-sent; err != nil {
+				// The batch's rollup rows are computed (their cells loaded) while its INSERTs
+				// end; only their insert waits for the INSERTs. A failure is the commit
+				// stage's to retry.
+				rollupsPrepared := make(chan struct{})
+				go func() {
+					defer close(rollupsPrepared)
+					_ = c.prepareRollups(ctx, p)
+				}()
+				err := <-sent
+				<-rollupsPrepared
+				if err != nil {
 					done <- &sendFailure{err}
 					return
 				}

@@ -315,3 +315,62 @@ func TestTheInsertsOfABatchEndWhileTheNextBatchStreams(t *testing.T) {
 		t.Errorf("stats %+v: want 2 batches and no retry", s)
 	}
 }
+
+// A streamed batch's rollup cells are loaded while its INSERTs end, not after them: only the
+// rollup rows' insert waits for the INSERTs. Here the tool_calls INSERT's end waits (up to
+// ten seconds) for the first load of rollup cells.
+func TestABatchLoadsItsRollupCellsWhileItsInsertsEnd(t *testing.T) {
+	h := newHarness(t)
+	const n = 40
+	h.publishStreamedEvents(n)
+	gc := &loadGatedConn{Conn: h.ch, loaded: make(chan struct{})}
+	c := h.consumer(func(cfg *consumers.Config) { cfg.ClickHouse = gc })
+	h.drain(c)
+	h.checkStored(c, n)
+	if gc.sends.Load() == 0 {
+		t.Fatal("no tool_calls INSERT ended")
+	}
+	if gc.timedOut.Load() {
+		t.Error("the tool_calls INSERT ended before any rollup cells were loaded: the batch's rollups were prepared only after its INSERTs")
+	}
+}
+
+// loadGatedConn holds the end (Send) of every tool_calls INSERT until the first query that
+// loads rollup cells (sql/rollup/cells.sql) has started, or ten seconds have passed.
+type loadGatedConn struct {
+	driver.Conn
+	once     sync.Once
+	loaded   chan struct{}
+	sends    atomic.Int64
+	timedOut atomic.Bool
+}
+
+func (c *loadGatedConn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	if strings.Contains(query, "The newest row of every cell") {
+		c.once.Do(func() { close(c.loaded) })
+	}
+	return c.Conn.Query(ctx, query, args...)
+}
+
+func (c *loadGatedConn) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
+	if err != nil || !strings.Contains(query, "mcpulse.tool_calls ") {
+		return b, err
+	}
+	return &loadGatedBatch{Batch: b, conn: c}, nil
+}
+
+type loadGatedBatch struct {
+	driver.Batch
+	conn *loadGatedConn
+}
+
+func (b *loadGatedBatch) Send() error {
+	select {
+	case <-b.conn.loaded:
+	case <-time.After(10 * time.Second):
+		b.conn.timedOut.Store(true)
+	}
+	b.conn.sends.Add(1)
+	return b.Batch.Send()
+}
