@@ -89,6 +89,12 @@ so its profile can be taken; no RSS is reported).`,
 			if cfg.Runs < 1 {
 				return fmt.Errorf("--runs must be at least 1, got %d", cfg.Runs)
 			}
+			if cfg.ConsumerBatchSize < 0 {
+				return fmt.Errorf("--batch-size must not be negative, got %d", cfg.ConsumerBatchSize)
+			}
+			if cfg.ConsumerBatchMaxAge < 0 {
+				return fmt.Errorf("--batch-max-age must not be negative, got %v", cfg.ConsumerBatchMaxAge)
+			}
 			if (cpuProfile != "" || memProf != "") && !inProcess {
 				return fmt.Errorf("--cpuprofile and --memprofile need --in-process")
 			}

@@ -44,3 +44,22 @@ func TestConsumeRefusesANegativeBatchBound(t *testing.T) {
 		}
 	}
 }
+
+// bench pipeline refuses a negative consumer setting before starting anything, naming only
+// the flag that is wrong.
+func TestBenchPipelineRefusesANegativeConsumerSetting(t *testing.T) {
+	for _, tc := range []struct{ flag, value, other string }{
+		{"--batch-max-age", "-1s", "--batch-size"},
+		{"--batch-size", "-5", "--batch-max-age"},
+	} {
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs([]string{"bench", "pipeline", tc.flag, tc.value})
+		err := root.ExecuteContext(context.Background())
+		if err == nil || !strings.Contains(err.Error(), tc.flag+" must not be negative") || strings.Contains(err.Error(), tc.other) {
+			t.Errorf("%s %s: %v, want only %s named as negative", tc.flag, tc.value, err, tc.flag)
+		}
+	}
+}

@@ -572,7 +572,7 @@ func TestPrintNamesTheConsumerSettings(t *testing.T) {
 	}{
 		{Result{Shape: ShapeDemo, ConsumerBatchSize: 50000, ConsumerBatchMaxAge: "300ms", KafkaStore: KafkaOnDisk},
 			[]string{"consumer --batch-size 50000", "consumer --batch-max-age 300ms", "in-process Kafka's messages on disk"}, nil},
-		{Result{Shape: ShapeDemo, ConsumerBatchMaxAge: maxAgeText(consumers.NoBatchMaxAge)}, []string{"consumer --batch-max-age 0"}, nil},
+		{Result{Shape: ShapeDemo, ConsumerBatchMaxAge: maxAgeText(consumers.NoBatchMaxAge)}, []string{"consumer --batch-max-age 0 (no bound)"}, nil},
 		{Result{Shape: ShapeDemo}, nil, []string{"--batch-size", "--batch-max-age", "in-process Kafka"}},
 	} {
 		var out strings.Builder

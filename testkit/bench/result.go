@@ -261,6 +261,9 @@ func (r *Result) Print(w io.Writer) {
 	}
 	if r.ConsumerBatchMaxAge != "" {
 		mode += ", consumer --batch-max-age " + r.ConsumerBatchMaxAge
+		if r.ConsumerBatchMaxAge == "0" {
+			mode += " (no bound)"
+		}
 	}
 	if r.KafkaStore != "" {
 		mode += ", in-process Kafka's messages " + map[string]string{KafkaInMemory: "in memory", KafkaOnDisk: "on disk"}[r.KafkaStore]
