@@ -33,12 +33,7 @@ func TestCommandsRefuseABrokerThatIsNotHostPort(t *testing.T) {
 // consume refuses a negative batch bound before contacting anything, naming the flags.
 func TestConsumeRefusesANegativeBatchBound(t *testing.T) {
 	for _, flag := range [][]string{{"--batch-max-age", "-1s"}, {"--batch-size", "-1"}, {"--batch-bytes", "-5"}} {
-		root := newRootCmd()
-		var out, errOut bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&errOut)
-		root.SetArgs(append([]string{"consume", "--brokers", "127.0.0.1:1", "--redis", "redis://127.0.0.1:1", "--clickhouse", "clickhouse://127.0.0.1:1/default"}, flag...))
-		err := root.ExecuteContext(context.Background())
+		err := runRoot(t, append([]string{"consume", "--brokers", "127.0.0.1:1", "--redis", "redis://127.0.0.1:1", "--clickhouse", "clickhouse://127.0.0.1:1/default"}, flag...)...)
 		if err == nil || !strings.Contains(err.Error(), flag[0]) || !strings.Contains(err.Error(), "must not be negative") {
 			t.Errorf("%v: %v, want %s named as negative", flag, err, flag[0])
 		}
@@ -52,12 +47,7 @@ func TestBenchPipelineRefusesANegativeConsumerSetting(t *testing.T) {
 		{"--batch-max-age", "-1s", "--batch-size"},
 		{"--batch-size", "-5", "--batch-max-age"},
 	} {
-		root := newRootCmd()
-		var out, errOut bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&errOut)
-		root.SetArgs([]string{"bench", "pipeline", tc.flag, tc.value})
-		err := root.ExecuteContext(context.Background())
+		err := runRoot(t, "bench", "pipeline", tc.flag, tc.value)
 		if err == nil || !strings.Contains(err.Error(), tc.flag+" must not be negative") || strings.Contains(err.Error(), tc.other) {
 			t.Errorf("%s %s: %v, want only %s named as negative", tc.flag, tc.value, err, tc.flag)
 		}
