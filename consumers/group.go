@@ -213,12 +213,12 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	//
 	// ClickHouse writes an INSERT's part when the INSERT ends (it squashes the blocks it
 	// received), which takes a few hundred milliseconds for a batch of 100,000 rows. Unless a
-	// chunk failed (or the pool is too small for two batches' INSERTs: endsAsync), the
-	// INSERTs therefore end on a goroutine of their own at once; once the batch before is
-	// committed, the batch's rollup rows are computed while they end, and the commit stage
-	// writes them and commits once they ended, while this loop streams the next batch: the
-	// consumer's CPU is not idle while ClickHouse writes. A failure to end them is the stage's outcome (sendFailure), handled on this loop
-	// (outcome) as one here would be.
+	// chunk failed (or the pool is too small for two batches' INSERTs: endsAsync), the INSERTs
+	// therefore end on a goroutine of their own at once; once the batch before is committed,
+	// the batch's rollup rows are computed while they end, and the commit stage writes them and
+	// commits once they ended, while this loop streams the next batch: the consumer's CPU is
+	// not idle while ClickHouse writes. A failure to end them is the stage's outcome
+	// (sendFailure), handled on this loop (outcome) as one here would be.
 	closeOpen := func(failed *prepared) bool {
 		b := open
 		open = nil

@@ -24,21 +24,20 @@ import (
 // thousand rows, and ClickHouse's merges cost more than everything else the pipeline does.
 //
 // So a batch is read as a sequence of chunks, each bounded by Config.BatchBytes (what fill
-// reads and prepare decodes), and its raw rows are streamed: each raw table's INSERT stays
-// open from the batch's first chunk to its last, every chunk's rows are sent into it as
-// blocks (chwrite.OpenInsert) and let go, and ClickHouse squashes the blocks of one INSERT
-// into one part. Everything else a chunk does is done as it comes (Redis, dead letters,
-// audit rows: all idempotent), and what it adds to the rollups is merged into the batch's.
-// The batch closes, and its INSERTs end, at its first chunk that brings it to
-// Config.BatchSize messages, that fill cut short (nothing more was waiting: a consumer that
-// keeps up closes a batch per chunk, so streaming adds no latency), or that ends
-// Config.BatchMaxAge or more after the batch's first message was read while less than the
-// rest of a batch waits behind it (a steady stream too fast for a chunk to be cut would
-// otherwise keep a batch open until it reaches BatchSize; a consumer catching up still fills
-// it). Only once every INSERT ended does the batch's commit stage write its
-// rollups, then commit its offsets, so offsets are still committed only after ClickHouse
-// holds the batch. The INSERTs end while the next batch streams (ClickHouse writes each part
-// then), and the commit stage waits for them (consumeGeneration's closeOpen).
+// reads and prepare decodes), and its raw rows are streamed: each raw table's INSERT stays open
+// from the batch's first chunk to its last, every chunk's rows are sent into it as blocks
+// (chwrite.OpenInsert) and let go, and ClickHouse squashes the blocks of one INSERT into one
+// part. Everything else a chunk does is done as it comes (Redis, dead letters, audit rows: all
+// idempotent), and what it adds to the rollups is merged into the batch's. The batch closes,
+// and its INSERTs end, at its first chunk that brings it to Config.BatchSize messages, that
+// fill cut short (nothing more was waiting: a consumer that keeps up closes a batch per chunk,
+// so streaming adds no latency), or that ends Config.BatchMaxAge or more after the batch's
+// first message was read while less than the rest of a batch waits behind it (a steady stream
+// too fast for a chunk to be cut would otherwise keep a batch open until it reaches BatchSize;
+// a consumer catching up still fills it). Only once every INSERT ended does the batch's commit
+// stage write its rollups, then commit its offsets, so offsets are still committed only after
+// ClickHouse holds the batch. The INSERTs end while the next batch streams (ClickHouse writes
+// each part then), and the commit stage waits for them (consumeGeneration's closeOpen).
 //
 // When a chunk's store fails, the batch is closed without it (its INSERTs ended, then
 // committed) and the chunk is stored as a batch of its own, with the retries and the

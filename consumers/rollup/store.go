@@ -877,8 +877,8 @@ func (s *Store) loadAll(ctx context.Context, loads []*groupLoad) error {
 }
 
 // load reads the cells of l's table, stream and hours into l.fresh; it may run beside the
-// batch's other loads (they share only the marker caches, under s.markers). A cell whose newest row
-// is beyond the stream's committed offset and older than this generation was written by a
+// batch's other loads (they share only the marker caches, under s.markers). A cell whose newest
+// row is beyond the stream's committed offset and older than this generation was written by a
 // member that lost the partition after Begin reset the cells: the totals that row replaced,
 // recorded in its batch's marker, are the committed ones.
 func (s *Store) load(ctx context.Context, l *groupLoad) error {

@@ -68,9 +68,9 @@ type Config struct {
 	// until it has drained the topics (e.g. the mcpulse executable with "consume",
 	// "--until-drained"); Run appends "--group" and the run's consumer group, and
 	// "--batch-size" and "--batch-max-age" when ConsumerBatchSize and ConsumerBatchMaxAge are
-	// set. It gets the
-	// stack's MCPULSE_* variables in its environment, and its peak RSS is reported. When
-	// empty the consumer runs in this process (tests, CPU profiles) and no RSS is reported.
+	// set. It gets the stack's MCPULSE_* variables in its environment, and its peak RSS is
+	// reported. When empty the consumer runs in this process (tests, CPU profiles) and no RSS
+	// is reported.
 	ConsumerArgv []string
 	// ConsumerBatchSize is the consumer's BatchSize (--batch-size for a child). Default: 0,
 	// the consumers package's default.
