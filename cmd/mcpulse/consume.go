@@ -67,11 +67,8 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 			if memoryLimitMiB < 0 {
 				return fmt.Errorf("--memory-limit-mib must not be negative, got %d", memoryLimitMiB)
 			}
-			if cfg.BatchSize < 0 || cfg.BatchBytes < 0 || cfg.BatchMaxAge < 0 {
-				return fmt.Errorf("--batch-size, --batch-bytes and --batch-max-age must not be negative, got %d, %d and %v", cfg.BatchSize, cfg.BatchBytes, cfg.BatchMaxAge)
-			}
-			if cfg.BatchMaxAge == 0 {
-				cfg.BatchMaxAge = consumers.NoBatchMaxAge
+			if err := batchBoundsFromFlags(&cfg); err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("memory-limit-mib") || os.Getenv("GOMEMLIMIT") == "" {
 				if memoryLimitMiB > 0 {
@@ -173,6 +170,20 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.StringVar(&pprofListen, "pprof-listen", "", pprofListenUsage)
 	f.Int64Var(&memoryLimitMiB, "memory-limit-mib", consumers.DefaultMemoryLimit>>20, "soft memory limit of the process, in MiB: the garbage collector works harder as the heap nears it (0 = none; without the flag, $GOMEMLIMIT wins when set)")
 	return cmd
+}
+
+// batchBoundsFromFlags turns the batch bounds consume's flags wrote into cfg into the
+// consumer's: --batch-max-age 0 (the flag's "no bound") becomes consumers.NoBatchMaxAge, since
+// a Config's 0 means consumers.DefaultBatchMaxAge. A negative --batch-size, --batch-bytes or
+// --batch-max-age is an error naming the three flags, and leaves cfg as it was.
+func batchBoundsFromFlags(cfg *consumers.Config) error {
+	if cfg.BatchSize < 0 || cfg.BatchBytes < 0 || cfg.BatchMaxAge < 0 {
+		return fmt.Errorf("--batch-size, --batch-bytes and --batch-max-age must not be negative, got %d, %d and %v", cfg.BatchSize, cfg.BatchBytes, cfg.BatchMaxAge)
+	}
+	if cfg.BatchMaxAge == 0 {
+		cfg.BatchMaxAge = consumers.NoBatchMaxAge
+	}
+	return nil
 }
 
 // newLogger returns a slog logger on stderr in the chosen format, "text" or "json"; any other

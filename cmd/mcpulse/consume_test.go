@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mcpulse/mcpulse/consumers"
 )
 
 // The consumer's last log line gives its stored counts per kind as key=value pairs (text) or an
@@ -19,5 +22,39 @@ func TestConsumerStoppedLogsStoredCountsPerKind(t *testing.T) {
 	}
 	if got := js.String(); !strings.Contains(got, `"stored":{"other":0,"response":679,"tool_call":7880}`) {
 		t.Errorf("JSON log: %s", got)
+	}
+}
+
+// consume's --batch-max-age, parsed by the real command, reaches the consumer as the bound it
+// names: the flag's default is consumers.DefaultBatchMaxAge, 0 is consumers.NoBatchMaxAge (a
+// Config's 0 would mean the default instead), and any other value is kept as given.
+func TestConsumeBatchMaxAgeFlagBecomesTheConsumersBound(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, consumers.DefaultBatchMaxAge},
+		{[]string{"--batch-max-age", "0"}, consumers.NoBatchMaxAge},
+		{[]string{"--batch-max-age", "0s"}, consumers.NoBatchMaxAge},
+		{[]string{"--batch-max-age", "250ms"}, 250 * time.Millisecond},
+	} {
+		cmd, rest, err := newRootCmd().Find(append([]string{"consume"}, tc.args...))
+		if err != nil || cmd.Name() != "consume" {
+			t.Fatalf("finding consume: %v, %v", cmd, err)
+		}
+		if err := cmd.ParseFlags(rest); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		maxAge, err := cmd.Flags().GetDuration("batch-max-age")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := consumers.Config{BatchMaxAge: maxAge}
+		if err := batchBoundsFromFlags(&cfg); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if cfg.BatchMaxAge != tc.want {
+			t.Errorf("%q: BatchMaxAge %v, want %v", tc.args, cfg.BatchMaxAge, tc.want)
+		}
 	}
 }
