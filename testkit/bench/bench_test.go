@@ -564,16 +564,17 @@ func TestChildArgvCarriesTheConsumerSettings(t *testing.T) {
 
 // The printed header names the consumer settings a run was given and where the in-process
 // Kafka kept the messages, so results can be told apart; with the defaults and a caller's
-// stack it names none of them.
+// stack it names only the consumer's default --batch-max-age, the bound its latency follows.
 func TestPrintNamesTheConsumerSettings(t *testing.T) {
+	defaultAge := "consumer --batch-max-age " + consumers.DefaultBatchMaxAge.String() + " (default)"
 	for _, tc := range []struct {
 		res        Result
 		want, lack []string
 	}{
 		{Result{Shape: ShapeDemo, ConsumerBatchSize: 50000, ConsumerBatchMaxAge: "300ms", KafkaStore: KafkaOnDisk},
-			[]string{"consumer --batch-size 50000", "consumer --batch-max-age 300ms", "in-process Kafka's messages on disk"}, nil},
-		{Result{Shape: ShapeDemo, ConsumerBatchMaxAge: maxAgeText(consumers.NoBatchMaxAge)}, []string{"consumer --batch-max-age 0 (no bound)"}, nil},
-		{Result{Shape: ShapeDemo}, nil, []string{"--batch-size", "--batch-max-age", "in-process Kafka"}},
+			[]string{"consumer --batch-size 50000", "consumer --batch-max-age 300ms", "in-process Kafka's messages on disk"}, []string{"(default)", "(no bound)"}},
+		{Result{Shape: ShapeDemo, ConsumerBatchMaxAge: maxAgeText(consumers.NoBatchMaxAge)}, []string{"consumer --batch-max-age 0 (no bound)"}, []string{"(default)"}},
+		{Result{Shape: ShapeDemo, ConsumerBatchMaxAge: maxAgeText(0)}, []string{defaultAge}, []string{"--batch-size", "(no bound)", "in-process Kafka"}},
 	} {
 		var out strings.Builder
 		tc.res.Print(&out)
@@ -585,7 +586,7 @@ func TestPrintNamesTheConsumerSettings(t *testing.T) {
 		}
 		for _, l := range tc.lack {
 			if strings.Contains(header, l) {
-				t.Errorf("header %q names %q, which the run was not given", header, l)
+				t.Errorf("header %q names %q, which does not fit the run", header, l)
 			}
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/mcpulse/mcpulse/consumers"
 )
 
 // Result holds a benchmark's figures. Its JSON form is what `mcpulse bench pipeline` prints.
@@ -31,7 +33,8 @@ type Result struct {
 	KafkaStore string `json:"kafka_store,omitempty"`
 	// ConsumerBatchSize and ConsumerBatchMaxAge are the consumer settings the run was given
 	// (Config.ConsumerBatchSize; Config.ConsumerBatchMaxAge as the consumer's --batch-max-age
-	// value, "0" for no bound); 0 and "" for the consumer's defaults.
+	// value, "0" for no bound); 0 and "" for the consumer's defaults (the printed header still
+	// names the default --batch-max-age, consumers.DefaultBatchMaxAge).
 	ConsumerBatchSize   int    `json:"consumer_batch_size,omitempty"`
 	ConsumerBatchMaxAge string `json:"consumer_batch_max_age,omitempty"`
 	// Publish is the generation and publication of the corpus before any consumer started
@@ -246,7 +249,9 @@ func loadAvg() string {
 	return ""
 }
 
-// Print writes the figures as tables: the summary over the runs, then each run.
+// Print writes the figures as tables: the summary over the runs, then each run. The header
+// names the consumer's --batch-max-age whether given or not ("1s (default)", "0 (no bound)"),
+// and --batch-size only when given.
 func (r *Result) Print(w io.Writer) {
 	mode := "pre-published topic (every consumer reads a topic filled before it starts)"
 	if r.Live {
@@ -259,11 +264,13 @@ func (r *Result) Print(w io.Writer) {
 	if r.ConsumerBatchSize > 0 {
 		mode += fmt.Sprintf(", consumer --batch-size %d", r.ConsumerBatchSize)
 	}
-	if r.ConsumerBatchMaxAge != "" {
+	switch r.ConsumerBatchMaxAge {
+	case "":
+		mode += ", consumer --batch-max-age " + consumers.DefaultBatchMaxAge.String() + " (default)"
+	case "0":
+		mode += ", consumer --batch-max-age 0 (no bound)"
+	default:
 		mode += ", consumer --batch-max-age " + r.ConsumerBatchMaxAge
-		if r.ConsumerBatchMaxAge == "0" {
-			mode += " (no bound)"
-		}
 	}
 	if r.KafkaStore != "" {
 		mode += ", in-process Kafka's messages " + map[string]string{KafkaInMemory: "in memory", KafkaOnDisk: "on disk"}[r.KafkaStore]
