@@ -35,7 +35,7 @@ func TestFillBoundsBatchBytes(t *testing.T) {
 			for _, hint := range []int{0, 1, 50} { // the room hint changes no batch
 				msgs := queue(10)
 				before := time.Now()
-				got, cut, first := c.fill(context.Background(), msgs, hint)
+				got, cut, first := c.fill(context.Background(), msgs, hint, nil)
 				if len(got) != tc.want {
 					t.Errorf("hint %d: batch of %d messages of 1,000 bytes with BatchSize %d, BatchBytes %d: want %d", hint, len(got), tc.batchSize, tc.nbytes, tc.want)
 				}
@@ -54,7 +54,7 @@ func TestFillBoundsBatchBytes(t *testing.T) {
 
 	// Nothing arrives: the fill is cut at BatchWait with no first message.
 	c := &Consumer{cfg: Config{BatchSize: 10, BatchBytes: 1 << 20, BatchWait: 10 * time.Millisecond}}
-	if got, cut, first := c.fill(context.Background(), make(chan kafka.Message), 0); len(got) != 0 || !cut || !first.IsZero() {
+	if got, cut, first := c.fill(context.Background(), make(chan kafka.Message), 0, nil); len(got) != 0 || !cut || !first.IsZero() {
 		t.Errorf("an empty fill returned %d messages, cut %v, first read %v; want none, cut, zero", len(got), cut, first)
 	}
 
@@ -74,4 +74,133 @@ func TestFillBoundsBatchBytes(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "BatchMaxAge") {
 		t.Errorf("Validate accepted BatchMaxAge -1s: %v", err)
 	}
+}
+
+// TestOpenAgeDeadline: a chunk's fill ends at the open batch's age bound unless that had
+// passed when the fill started, else at the bound of the batch the chunk opens; never with no
+// bound.
+func TestOpenAgeDeadline(t *testing.T) {
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	first := start.Add(100 * time.Millisecond)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	for _, tc := range []struct {
+		name   string
+		opened time.Time // zero: no batch open
+		maxAge time.Duration
+		first  time.Time
+		want   time.Time
+	}{
+		{"open batch, bound ahead", at(-300 * time.Millisecond), time.Second, first, at(700 * time.Millisecond)},
+		{"open batch, bound ahead, no message yet", at(-300 * time.Millisecond), time.Second, time.Time{}, at(700 * time.Millisecond)},
+		{"open batch past its bound (kept open)", at(-2 * time.Second), time.Second, first, first.Add(time.Second)},
+		{"open batch past its bound, no message yet", at(-2 * time.Second), time.Second, time.Time{}, time.Time{}},
+		{"no batch open", time.Time{}, time.Second, first, first.Add(time.Second)},
+		{"no batch open, no message yet", time.Time{}, time.Second, time.Time{}, time.Time{}},
+		{"no bound", at(-300 * time.Millisecond), NoBatchMaxAge, first, time.Time{}},
+		{"zero bound", at(-300 * time.Millisecond), 0, first, time.Time{}},
+	} {
+		a := newOpenAge()
+		a.set(tc.opened)
+		if got := a.deadline(tc.maxAge, start, tc.first); !got.Equal(tc.want) {
+			t.Errorf("%s: deadline %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	var none *openAge
+	if got := none.deadline(time.Second, start, first); !got.Equal(first.Add(time.Second)) {
+		t.Errorf("nil openAge: deadline %v, want the chunk's own %v", got, first.Add(time.Second))
+	}
+}
+
+// TestFillEndsAtTheOpenBatchsMaxAge: while messages keep coming, a chunk whose byte bound and
+// wait lie far ahead ends, uncut, once the batch it joins reaches BatchMaxAge, including when
+// the store stage opens that batch during the fill; an empty fill at the bound is cut, so the
+// batch closes at once; a bound that had passed when the fill started (a batch kept open
+// while catching up) ends nothing.
+func TestFillEndsAtTheOpenBatchsMaxAge(t *testing.T) {
+	const maxAge = 300 * time.Millisecond
+	c := &Consumer{cfg: Config{BatchSize: 1 << 20, BatchBytes: 1 << 30, BatchWait: 20 * time.Second, BatchMaxAge: maxAge}}
+	// stream sends a message every millisecond until stop is closed.
+	stream := func() (chan kafka.Message, func()) {
+		msgs, stop, done := make(chan kafka.Message), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				select {
+				case msgs <- kafka.Message{Value: []byte("v")}:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		return msgs, func() { close(stop); <-done }
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // the test's own bound
+	defer cancel()
+
+	t.Run("open batch", func(t *testing.T) {
+		msgs, stop := stream()
+		defer stop()
+		a := newOpenAge()
+		opened := time.Now().Add(-100 * time.Millisecond)
+		a.set(opened)
+		got, cut, _ := c.fill(ctx, msgs, 0, a)
+		ended := time.Now()
+		if cut || len(got) == 0 || ctx.Err() != nil {
+			t.Fatalf("fill returned %d messages, cut %v (ctx %v); want messages, uncut, at the batch's age bound", len(got), cut, ctx.Err())
+		}
+		if age := ended.Sub(opened); age < maxAge || age > maxAge+5*time.Second {
+			t.Errorf("fill ended when the open batch was %v old; want from %v, well before the 20 s wait", age, maxAge)
+		}
+	})
+
+	t.Run("batch opened during the fill", func(t *testing.T) {
+		msgs, stop := stream()
+		defer stop()
+		a := newOpenAge()
+		c := &Consumer{cfg: c.cfg}
+		c.cfg.BatchMaxAge = 10 * time.Second // the chunk's own bound lies past the test's
+		opened := time.Now().Add(-c.cfg.BatchMaxAge + 200*time.Millisecond)
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			a.set(opened) // the store stage adds the chunk before: the batch opened earlier
+		}()
+		got, cut, _ := c.fill(ctx, msgs, 0, a)
+		if cut || len(got) == 0 || ctx.Err() != nil {
+			t.Fatalf("fill returned %d messages, cut %v (ctx %v); want messages, uncut, at the bound of the batch opened during it", len(got), cut, ctx.Err())
+		}
+		if age := time.Since(opened); age < c.cfg.BatchMaxAge {
+			t.Errorf("fill ended when the batch was %v old, before its %v bound", age, c.cfg.BatchMaxAge)
+		}
+	})
+
+	t.Run("empty at the bound", func(t *testing.T) {
+		a := newOpenAge()
+		a.set(time.Now().Add(-maxAge + 50*time.Millisecond))
+		got, cut, first := c.fill(ctx, make(chan kafka.Message), 0, a)
+		if len(got) != 0 || !cut || !first.IsZero() || ctx.Err() != nil {
+			t.Errorf("an empty fill at the bound returned %d messages, cut %v, first %v (ctx %v); want none, cut", len(got), cut, first, ctx.Err())
+		}
+	})
+
+	t.Run("bound passed before the fill", func(t *testing.T) {
+		queued := make(chan kafka.Message, 50)
+		for range 50 {
+			queued <- kafka.Message{Value: []byte("v")}
+		}
+		a := newOpenAge()
+		a.set(time.Now().Add(-time.Hour))
+		c := &Consumer{cfg: c.cfg}
+		c.cfg.BatchSize = 50
+		got, cut, _ := c.fill(ctx, queued, 0, a)
+		if len(got) != 50 || cut {
+			t.Errorf("a fill behind a batch kept open past its bound returned %d messages, cut %v; want all 50 queued, uncut", len(got), cut)
+		}
+	})
 }

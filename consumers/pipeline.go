@@ -163,7 +163,7 @@ type keptEvent struct {
 // and hands them to out (unbuffered: one batch is prepared ahead of the one being stored)
 // until ctx ends, then stops the readers and closes out. An empty batch (nothing arrived for
 // BatchWait) is handed on too, so the store stage can check for drain.
-func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared) {
+func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared, age *openAge) {
 	defer close(out)
 	// The dedup windows first: a partition is read only once its window is as of the
 	// committed offset.
@@ -190,7 +190,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 	defer wait()
 	last := 0 // the last non-empty batch's length: room for the next one (fill)
 	for {
-		batch, cut, first := c.fill(ctx, msgs, last)
+		batch, cut, first := c.fill(ctx, msgs, last, age)
 		if len(batch) > 0 {
 			last = len(batch)
 		}
@@ -216,12 +216,34 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 // batch to its byte bound (BatchBytes, lowered while the dedup windows fill the memory
 // budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill; cut reports
 // that the wait (or ctx) ended it first, first when its first message arrived (zero when none
-// did). The batch starts with room for about hint messages (the last non-empty batch's
+// did). With age (nil: none), it also ends when the batch it joins reaches BatchMaxAge
+// (openAge.deadline), uncut: the store stage closes that batch after it. The batch starts with room for about hint messages (the last non-empty batch's
 // length): grown by doubling, a batch of large kafka.Message values was copied again and
 // again.
-func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int) (batch []kafka.Message, cut bool, first time.Time) {
+func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int, age *openAge) (batch []kafka.Message, cut bool, first time.Time) {
+	start := time.Now()
 	timer := time.NewTimer(c.cfg.BatchWait)
 	defer timer.Stop()
+	// aged fires at the age deadline of the batch the chunk joins (openAge.deadline); it is
+	// set again when the chunk's first message arrives and when the store stage opens or
+	// closes a batch.
+	aged := time.NewTimer(time.Hour)
+	aged.Stop()
+	defer aged.Stop()
+	var agedC <-chan time.Time
+	setAged := func() {
+		aged.Stop()
+		agedC = nil
+		if d := age.deadline(c.cfg.BatchMaxAge, start, first); !d.IsZero() {
+			aged.Reset(time.Until(d))
+			agedC = aged.C
+		}
+	}
+	var moved <-chan struct{}
+	if age != nil {
+		moved = age.moved
+		setAged()
+	}
 	batch = make([]kafka.Message, 0, min(hint+hint/8, c.cfg.BatchSize))
 	bytes, maxBytes := 0, c.batchBytes()
 	for len(batch) < c.cfg.BatchSize && bytes < maxBytes {
@@ -229,9 +251,19 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 		case m := <-msgs:
 			if len(batch) == 0 {
 				first = time.Now()
+				if age != nil {
+					setAged()
+				}
 			}
 			batch = append(batch, m)
 			bytes += len(m.Key) + len(m.Value)
+		case <-moved:
+			setAged()
+		case <-agedC:
+			// The batch is as old as it may get: an empty chunk closes it at once, as one the
+			// wait cut would; a chunk with messages joins it, and it closes unless the
+			// consumer is catching up (openBatch.full).
+			return batch, len(batch) == 0, first
 		case <-timer.C:
 			return batch, true, first
 		case <-ctx.Done():
