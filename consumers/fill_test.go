@@ -76,10 +76,10 @@ func TestFillBoundsBatchBytes(t *testing.T) {
 	}
 }
 
-// TestOpenAgeDeadline: a chunk's fill ends at the open batch's age bound unless that had
-// passed when the fill started, else at the bound of the batch the chunk opens; never with no
-// bound.
-func TestOpenAgeDeadline(t *testing.T) {
+// TestBatchOpenedDeadline: a chunk's fill ends at the open batch's age bound unless that had
+// passed when the fill started, at the bound of the batch the chunk opens when none is open,
+// and never without a bound.
+func TestBatchOpenedDeadline(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	first := start.Add(100 * time.Millisecond)
 	at := func(d time.Duration) time.Time { return start.Add(d) }
@@ -92,34 +92,36 @@ func TestOpenAgeDeadline(t *testing.T) {
 	}{
 		{"open batch, bound ahead", at(-300 * time.Millisecond), time.Second, first, at(700 * time.Millisecond)},
 		{"open batch, bound ahead, no message yet", at(-300 * time.Millisecond), time.Second, time.Time{}, at(700 * time.Millisecond)},
-		{"open batch past its bound (kept open)", at(-2 * time.Second), time.Second, first, first.Add(time.Second)},
+		{"open batch past its bound (kept open, catching up)", at(-2 * time.Second), time.Second, first, time.Time{}},
 		{"open batch past its bound, no message yet", at(-2 * time.Second), time.Second, time.Time{}, time.Time{}},
 		{"no batch open", time.Time{}, time.Second, first, first.Add(time.Second)},
 		{"no batch open, no message yet", time.Time{}, time.Second, time.Time{}, time.Time{}},
 		{"no bound", at(-300 * time.Millisecond), NoBatchMaxAge, first, time.Time{}},
 		{"zero bound", at(-300 * time.Millisecond), 0, first, time.Time{}},
 	} {
-		a := newOpenAge()
-		a.set(tc.opened)
-		if got := a.deadline(tc.maxAge, start, tc.first); !got.Equal(tc.want) {
+		o := newBatchOpened()
+		o.set(tc.opened)
+		if got := o.deadline(tc.maxAge, start, tc.first); !got.Equal(tc.want) {
 			t.Errorf("%s: deadline %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	var none *openAge
-	if got := none.deadline(time.Second, start, first); !got.Equal(first.Add(time.Second)) {
-		t.Errorf("nil openAge: deadline %v, want the chunk's own %v", got, first.Add(time.Second))
+	var none *batchOpened
+	if got := none.deadline(time.Second, start, first); !got.IsZero() {
+		t.Errorf("nil batchOpened (no age bound): deadline %v, want none", got)
 	}
 }
 
 // TestFillEndsAtTheOpenBatchsMaxAge: while messages keep coming, a chunk whose byte bound and
-// wait lie far ahead ends, uncut, once the batch it joins reaches BatchMaxAge, including when
-// the store stage opens that batch during the fill; an empty fill at the bound is cut, so the
-// batch closes at once; a bound that had passed when the fill started (a batch kept open
-// while catching up) ends nothing.
+// wait lie far ahead ends, uncut, once the batch it joins reaches BatchMaxAge, and not at the
+// chunk's own age bound later, including when the store stage opens that batch during the
+// fill; an empty fill ends at the bound too, uncut; a bound that had passed when the fill
+// started (a batch kept open while catching up) ends nothing.
 func TestFillEndsAtTheOpenBatchsMaxAge(t *testing.T) {
-	const maxAge = 300 * time.Millisecond
-	c := &Consumer{cfg: Config{BatchSize: 1 << 20, BatchBytes: 1 << 30, BatchWait: 20 * time.Second, BatchMaxAge: maxAge}}
-	// stream sends a message every millisecond until stop is closed.
+	// maxAge is long, so that a fill that missed the open batch's bound and ended at its own
+	// (its first message + maxAge) shows, however slow the machine.
+	const maxAge = 10 * time.Second
+	c := &Consumer{cfg: Config{BatchSize: 1 << 20, BatchBytes: 1 << 30, BatchWait: time.Minute, BatchMaxAge: maxAge}}
+	// stream sends a message every millisecond until its stop is called.
 	stream := func() (chan kafka.Message, func()) {
 		msgs, stop, done := make(chan kafka.Message), make(chan struct{}), make(chan struct{})
 		go func() {
@@ -141,52 +143,55 @@ func TestFillEndsAtTheOpenBatchsMaxAge(t *testing.T) {
 		}()
 		return msgs, func() { close(stop); <-done }
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // the test's own bound
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the test's own bound
 	defer cancel()
+	// endedAtBound checks that a fill ended at the batch's bound, opened+maxAge, and well
+	// before the chunk's own.
+	endedAtBound := func(t *testing.T, opened time.Time) {
+		t.Helper()
+		if age := time.Since(opened); age < maxAge || age >= maxAge+3*time.Second {
+			t.Errorf("fill ended when the open batch was %v old; want from %v, before the chunk's own bound", age, maxAge)
+		}
+	}
 
 	t.Run("open batch", func(t *testing.T) {
 		msgs, stop := stream()
 		defer stop()
-		a := newOpenAge()
-		opened := time.Now().Add(-100 * time.Millisecond)
-		a.set(opened)
-		got, cut, _ := c.fill(ctx, msgs, 0, a)
-		ended := time.Now()
+		o := newBatchOpened()
+		opened := time.Now().Add(-maxAge + 300*time.Millisecond)
+		o.set(opened)
+		got, cut, _ := c.fill(ctx, msgs, 0, o)
 		if cut || len(got) == 0 || ctx.Err() != nil {
 			t.Fatalf("fill returned %d messages, cut %v (ctx %v); want messages, uncut, at the batch's age bound", len(got), cut, ctx.Err())
 		}
-		if age := ended.Sub(opened); age < maxAge || age > maxAge+5*time.Second {
-			t.Errorf("fill ended when the open batch was %v old; want from %v, well before the 20 s wait", age, maxAge)
-		}
+		endedAtBound(t, opened)
 	})
 
 	t.Run("batch opened during the fill", func(t *testing.T) {
 		msgs, stop := stream()
 		defer stop()
-		a := newOpenAge()
-		c := &Consumer{cfg: c.cfg}
-		c.cfg.BatchMaxAge = 10 * time.Second // the chunk's own bound lies past the test's
-		opened := time.Now().Add(-c.cfg.BatchMaxAge + 200*time.Millisecond)
+		o := newBatchOpened()
+		opened := time.Now().Add(-maxAge + 300*time.Millisecond)
 		go func() {
 			time.Sleep(50 * time.Millisecond)
-			a.set(opened) // the store stage adds the chunk before: the batch opened earlier
+			o.set(opened) // the store stage added the chunk before: the batch opened earlier
 		}()
-		got, cut, _ := c.fill(ctx, msgs, 0, a)
+		got, cut, _ := c.fill(ctx, msgs, 0, o)
 		if cut || len(got) == 0 || ctx.Err() != nil {
 			t.Fatalf("fill returned %d messages, cut %v (ctx %v); want messages, uncut, at the bound of the batch opened during it", len(got), cut, ctx.Err())
 		}
-		if age := time.Since(opened); age < c.cfg.BatchMaxAge {
-			t.Errorf("fill ended when the batch was %v old, before its %v bound", age, c.cfg.BatchMaxAge)
-		}
+		endedAtBound(t, opened)
 	})
 
 	t.Run("empty at the bound", func(t *testing.T) {
-		a := newOpenAge()
-		a.set(time.Now().Add(-maxAge + 50*time.Millisecond))
-		got, cut, first := c.fill(ctx, make(chan kafka.Message), 0, a)
-		if len(got) != 0 || !cut || !first.IsZero() || ctx.Err() != nil {
-			t.Errorf("an empty fill at the bound returned %d messages, cut %v, first %v (ctx %v); want none, cut", len(got), cut, first, ctx.Err())
+		o := newBatchOpened()
+		opened := time.Now().Add(-maxAge + time.Second)
+		o.set(opened)
+		got, cut, first := c.fill(ctx, make(chan kafka.Message), 0, o)
+		if len(got) != 0 || cut || !first.IsZero() || ctx.Err() != nil {
+			t.Errorf("an empty fill at the bound returned %d messages, cut %v, first %v (ctx %v); want none, uncut", len(got), cut, first, ctx.Err())
 		}
+		endedAtBound(t, opened)
 	})
 
 	t.Run("bound passed before the fill", func(t *testing.T) {
@@ -194,11 +199,11 @@ func TestFillEndsAtTheOpenBatchsMaxAge(t *testing.T) {
 		for range 50 {
 			queued <- kafka.Message{Value: []byte("v")}
 		}
-		a := newOpenAge()
-		a.set(time.Now().Add(-time.Hour))
+		o := newBatchOpened()
+		o.set(time.Now().Add(-time.Hour))
 		c := &Consumer{cfg: c.cfg}
 		c.cfg.BatchSize = 50
-		got, cut, _ := c.fill(ctx, queued, 0, a)
+		got, cut, _ := c.fill(ctx, queued, 0, o)
 		if len(got) != 50 || cut {
 			t.Errorf("a fill behind a batch kept open past its bound returned %d messages, cut %v; want all 50 queued, uncut", len(got), cut)
 		}

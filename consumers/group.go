@@ -126,13 +126,13 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	batches := make(chan *prepared) // unbuffered: one batch prepared while one is stored, not two
 	stored := make(chan struct{})   // closed when the store stage is done with this generation
 	genCtxs := make(chan context.Context, 1)
-	age := newOpenAge() // the open batch's age, for the fetch stage's fills
+	openedAt := newBatchOpened() // the open batch's opening, for the fetch stage's fills
 	gen.Start(func(genCtx context.Context) {
 		genCtxs <- genCtx
 		fetchCtx, stop := context.WithCancel(runCtx)
 		defer stop()
 		defer context.AfterFunc(genCtx, stop)() // the coordinator ending the generation stops the fetch
-		c.fetchLoop(fetchCtx, gen.Assignments, batches, age)
+		c.fetchLoop(fetchCtx, gen.Assignments, batches, openedAt)
 		<-stored // hold the generation until its batches are committed or dropped
 	})
 	genCtx := <-genCtxs
@@ -223,7 +223,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	closeOpen := func(failed *prepared) bool {
 		b := open
 		open = nil
-		age.set(time.Time{})
+		openedAt.set(time.Time{})
 		if b.messages == 0 { // only a chunk that failed
 			b.abort()
 			return true
@@ -289,7 +289,8 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		msgs := batch.msgs
 		if len(msgs) == 0 {
-			if open != nil && !closeOpen(nil) {
+			// Nothing more was waiting (cut), or the open batch reached its age bound.
+			if open != nil && open.full(&c.cfg, batch, time.Now()) && !closeOpen(nil) {
 				return ctx.Err() != nil
 			}
 			if poll() != nil {
@@ -328,12 +329,13 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			err := c.storeRawWith(ctx, batch, open.insert(c))
 			if err == nil {
 				open.add(batch)
-				if open.messages == len(msgs) { // its first chunk
-					age.set(open.opened)
-				}
 				c.releaseRows(batch)
-				if open.full(&c.cfg, batch, time.Now()) && !closeOpen(nil) {
-					return ctx.Err() != nil
+				if open.full(&c.cfg, batch, time.Now()) {
+					if !closeOpen(nil) {
+						return ctx.Err() != nil
+					}
+				} else if open.messages == len(msgs) { // its first chunk: fills stop at its age
+					openedAt.set(open.opened)
 				}
 				continue
 			}

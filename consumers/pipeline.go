@@ -162,8 +162,10 @@ type keptEvent struct {
 // fetchLoop reads one generation's partitions (partitionReaders), fills and prepares batches
 // and hands them to out (unbuffered: one batch is prepared ahead of the one being stored)
 // until ctx ends, then stops the readers and closes out. An empty batch (nothing arrived for
-// BatchWait) is handed on too, so the store stage can check for drain.
-func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared, age *openAge) {
+// BatchWait, or before the open batch's age bound) is handed on too, so the store stage can
+// close the open batch and check for drain. opened is the open batch's opening as the store
+// stage sets it (nil: no age bound; fill).
+func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared, opened *batchOpened) {
 	defer close(out)
 	// The dedup windows first: a partition is read only once its window is as of the
 	// committed offset.
@@ -190,7 +192,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 	defer wait()
 	last := 0 // the last non-empty batch's length: room for the next one (fill)
 	for {
-		batch, cut, first := c.fill(ctx, msgs, last, age)
+		batch, cut, first := c.fill(ctx, msgs, last, opened)
 		if len(batch) > 0 {
 			last = len(batch)
 		}
@@ -216,33 +218,44 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 // batch to its byte bound (BatchBytes, lowered while the dedup windows fill the memory
 // budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill; cut reports
 // that the wait (or ctx) ended it first, first when its first message arrived (zero when none
-// did). With age (nil: none), it also ends when the batch it joins reaches BatchMaxAge
-// (openAge.deadline), uncut: the store stage closes that batch after it. The batch starts with room for about hint messages (the last non-empty batch's
-// length): grown by doubling, a batch of large kafka.Message values was copied again and
-// again.
-func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int, age *openAge) (batch []kafka.Message, cut bool, first time.Time) {
+// did). With opened (nil: no age bound), it also ends, uncut and possibly empty, when the
+// batch it joins reaches BatchMaxAge (batchOpened.deadline): the store stage then closes that
+// batch unless the consumer is catching up (openBatch.full). The batch starts with room for
+// about hint messages (the last non-empty batch's length): grown by doubling, a batch of
+// large kafka.Message values was copied again and again.
+func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int, opened *batchOpened) (batch []kafka.Message, cut bool, first time.Time) {
 	start := time.Now()
 	timer := time.NewTimer(c.cfg.BatchWait)
 	defer timer.Stop()
-	// aged fires at the age deadline of the batch the chunk joins (openAge.deadline); it is
-	// set again when the chunk's first message arrives and when the store stage opens or
-	// closes a batch.
-	aged := time.NewTimer(time.Hour)
-	aged.Stop()
-	defer aged.Stop()
+	// aged fires at the age deadline of the batch the chunk joins; it is set again when the
+	// chunk's first message arrives and when the store stage opens or closes a batch.
+	var aged *time.Timer
 	var agedC <-chan time.Time
+	var changed <-chan struct{}
 	setAged := func() {
-		aged.Stop()
 		agedC = nil
-		if d := age.deadline(c.cfg.BatchMaxAge, start, first); !d.IsZero() {
-			aged.Reset(time.Until(d))
-			agedC = aged.C
+		if aged != nil {
+			aged.Stop()
 		}
+		d := opened.deadline(c.cfg.BatchMaxAge, start, first)
+		if d.IsZero() {
+			return
+		}
+		if aged == nil {
+			aged = time.NewTimer(time.Until(d))
+		} else {
+			aged.Reset(time.Until(d))
+		}
+		agedC = aged.C
 	}
-	var moved <-chan struct{}
-	if age != nil {
-		moved = age.moved
+	if opened != nil {
+		changed = opened.changed
 		setAged()
+		defer func() {
+			if aged != nil {
+				aged.Stop()
+			}
+		}()
 	}
 	batch = make([]kafka.Message, 0, min(hint+hint/8, c.cfg.BatchSize))
 	bytes, maxBytes := 0, c.batchBytes()
@@ -251,19 +264,16 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 		case m := <-msgs:
 			if len(batch) == 0 {
 				first = time.Now()
-				if age != nil {
+				if opened != nil {
 					setAged()
 				}
 			}
 			batch = append(batch, m)
 			bytes += len(m.Key) + len(m.Value)
-		case <-moved:
+		case <-changed:
 			setAged()
 		case <-agedC:
-			// The batch is as old as it may get: an empty chunk closes it at once, as one the
-			// wait cut would; a chunk with messages joins it, and it closes unless the
-			// consumer is catching up (openBatch.full).
-			return batch, len(batch) == 0, first
+			return batch, false, first
 		case <-timer.C:
 			return batch, true, first
 		case <-ctx.Done():

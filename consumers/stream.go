@@ -67,47 +67,47 @@ func (c *Consumer) endsAsync() bool {
 	return c.cfg.ClickHouse.Stats().MaxOpenConns >= asyncEndConns
 }
 
-// openAge is when the open streamed batch opened, as the store stage sets it for the fetch
-// stage: a chunk being filled stops when the batch it joins reaches Config.BatchMaxAge (fill),
-// so the batch closes then (full) and not up to a chunk later, as it would if the age were
-// checked only where a chunk reaches its byte bound (about 0.6 s at 40,000 events/s of 750
-// bytes with the default 16 MiB). One per generation.
-type openAge struct {
-	since atomic.Pointer[time.Time] // the open batch's opened; nil when no batch is open
-	moved chan struct{}             // capacity 1: signalled whenever since changes
+// batchOpened is when the open streamed batch opened, as the store stage sets it for the
+// fetch stage: a chunk being filled stops when the batch it joins reaches Config.BatchMaxAge
+// (fill), so the batch closes then (full) rather than up to a chunk (at most BatchWait) later,
+// as it did when its age was checked only where a chunk ended at its byte bound or its wait.
+// One per generation; nil for no age bound.
+type batchOpened struct {
+	at      atomic.Pointer[time.Time] // the open batch's opened; nil when no batch is open
+	changed chan struct{}             // capacity 1: signalled whenever at changes
 }
 
-func newOpenAge() *openAge { return &openAge{moved: make(chan struct{}, 1)} }
+func newBatchOpened() *batchOpened { return &batchOpened{changed: make(chan struct{}, 1)} }
 
 // set records that the open batch opened at opened (zero: none is open) and wakes a fill.
-func (a *openAge) set(opened time.Time) {
+func (o *batchOpened) set(opened time.Time) {
 	if opened.IsZero() {
-		a.since.Store(nil)
+		o.at.Store(nil)
 	} else {
-		a.since.Store(&opened)
+		o.at.Store(&opened)
 	}
 	select {
-	case a.moved <- struct{}{}:
+	case o.changed <- struct{}{}:
 	default:
 	}
 }
 
 // deadline is when a chunk whose fill started at start, and whose first message was read at
-// first (zero: none yet), ends so that the batch it joins closes at maxAge: the open batch's
-// opened plus maxAge, unless that had passed when the fill started (the store stage kept the
-// batch open, catching up: its chunks fill to their byte bound), or else first plus maxAge
-// (the batch the chunk opens). Zero means no deadline: maxAge is NoBatchMaxAge (or 0), or
-// neither bound applies. A nil openAge has no open batch.
-func (a *openAge) deadline(maxAge time.Duration, start, first time.Time) time.Time {
-	if maxAge <= 0 || maxAge == NoBatchMaxAge {
+// first (zero: none yet), ends so that the batch it joins closes at maxAge. With a batch
+// open, that is the batch's opened plus maxAge, or none if that had passed when the fill
+// started: the store stage kept the batch open past its age, catching up, and its chunks
+// fill to their bounds. With none open, it is first plus maxAge, the age of the batch the
+// chunk opens. Zero means no deadline; so does a nil batchOpened, or a maxAge of
+// NoBatchMaxAge (or 0).
+func (o *batchOpened) deadline(maxAge time.Duration, start, first time.Time) time.Time {
+	if o == nil || maxAge <= 0 || maxAge == NoBatchMaxAge {
 		return time.Time{}
 	}
-	if a != nil {
-		if since := a.since.Load(); since != nil {
-			if d := since.Add(maxAge); d.After(start) {
-				return d
-			}
+	if at := o.at.Load(); at != nil {
+		if d := at.Add(maxAge); d.After(start) {
+			return d
 		}
+		return time.Time{}
 	}
 	if first.IsZero() {
 		return time.Time{}

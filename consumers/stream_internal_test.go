@@ -94,6 +94,13 @@ func TestAStreamedBatchClosesAtItsSizeACutChunkOrItsMaxAge(t *testing.T) {
 		if got := b.full(&cfg, last, tc.now); got != tc.want {
 			t.Errorf("%s: full = %v, want %v (opened %v)", tc.name, got, tc.want, b.opened)
 		}
+		// An empty chunk that fill ended at the batch's age bound (uncut) closes it by the
+		// same rule as a chunk with messages.
+		if !last.cut && b.messages < cfg.BatchSize {
+			if got := b.full(&cfg, &prepared{}, tc.now); got != tc.want {
+				t.Errorf("%s, then an empty uncut chunk: full = %v, want %v", tc.name, got, tc.want)
+			}
+		}
 		// With NoBatchMaxAge, age never closes a batch.
 		if got, want := b.full(&unbounded, last, tc.now.Add(time.Hour)), b.messages >= 100 || last.cut; got != want {
 			t.Errorf("%s, no max age, an hour later: full = %v, want %v", tc.name, got, want)
