@@ -38,14 +38,14 @@ const (
 	// DefaultBatchWait is Config.BatchWait's default. A consumer that keeps up closes a batch
 	// after this long, so it bounds the time from publish to queryable (plus one store).
 	DefaultBatchWait = 500 * time.Millisecond
-	// DefaultBatchMaxAge is Config.BatchMaxAge's default: the batch wait, so a batch closes
-	// about every half second whether its chunks are cut by the wait or fill before it.
-	// Measured with `mcpulse bench pipeline --live --rate 40000 --runs 3` on 2 cores, the
-	// publisher on the same cores (medians of three runs, five series each): p99 from
-	// publish to committed 1.4-1.8 s, against 1.8-2.5 s at 1 s, for 15-25% more ClickHouse
-	// CPU per event while live; while the partitions hold the rest of a batch it does not
-	// apply (BatchMaxAge), so a backlog is still read in full batches, as few inserts as
-	// ClickHouse's insert guidance asks for.
+	// DefaultBatchMaxAge is Config.BatchMaxAge's default: the batch wait, so a consumer that
+	// keeps up closes a batch about every half second whether or not its chunks fill before
+	// the wait. Measured with `mcpulse bench pipeline --live --rate 40000 --runs 3` on 2
+	// cores, the publisher on the same cores (medians of three runs, eight series each): p99
+	// from publish to committed 1.4-1.8 s, against 1.7-2.8 s at 1 s, for about a fifth more
+	// ClickHouse CPU per event while live (docs/pipeline.md, "Streamed batches"). While the
+	// partitions hold the rest of a batch it does not apply (BatchMaxAge), so a backlog is
+	// still read in full batches.
 	DefaultBatchMaxAge = DefaultBatchWait
 	// NoBatchMaxAge is a Config.BatchMaxAge that never closes a batch (`mcpulse consume
 	// --batch-max-age 0`).

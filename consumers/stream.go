@@ -32,10 +32,10 @@ import (
 // idempotent), and what it adds to the rollups is merged into the batch's. The batch closes,
 // and its INSERTs end, at its first chunk that brings it to Config.BatchSize messages, that
 // fill cut short (nothing more was waiting: a consumer that keeps up closes a batch per chunk,
-// so streaming adds no latency), or that ends Config.BatchMaxAge or more after the batch's
-// first message was read while less than the rest of a batch waits behind it (a steady stream
-// too fast for a chunk to be cut would otherwise keep a batch open until it reaches BatchSize;
-// a consumer catching up still fills it). Only once every INSERT ended does the batch's commit
+// so streaming adds no latency), or that fill ended when the batch was Config.BatchMaxAge old
+// (batchOpened), counted from its first message's read, while less than the rest of a batch
+// waits behind it (a steady stream too fast for a chunk to be cut would otherwise keep a batch
+// open until it reaches BatchSize; a consumer catching up still fills it). Only once every INSERT ended does the batch's commit
 // stage write its rollups, then commit its offsets, so offsets are still committed only after
 // ClickHouse holds the batch. The INSERTs end while the next batch streams (ClickHouse writes
 // each part then), and the commit stage waits for them (consumeGeneration's closeOpen).
