@@ -35,9 +35,9 @@ import (
 // so streaming adds no latency), or that fill ended when the batch was Config.BatchMaxAge old
 // (batchOpened), counted from its first message's read, while less than the rest of a batch
 // waits behind it (a steady stream too fast for a chunk to be cut would otherwise keep a batch
-// open until it reaches BatchSize; a consumer catching up still fills it). Only once every INSERT ended does the batch's commit
-// stage write its rollups, then commit its offsets, so offsets are still committed only after
-// ClickHouse holds the batch. The INSERTs end while the next batch streams (ClickHouse writes
+// open until it reaches BatchSize; a consumer catching up still fills it). Only once every
+// INSERT ended does the batch's commit stage write its rollups, then commit its offsets, so
+// offsets are still committed only after ClickHouse holds the batch. The INSERTs end while the next batch streams (ClickHouse writes
 // each part then), and the commit stage waits for them (consumeGeneration's closeOpen).
 //
 // When a chunk's store fails, the batch is closed without it (its INSERTs ended, then
