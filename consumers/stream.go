@@ -37,8 +37,9 @@ import (
 // waits behind it (a steady stream too fast for a chunk to be cut would otherwise keep a batch
 // open until it reaches BatchSize; a consumer catching up still fills it). Only once every
 // INSERT ended does the batch's commit stage write its rollups, then commit its offsets, so
-// offsets are still committed only after ClickHouse holds the batch. The INSERTs end while the next batch streams (ClickHouse writes
-// each part then), and the commit stage waits for them (consumeGeneration's closeOpen).
+// offsets are still committed only after ClickHouse holds the batch. The INSERTs end while the
+// next batch streams (ClickHouse writes each part then), and the commit stage waits for them
+// (consumeGeneration's closeOpen).
 //
 // When a chunk's store fails, the batch is closed without it (its INSERTs ended, then
 // committed) and the chunk is stored as a batch of its own, with the retries and the
