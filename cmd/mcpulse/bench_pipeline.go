@@ -151,7 +151,7 @@ so its profile can be taken; no RSS is reported).`,
 	f.IntVar(&cfg.Rate, "rate", 0, "with --live: publish at most this many events/s (0: as fast as Kafka acknowledges)")
 	f.BoolVar(&cfg.SkipPeers, "skip-peers", false, "measure mcpulse only (no Kafka-engine or bare-reader phase, no ratios)")
 	f.BoolVar(&inProcess, "in-process", false, "run the consumer inside this process instead of as a child (for profiles; no RSS)")
-	f.IntVar(&cfg.ConsumerBatchSize, "batch-size", 0, "the consumer's batch size (default: the consumer's own default)")
+	f.IntVar(&cfg.ConsumerBatchSize, "batch-size", 0, fmt.Sprintf("the consumer's batch size (default: the consumer's own, %d)", consumers.DefaultBatchSize))
 	f.DurationVar(&cfg.ConsumerBatchMaxAge, "batch-max-age", 0, fmt.Sprintf("the consumer's --batch-max-age, to weigh latency (--live) against throughput (default: the consumer's own, %v; 0: no bound)", consumers.DefaultBatchMaxAge))
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory)")
 	f.StringVar(&cfg.KafkaStore, "kafka-store", bench.KafkaAuto, `where the in-process Kafka keeps the messages: "memory", "disk" or "auto" (disk above 2,000,000 events)`)

@@ -152,8 +152,8 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.StringVar(&redisURL, "redis", os.Getenv(stores.EnvRedisURL), "Redis URL (default $"+stores.EnvRedisURL+")")
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.StringVar(&cfg.GroupID, "group", consumers.DefaultGroupID, "Kafka consumer group")
-	f.IntVar(&cfg.BatchSize, "batch-size", consumers.DefaultBatchSize, fmt.Sprintf("messages stored and committed together: a batch closes once it holds this many, or earlier at a chunk that did not fill within the %v batch wait (or at --batch-max-age); its raw rows are streamed to ClickHouse chunk by chunk (--batch-bytes), one INSERT per table", consumers.DefaultBatchWait))
-	f.DurationVar(&cfg.BatchMaxAge, "batch-max-age", consumers.DefaultBatchMaxAge, fmt.Sprintf("how long a batch may stay open while the consumer keeps up: it closes this long after its first message was read, even below --batch-size, unless the partitions it read hold the rest of a batch beyond it (catching up a backlog, batches still fill to --batch-size). A chunk that does not fill within the %v batch wait closes its batch too, so a bound above that wait matters only once chunks fill faster (above about 45,000 events/s of 750 bytes). Lower means fresher rows and rollups for more ClickHouse CPU per event (0: no bound)", consumers.DefaultBatchWait))
+	f.IntVar(&cfg.BatchSize, "batch-size", consumers.DefaultBatchSize, fmt.Sprintf("messages stored and committed together: a batch closes once it holds this many, or earlier at a chunk that did not fill within the batch wait (a fixed %v a chunk waits for messages) or at --batch-max-age; its raw rows are streamed to ClickHouse chunk by chunk (--batch-bytes), one INSERT per table (0: the default)", consumers.DefaultBatchWait))
+	f.DurationVar(&cfg.BatchMaxAge, "batch-max-age", consumers.DefaultBatchMaxAge, fmt.Sprintf("how long a batch may stay open while the consumer keeps up: it closes this long after its first message was read, even below --batch-size, unless the partitions it read hold the rest of a batch beyond it (catching up a backlog, batches still fill to --batch-size). A chunk that does not fill within the batch wait (a fixed %v a chunk waits for messages) closes its batch too, so the bound matters once chunks fill faster: above about 45,000 events/s of 750 bytes. Lower means fresher rows and rollups for more ClickHouse CPU per event (0: no bound)", consumers.DefaultBatchWait))
 	f.IntVar(&cfg.BatchBytes, "batch-bytes", consumers.DefaultBatchBytes, "most message bytes (keys and values) of a batch held in memory at once: a batch is read in chunks that close at this many bytes or at --batch-size messages (a chunk's memory follows its bytes; while the dedup windows fill much of --memory-limit-mib, chunks close earlier, at no less than 1 MiB)")
 	f.IntVar(&cfg.DedupWindow, "dedup-window", consumers.DefaultDedupWindow, "dedup window in offsets per partition (rounded up to a power of two): an event is a duplicate when its uuid is on a valid event at most this many offsets before it in its partition; about 24 bytes of memory per offset for each busy partition")
 	f.IntVar(&cfg.RollupCacheCells, "rollup-cache-cells", consumers.DefaultRollupCacheCells, "rollup cells whose totals stay in memory (about 130 bytes each with one value, 390 with tool_call_stats_hourly's 29 values); others are read from ClickHouse when a batch touches them")
@@ -175,10 +175,15 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 // batchBoundsFromFlags turns the batch bounds consume's flags wrote into cfg into the
 // consumer's: --batch-max-age 0 (the flag's "no bound") becomes consumers.NoBatchMaxAge, since
 // a Config's 0 means consumers.DefaultBatchMaxAge. A negative --batch-size, --batch-bytes or
-// --batch-max-age is an error naming the three flags, and leaves cfg as it was.
+// --batch-max-age is an error naming the first such flag, and leaves cfg as it was.
 func batchBoundsFromFlags(cfg *consumers.Config) error {
-	if cfg.BatchSize < 0 || cfg.BatchBytes < 0 || cfg.BatchMaxAge < 0 {
-		return fmt.Errorf("--batch-size, --batch-bytes and --batch-max-age must not be negative, got %d, %d and %v", cfg.BatchSize, cfg.BatchBytes, cfg.BatchMaxAge)
+	switch {
+	case cfg.BatchSize < 0:
+		return fmt.Errorf("--batch-size must not be negative, got %d", cfg.BatchSize)
+	case cfg.BatchBytes < 0:
+		return fmt.Errorf("--batch-bytes must not be negative, got %d", cfg.BatchBytes)
+	case cfg.BatchMaxAge < 0:
+		return fmt.Errorf("--batch-max-age must not be negative, got %v", cfg.BatchMaxAge)
 	}
 	if cfg.BatchMaxAge == 0 {
 		cfg.BatchMaxAge = consumers.NoBatchMaxAge

@@ -250,7 +250,7 @@ func loadAvg() string {
 }
 
 // Print writes the figures as tables: the summary over the runs, then each run. The header
-// names the consumer's --batch-max-age whether given or not ("1s (default)", "0 (no bound)"),
+// names the consumer's --batch-max-age whether given or not ("500ms (default)", "0 (no bound)"),
 // and --batch-size only when given.
 func (r *Result) Print(w io.Writer) {
 	mode := "pre-published topic (every consumer reads a topic filled before it starts)"
