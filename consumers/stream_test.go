@@ -374,3 +374,44 @@ func (b *loadGatedBatch) Send() error {
 	b.conn.sends.Add(1)
 	return b.Batch.Send()
 }
+
+// A batch closes once it is BatchMaxAge old even when its last chunk would not end for a long
+// while (its byte bound far off, its wait ten seconds): the chunk being filled ends at the
+// batch's age, and the batch's rows and rollups are stored, and its offsets committed, then.
+func TestAStreamedBatchClosesAtItsMaxAgeBeforeItsLastChunkWouldEnd(t *testing.T) {
+	h := newHarness(t)
+	const n = 60
+	h.publishStreamedEvents(n)
+	const wait = 10 * time.Second
+	c := h.consumer(func(cfg *consumers.Config) {
+		cfg.BatchBytes = 8 << 10 // about 30 tool calls a chunk: the last one is partial
+		cfg.BatchSize = 100_000
+		cfg.BatchWait = wait // a chunk is cut short only after this
+		cfg.BatchMaxAge = 300 * time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	start := time.Now()
+	go func() { ran <- c.Run(ctx) }()
+	var stored time.Duration
+	for stored == 0 && time.Since(start) < 2*wait {
+		// The rollups are written just before the offsets are committed (the consumer's own
+		// counts follow when its loop next runs, after the next chunk).
+		if h.count("SELECT sum(successful_calls) FROM mcpulse.v_ignored_key_rates_hourly") == n {
+			stored = time.Since(start)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	// The bound is half the wait: far above the age (0.3 s) and the consumer's start, far
+	// below the ten seconds after which the wait would have cut the last chunk.
+	if stored == 0 || stored >= wait/2 {
+		t.Fatalf("the rollups held all %d tool calls after %v (0: not within %v); want within %v, at the batch's 300ms age", n, stored, 2*wait, wait/2)
+	}
+	h.checkStored(c, n)
+}
