@@ -107,18 +107,18 @@ type Config struct {
 	// BatchWait is how long a batch waits to fill before it is processed. Default:
 	// DefaultBatchWait.
 	BatchWait time.Duration
-	// BatchMaxAge bounds how long a batch stays open while the consumer keeps up: the chunk
-	// being filled when the batch is this old (counted from when its first message was read)
-	// ends then, and the batch closes after it, whatever its size, unless the partitions it read hold the rest of a batch (BatchSize
-	// less the messages it has) beyond it, as their high watermarks stood when its messages
-	// were fetched: a consumer catching up a backlog keeps filling batches to BatchSize, which
-	// costs ClickHouse least. Without it, messages that come steadily faster than a chunk
-	// fills in BatchWait (about 45,000 events/s of 750 bytes) make batches of BatchSize, so an
-	// event waits up to BatchSize ÷ rate before its batch is stored. The bound trades
-	// ClickHouse CPU for that wait: smaller batches write more parts and rollup rows
+	// BatchMaxAge bounds how long a batch stays open while the consumer keeps up: the chunk being
+	// filled when the batch is this old (counted from when its first message was read) ends then,
+	// and the batch closes after it, whatever its size, unless the partitions it read hold the
+	// rest of a batch (BatchSize less the messages it has) beyond it, as their high watermarks
+	// stood when its messages were fetched: a consumer catching up a backlog keeps filling batches
+	// to BatchSize, which costs ClickHouse least. Without it, messages that come steadily faster
+	// than a chunk fills in BatchWait (about 45,000 events/s of 750 bytes) make batches of
+	// BatchSize, so an event waits up to BatchSize ÷ rate before its batch is stored. The bound
+	// trades ClickHouse CPU for that wait: smaller batches write more parts and rollup rows
 	// (DefaultBatchMaxAge). The age counts from when fill received the first message, so it
-	// includes any wait behind the batch before. Default: DefaultBatchMaxAge; NoBatchMaxAge
-	// for none.
+	// includes any wait behind the batch before. Default: DefaultBatchMaxAge; NoBatchMaxAge for
+	// none.
 	BatchMaxAge time.Duration
 	// DefaultInstanceURL is used for the identity hash when an event lacks instance_url.
 	// Default: DefaultInstanceURL.

@@ -227,36 +227,26 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 	start := time.Now()
 	timer := time.NewTimer(c.cfg.BatchWait)
 	defer timer.Stop()
-	// aged fires at the age deadline of the batch the chunk joins; it is set again when the
-	// chunk's first message arrives and when the store stage opens or closes a batch.
-	var aged *time.Timer
+	// aged fires at the age deadline of the batch the chunk joins (agedC is nil while there is
+	// none); it is set again when the chunk's first message arrives and when the store stage
+	// opens or closes a batch (changed).
+	aged := time.NewTimer(0)
+	aged.Stop()
+	defer aged.Stop()
 	var agedC <-chan time.Time
-	var changed <-chan struct{}
 	setAged := func() {
+		aged.Stop()
 		agedC = nil
-		if aged != nil {
-			aged.Stop()
-		}
-		d := opened.deadline(c.cfg.BatchMaxAge, start, first)
-		if d.IsZero() {
-			return
-		}
-		if aged == nil {
-			aged = time.NewTimer(time.Until(d))
-		} else {
+		if d := opened.deadline(c.cfg.BatchMaxAge, start, first); !d.IsZero() {
 			aged.Reset(time.Until(d))
+			agedC = aged.C
 		}
-		agedC = aged.C
 	}
+	var changed <-chan struct{} // nil (never ready) without opened
 	if opened != nil {
 		changed = opened.changed
-		setAged()
-		defer func() {
-			if aged != nil {
-				aged.Stop()
-			}
-		}()
 	}
+	setAged()
 	batch = make([]kafka.Message, 0, min(hint+hint/8, c.cfg.BatchSize))
 	bytes, maxBytes := 0, c.batchBytes()
 	for len(batch) < c.cfg.BatchSize && bytes < maxBytes {
@@ -264,9 +254,7 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 		case m := <-msgs:
 			if len(batch) == 0 {
 				first = time.Now()
-				if opened != nil {
-					setAged()
-				}
+				setAged()
 			}
 			batch = append(batch, m)
 			bytes += len(m.Key) + len(m.Value)
