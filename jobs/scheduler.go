@@ -34,9 +34,10 @@ type SchedulerConfig struct {
 	ContactAuditSchedule string
 	// ContactAuditWindow is how far back each contact-policy audit looks. Default: 30 days.
 	ContactAuditWindow time.Duration
-	// SealSchedule is the cron spec of the seal of the gate-reason people of closed hours
-	// (rollup.SealGateReasonPeople). "" disables it: readers then count those people from the
-	// raw rows. Default: "@every 10m".
+	// SealSchedule is the cron spec of the seal of the closed hours (rollup.SealClosedHours:
+	// their ignored key paths and gate-reason calls and people, kept without the Kafka
+	// partition). "" disables it: readers then take every hour from the per-partition rollup
+	// rows, its gate-reason people from the raw rows. Default: "@every 10m".
 	SealSchedule string
 	// Location is the zone of schedules without CRON_TZ= or TZ= (ParseSchedule). Default:
 	// time.Local.
@@ -228,19 +229,19 @@ func ContactAuditOnce(cfg SchedulerConfig) error {
 	return nil
 }
 
-// SealOnce seals the gate-reason people of the closed hours that need it
-// (rollup.SealGateReasonPeople) at cfg.Now() and logs what it sealed; the error is also logged.
+// SealOnce seals the closed hours that need it (rollup.SealClosedHours) at cfg.Now() and logs
+// what it sealed; the error is also logged.
 func SealOnce(cfg SchedulerConfig) error {
 	cfg.setDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := rollup.SealGateReasonPeople(ctx, cfg.ClickHouse, cfg.Now())
+	res, err := rollup.SealClosedHours(ctx, cfg.ClickHouse, cfg.Now())
 	if err != nil {
-		cfg.Logger.Error("gate-reason people seal failed", "err", err, "sealed_hours", len(res.Hours), "took", time.Since(start))
+		cfg.Logger.Error("seal of the closed hours failed", "err", err, "sealed_hours", len(res.Hours), "took", time.Since(start))
 		return err
 	}
-	cfg.Logger.Info("gate-reason people seal", "sealed_hours", len(res.Hours), "through", res.Through, "took", time.Since(start))
+	cfg.Logger.Info("seal of the closed hours", "sealed_hours", len(res.Hours), "through", res.Through, "took", time.Since(start))
 	return nil
 }
 

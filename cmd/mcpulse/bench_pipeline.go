@@ -51,8 +51,9 @@ each run's load average is printed beside it.
 Memory: the consumer's peak RSS (VmHWM from /proc/PID/status, polled every 100 ms), Redis's
 used_memory growth during mcpulse's phase per million tool calls, and the storage of each
 rollup table (active parts in system.parts: rows and bytes as the run left them, and after
-OPTIMIZE FINAL; the gate-reason people of every closed hour are sealed first, as the
-scheduler's seal job does), and the raw tool_calls table's storage. Compare "--events 1000000"
+OPTIMIZE FINAL; every closed hour is sealed first, as the scheduler's seal job does: kept
+without the Kafka partition, its per-partition rows deleted), and the raw tool_calls table's
+storage. Compare "--events 1000000"
 with "--events 10000000" at the same --hours to see whether rollup storage grows with the
 events or with hours × dimensions.
 

@@ -33,7 +33,7 @@ func newSchedulerCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
-		Short: "Run the scheduled jobs: suppression reconcile, contact-policy audit, people seal, schema checks and alerts",
+		Short: "Run the scheduled jobs: suppression reconcile, contact-policy audit, seal of closed hours, schema checks and alerts",
 		Long: `Runs mcpulse's scheduled jobs (robfig/cron) until interrupted:
 
   reconcile      rebuilds every live suppression record in Redis from the ClickHouse response
@@ -49,10 +49,11 @@ func newSchedulerCmd() *cobra.Command {
                  and notifies their receivers (--alert-receivers FILE: Alertmanager-format
                  webhooks, Slack incoming webhooks) once when an alert fires and once when it
                  resolves, however many replicas run; the history is on the alerts dashboard
-  seal           counts the distinct people of each gate-reason cell (hour, campaign, reason,
-                 client, capabilities) of the closed hours not sealed yet, or whose calls
-                 changed since, from the raw tool calls, and keeps the plain counts; readers
-                 take the people of the other hours from the raw rows
+  seal           recomputes each closed hour not sealed yet, or whose tool calls changed since,
+                 from the raw tool calls: its ignored key paths and the calls and distinct
+                 people of its gate-reason cells, kept as plain counts without the Kafka
+                 partition, whose per-partition rollup rows it then deletes; readers take
+                 the hours without a current seal from the per-partition or raw rows
 
 Every job runs once per period across scheduler replicas sharing the Redis (a lock per job
 while it runs, and its last start kept for one period). A panicking run is logged and the
@@ -130,7 +131,7 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.StringVar(&cfg.ReconcileSchedule, "reconcile", jobs.DefaultReconcileSchedule, "schedule of the suppression reconcile")
 	f.StringVar(&cfg.ContactAuditSchedule, "contact-audit", jobs.DefaultContactAuditSchedule, "schedule of the contact-policy audit")
-	f.StringVar(&cfg.SealSchedule, "seal", jobs.DefaultSealSchedule, "schedule of the seal of the gate-reason people of closed hours")
+	f.StringVar(&cfg.SealSchedule, "seal", jobs.DefaultSealSchedule, "schedule of the seal of closed hours (ignored key paths, gate-reason calls and people)")
 	f.StringVar(&cfg.AlertSchedule, "alerts", jobs.DefaultAlertSchedule, "schedule of the alert rules' evaluation")
 	f.StringVar(&alertReceivers, "alert-receivers", "", "the alert receivers file (see alert-receivers.example.yaml); without it alerts are recorded (alerts dashboard) but sent nowhere")
 	f.StringVar(&alertRules, "alert-rules", "", "a directory of further alert rules (*.yaml, the format of dashboards/alerts), evaluated beside the built-in ones")

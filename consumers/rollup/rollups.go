@@ -34,7 +34,8 @@ var (
 		Array: "duration_buckets", ArrayLen: len(DurationBucketBoundsMs),
 	}
 	// IgnoredKeyPaths is ignored_key_paths_hourly: per hour, tool, MCP server and ignored key
-	// path, the successful calls whose (counted) ignored keys list the path.
+	// path, the successful calls whose (counted) ignored keys list the path. Closed hours are
+	// sealed without the partition (SealClosedHours).
 	IgnoredKeyPaths = &Table{
 		Name:     "mcpulse.ignored_key_paths_hourly",
 		Dims:     []Dim{{"hour", DimHour}, {"tool_name", DimString}, {"server_name", DimString}, {"server_version", DimString}, {"key_path", DimString}},
@@ -42,8 +43,8 @@ var (
 	}
 	// GateReasonCalls is gate_reason_calls_hourly: per hour, campaign, first failing
 	// recruitment gate, client and capability support (0 no, 1 yes, 2 unknown), the tool calls.
-	// Its people (a set, not a sum) are sealed into plain counts per closed hour
-	// (SealGateReasonPeople; readers count unsealed hours from the raw rows).
+	// Its people (a set, not a sum) are sealed into plain counts per closed hour, with its
+	// calls (SealClosedHours; readers count unsealed hours from the raw rows).
 	GateReasonCalls = &Table{
 		Name: "mcpulse.gate_reason_calls_hourly",
 		Dims: []Dim{{"hour", DimHour}, {"campaign_id", DimString}, {"reason", DimString}, {"client_name", DimString},

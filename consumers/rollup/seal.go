@@ -3,6 +3,7 @@ package rollup
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -14,7 +15,16 @@ import (
 // (a first seal, a replay of old events) is sealed in inserts of bounded memory.
 const SealHoursPerInsert = 24
 
-// SealResult is what one SealGateReasonPeople did.
+// sealedTables are the rollup tables whose per-partition rows a seal deletes once their hours
+// are sealed (migration 0037). tool_call_stats_hourly and events_by_name_hourly keep theirs:
+// the first's cells are all used within hours, and the second's tell readers whether a seal is
+// current.
+var sealedTables = []*Table{IgnoredKeyPaths, GateReasonCalls}
+
+// mutationPoll is how often SealClosedHours asks whether its deletes are done.
+const mutationPoll = 100 * time.Millisecond
+
+// SealResult is what one SealClosedHours did.
 type SealResult struct {
 	// Through is the first hour not sealed (UTC): the start of the hour before now's.
 	Through time.Time
@@ -22,47 +32,145 @@ type SealResult struct {
 	Hours []time.Time
 }
 
-// SealGateReasonPeople seals the distinct people of the gate-reason cells of the closed hours
-// that need it (migration 0034): every hour before the start of the hour before now's (an hour
-// gets an hour after its end for in-flight events) holding a cell with calls whose seal is
-// missing or whose calls changed since (view v_gate_reason_unsealed_hours). Each such hour's
-// cells are recomputed from the deduplicated raw table (calls, uniqExact(distinct_id)) and
-// inserted with sealed_at = now, SealHoursPerInsert hours per INSERT. Readers
-// (v_gate_reasons_hourly) take a sealed count only while its calls equal the rollup's, so a
-// seal is never wrong, only late: a run is idempotent, and an event arriving in a sealed hour
-// sends that hour back to the raw rows until the next run. Errors are ClickHouse's, wrapped;
-// the hours inserted before an error stay sealed.
-func SealGateReasonPeople(ctx context.Context, conn driver.Conn, now time.Time) (SealResult, error) {
+// SealClosedHours seals the closed hours that need it (migration 0037): every hour before the
+// start of the hour before now's (an hour gets an hour after its end for in-flight events) in
+// which the rollups count tool calls and that has no seal, or whose rollups' count of tool
+// calls changed since its seal. For each such hour, SealHoursPerInsert hours at a time, it
+// counts the hour's deduplicated raw tool calls, then recomputes from the raw rows its ignored
+// key paths (ignored_key_paths_sealed) and its gate-reason cells' calls and distinct people
+// (gate_reason_people_sealed), stamped sealed_at = now, then records the hours
+// (rollup_sealed_hours), then deletes their per-partition rows of ignored_key_paths_hourly and
+// gate_reason_calls_hourly. It returns once ClickHouse has applied the deletes.
+//
+// Readers take a sealed hour's cells from the sealed tables only while the seal's count of tool
+// calls equals the rollups' (events_by_name_hourly), and from the raw rows otherwise, so a seal
+// is never wrong, only late: a run is idempotent, and an event arriving in a sealed hour sends
+// that hour to the raw rows until the next run. Errors are ClickHouse's, wrapped; the hours
+// recorded before an error stay sealed, and a run after it seals the rest.
+func SealClosedHours(ctx context.Context, conn driver.Conn, now time.Time) (SealResult, error) {
 	now = now.UTC().Truncate(time.Second)
 	res := SealResult{Through: now.Truncate(time.Hour).Add(-time.Hour)}
-	rows, err := conn.Query(ctx, mcsql.Rollup("unsealed_hours"), res.Through.Unix())
+	hours, rollupCalls, err := hoursToSeal(ctx, conn, res.Through)
 	if err != nil {
-		return res, fmt.Errorf("seal gate-reason people: list the unsealed hours: %w", err)
-	}
-	var hours []time.Time
-	for rows.Next() {
-		var h time.Time
-		if err := rows.Scan(&h); err != nil {
-			rows.Close()
-			return res, fmt.Errorf("seal gate-reason people: list the unsealed hours: %w", err)
-		}
-		hours = append(hours, h.UTC())
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return res, fmt.Errorf("seal gate-reason people: list the unsealed hours: %w", err)
+		return res, err
 	}
 	for i := 0; i < len(hours); i += SealHoursPerInsert {
 		part := hours[i:min(i+SealHoursPerInsert, len(hours))]
-		unix := make([]uint32, len(part))
-		for j, h := range part {
-			unix[j] = uint32(h.Unix())
-		}
-		first, last := part[0], part[len(part)-1]
-		if err := conn.Exec(ctx, mcsql.Rollup("seal_gate_reason_people"), now.Unix(), first.Unix(), last.Unix(), unix); err != nil {
-			return res, fmt.Errorf("seal gate-reason people of %s to %s: %w", first.Format(time.RFC3339), last.Format(time.RFC3339), err)
+		if err := sealHours(ctx, conn, now, part, rollupCalls[i:i+len(part)]); err != nil {
+			return res, err
 		}
 		res.Hours = append(res.Hours, part...)
 	}
+	if len(res.Hours) > 0 {
+		if err := awaitDeletes(ctx, conn); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// hoursToSeal lists the closed hours before through that need a seal, oldest first, with the
+// tool calls the rollups count in each now.
+func hoursToSeal(ctx context.Context, conn driver.Conn, through time.Time) ([]time.Time, []uint64, error) {
+	rows, err := conn.Query(ctx, mcsql.Rollup("hours_to_seal"), through.Unix())
+	if err != nil {
+		return nil, nil, fmt.Errorf("seal: list the hours to seal: %w", err)
+	}
+	defer rows.Close()
+	var hours []time.Time
+	var calls []uint64
+	for rows.Next() {
+		var h time.Time
+		var n uint64
+		if err := rows.Scan(&h, &n); err != nil {
+			return nil, nil, fmt.Errorf("seal: list the hours to seal: %w", err)
+		}
+		hours = append(hours, h.UTC())
+		calls = append(calls, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("seal: list the hours to seal: %w", err)
+	}
+	return hours, calls, nil
+}
+
+// sealHours seals hours (at most SealHoursPerInsert, oldest first), in whose each the rollups
+// counted rollupCalls[i] tool calls before the seal began.
+func sealHours(ctx context.Context, conn driver.Conn, now time.Time, hours []time.Time, rollupCalls []uint64) error {
+	first, last := hours[0], hours[len(hours)-1]
+	span := fmt.Sprintf("%s to %s", first.Format(time.RFC3339), last.Format(time.RFC3339))
+	unix := make([]uint32, len(hours))
+	for j, h := range hours {
+		unix[j] = uint32(h.Unix())
+	}
+	// The raw count comes first: the cells recomputed after it count at least those calls, so
+	// a seal whose count matches the rollups' never lacks a call they count.
+	toolCalls := make(map[int64]uint64, len(hours))
+	rows, err := conn.Query(ctx, mcsql.Rollup("seal_tool_calls"), first.Unix(), last.Unix(), unix)
+	if err != nil {
+		return fmt.Errorf("seal %s: count the raw tool calls: %w", span, err)
+	}
+	for rows.Next() {
+		var h time.Time
+		var n uint64
+		if err := rows.Scan(&h, &n); err != nil {
+			rows.Close()
+			return fmt.Errorf("seal %s: count the raw tool calls: %w", span, err)
+		}
+		toolCalls[h.Unix()] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("seal %s: count the raw tool calls: %w", span, err)
+	}
+	for _, stmt := range []string{"seal_gate_reason_people", "seal_ignored_key_paths"} {
+		if err := conn.Exec(ctx, mcsql.Rollup(stmt), now.Unix(), first.Unix(), last.Unix(), unix); err != nil {
+			return fmt.Errorf("seal %s: %s: %w", span, strings.TrimPrefix(stmt, "seal_"), err)
+		}
+	}
+	batch, err := conn.PrepareBatch(ctx, mcsql.Rollup("seal_hours"))
+	if err != nil {
+		return fmt.Errorf("seal %s: record the hours: %w", span, err)
+	}
+	for j, h := range hours {
+		if err := batch.Append(h, toolCalls[h.Unix()], rollupCalls[j], now); err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("seal %s: record the hours: %w", span, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("seal %s: record the hours: %w", span, err)
+	}
+	for _, t := range sealedTables {
+		stmt := strings.ReplaceAll(mcsql.Rollup("seal_delete_cells"), "{table}", t.Name)
+		if err := conn.Exec(ctx, stmt, unix); err != nil {
+			return fmt.Errorf("seal %s: delete the per-partition rows of %s: %w", span, t.Name, err)
+		}
+	}
+	return nil
+}
+
+// awaitDeletes waits until ClickHouse has applied every delete of the sealed tables (a mutation
+// runs in the background), polling every mutationPoll; it fails when ctx ends first.
+func awaitDeletes(ctx context.Context, conn driver.Conn) error {
+	names := make([]string, len(sealedTables))
+	for i, t := range sealedTables {
+		names[i] = strings.TrimPrefix(t.Name, "mcpulse.")
+	}
+	tick := time.NewTicker(mutationPoll)
+	defer tick.Stop()
+	for {
+		var pending uint64
+		if err := conn.QueryRow(ctx, mcsql.Rollup("seal_mutations_pending"), names).Scan(&pending); err != nil {
+			return fmt.Errorf("seal: wait for the deletes of %s: %w", strings.Join(names, ", "), err)
+		}
+		if pending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("seal: %d deletes of %s not applied yet: %w", pending, strings.Join(names, ", "), ctx.Err())
+		case <-tick.C:
+		}
+	}
 }

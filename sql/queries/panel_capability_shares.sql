@@ -1,7 +1,7 @@
 -- Shares of the tool calls that carried a gate reason by what the client said it supports:
 -- URL elicitation and form elicitation, each yes, no or unknown (the request carried no
 -- capability metadata: NULL in the events and in v_gate_reasons_hourly, stored as 2 in the
--- rollup table read here; not the same as "no"). Parameters, in order: from, to (DateTime
+-- view read here; not the same as "no"). Parameters, in order: from, to (DateTime
 -- UTC: the hours starting from..to, both included), campaign twice, client twice (String,
 -- '' = all).
 SELECT
@@ -12,9 +12,9 @@ SELECT
     sumIf(support_calls, support = 2) / diagnosed_calls AS unknown
 FROM
 (
-    -- Plain counts: the newest row of each partition's cell (FINAL), summed.
+    -- Plain counts per cell (v_gate_reason_calls_hourly: sealed, or summed over partitions).
     SELECT url_support, form_support, sum(calls) AS support_calls
-    FROM mcpulse.gate_reason_calls_hourly FINAL
+    FROM mcpulse.v_gate_reason_calls_hourly
     WHERE hour >= ? AND hour <= ?
         AND (? = '' OR campaign_id = ?)
         AND (? = '' OR client_name = ?)

@@ -13,9 +13,9 @@ SELECT
     argMaxIf(reason, (reason_calls, reason), reason NOT IN ('invited', 'eligible', 'continuation')) AS top_skip_reason
 FROM
 (
-    -- Plain counts: the newest row of each partition's cell (FINAL), summed.
+    -- Plain counts per cell (v_gate_reason_calls_hourly: sealed, or summed over partitions).
     SELECT client_name, reason, sum(calls) AS reason_calls
-    FROM mcpulse.gate_reason_calls_hourly FINAL
+    FROM mcpulse.v_gate_reason_calls_hourly
     WHERE hour >= ? AND hour <= ?
         AND (? = '' OR campaign_id = ?)
         AND (? = '' OR client_name = ?)

@@ -10,7 +10,7 @@ FROM
     FROM
     (
         SELECT hour, reason, sum(calls) AS reason_calls
-        FROM mcpulse.gate_reason_calls_hourly FINAL
+        FROM mcpulse.v_gate_reason_calls_hourly
         WHERE hour >= ? AND hour <= ?
             AND (? = '' OR campaign_id = ?)
             AND (? = '' OR client_name = ?)

@@ -349,7 +349,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 		sealStart := time.Now()
-		sealed, err := rollup.SealGateReasonPeople(ctx, e.ch, time.Now())
+		sealed, err := rollup.SealClosedHours(ctx, e.ch, time.Now())
 		if err != nil {
 			return nil, err
 		}

@@ -84,9 +84,16 @@ func TestRun(t *testing.T) {
 			if filled == 0 {
 				t.Errorf("run %d: no rollup table holds rows: %+v", r.Run, r.Rollups)
 			}
-			sealed := slices.IndexFunc(r.Rollups, func(s RollupStorage) bool { return s.Table == "gate_reason_people_sealed" })
-			if r.Seal.Hours == 0 || sealed < 0 || r.Rollups[sealed].RowsOptimized == 0 {
-				t.Errorf("run %d: seal %+v, rollups %+v: want the gate-reason people of the corpus's hours sealed and measured", r.Run, r.Seal, r.Rollups)
+			for _, table := range []string{"gate_reason_people_sealed", "ignored_key_paths_sealed", "rollup_sealed_hours"} {
+				sealed := slices.IndexFunc(r.Rollups, func(s RollupStorage) bool { return s.Table == table })
+				if r.Seal.Hours == 0 || sealed < 0 || r.Rollups[sealed].RowsOptimized == 0 {
+					t.Errorf("run %d: seal %+v, rollups %+v: want the corpus's hours sealed and %s measured", r.Run, r.Seal, r.Rollups, table)
+				}
+			}
+			for _, table := range []string{"gate_reason_calls_hourly", "ignored_key_paths_hourly"} {
+				if i := slices.IndexFunc(r.Rollups, func(s RollupStorage) bool { return s.Table == table }); i < 0 || r.Rollups[i].RowsOptimized != 0 {
+					t.Errorf("run %d: rollups %+v: want no per-partition row of %s left once every hour is sealed", r.Run, r.Rollups, table)
+				}
 			}
 			if !slices.Contains(r.PeerDefaults, "properties") {
 				t.Errorf("run %d: peer default columns %v lack properties", r.Run, r.PeerDefaults)
@@ -94,11 +101,11 @@ func TestRun(t *testing.T) {
 			rates = append(rates, r.Mcpulse.EventsPerSecond)
 		}
 		var unsealed uint64
-		if err := ch.QueryRow(ctx, "SELECT count() FROM mcpulse.v_gate_reason_unsealed_hours").Scan(&unsealed); err != nil {
+		if err := ch.QueryRow(ctx, "SELECT count() FROM mcpulse.v_rollup_unsealed_hours").Scan(&unsealed); err != nil {
 			t.Fatal(err)
 		}
 		if unsealed != 0 {
-			t.Errorf("%d hours unsealed after the run's seal, want none (every hour of the corpus is closed)", unsealed)
+			t.Errorf("%d hours without a current seal after the run's seal, want none (every hour of the corpus is closed)", unsealed)
 		}
 		slices.Sort(rates)
 		if got := res.Summary.Mcpulse.EventsPerSecond; got.Median != (rates[0]+rates[1])/2 || got.Min != rates[0] || got.Max != rates[1] {

@@ -50,7 +50,7 @@ type Result struct {
 	Machine Machine `json:"machine"`
 }
 
-// SealPhase is one seal of the gate-reason people (rollup.SealGateReasonPeople).
+// SealPhase is one seal of the closed hours (rollup.SealClosedHours).
 type SealPhase struct {
 	// Hours is how many hours it sealed; Seconds how long it took.
 	Hours   int     `json:"hours"`
@@ -343,7 +343,7 @@ func (r *Result) Print(w io.Writer) {
 		}
 		if len(run.Rollups) > 0 {
 			if run.Seal.Seconds > 0 {
-				fmt.Fprintf(w, "  gate-reason people sealed: %d hours in %.1f s\n", run.Seal.Hours, run.Seal.Seconds)
+				fmt.Fprintf(w, "  closed hours sealed (ignored key paths, gate-reason calls and people): %d hours in %.1f s\n", run.Seal.Hours, run.Seal.Seconds)
 			}
 			fmt.Fprint(w, "  rollup storage (active parts as left → after OPTIMIZE FINAL):")
 			var total RollupStorage

@@ -164,12 +164,12 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		if err != nil {
 			t.Fatalf("contact-policy audit on %s: %v", e.name, err)
 		}
-		sealed, err := rollup.SealGateReasonPeople(ctx, e.ch, now)
+		sealed, err := rollup.SealClosedHours(ctx, e.ch, now)
 		if err != nil {
-			t.Fatalf("gate-reason people seal on %s: %v", e.name, err)
+			t.Fatalf("seal of the closed hours on %s: %v", e.name, err)
 		}
 		if len(sealed.Hours) == 0 {
-			t.Errorf("gate-reason people seal on %s sealed no hour; the readers' sealed branch goes unchecked", e.name)
+			t.Errorf("seal of the closed hours on %s sealed no hour; the readers' sealed branch goes unchecked", e.name)
 		}
 		alerted, err := evaluateAlerts(ctx, e.ch, e.rdb, "harness", now)
 		if err != nil {
@@ -178,7 +178,7 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		if len(alerted.Transitions) == 0 || alerted.Sent == 0 || len(alerted.Errors) > 0 {
 			t.Errorf("alerts on %s fired nothing or failed: %+v", e.name, alerted)
 		}
-		for name, v := range map[string]any{"schema check runs": runs, "contact-policy audit": audit, "gate-reason people seal": sealed, "alerts": alerted} {
+		for name, v := range map[string]any{"schema check runs": runs, "contact-policy audit": audit, "seal of the closed hours": sealed, "alerts": alerted} {
 			pair := reports[name]
 			pair[i] = v
 			reports[name] = pair
