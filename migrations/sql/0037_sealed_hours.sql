@@ -1,4 +1,4 @@
--- Closed hours sealed into cells without the Kafka partition (docs/pipeline.md, "Sealed hours").
+-- Closed hours sealed into cells without the Kafka partition (docs/pipeline.md, "Sealed hours and people per gate reason").
 -- The consumer's rollup rows are per (partition, cell) (migration 0015): a cell seen in every
 -- partition takes one row per partition, and the rows of the long-tailed dimensions (ignored
 -- key paths, gate-reason combinations) keep filling the partitions × hours × dimensions as the

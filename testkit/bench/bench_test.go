@@ -71,7 +71,8 @@ func TestRun(t *testing.T) {
 			}
 			filled := 0
 			for _, s := range r.Rollups {
-				if (s.Rows > 0) != (s.Bytes > 0) || (s.Rows > 0) != (s.RowsOptimized > 0) || s.RowsOptimized > s.Rows {
+				// A part the seal's delete emptied may stay as an empty part of a few bytes.
+				if (s.Rows > 0 && s.Bytes == 0) || (s.Rows > 0) != (s.RowsOptimized > 0) || s.RowsOptimized > s.Rows {
 					t.Errorf("run %d: rollup %+v: want bytes when there are rows, and no more rows after OPTIMIZE FINAL", r.Run, s)
 				}
 				if s.Rows > 0 {

@@ -25,6 +25,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/demo/gen"
 	"github.com/mcpulse/mcpulse/demo/outcome"
 	"github.com/mcpulse/mcpulse/demo/report"
@@ -350,43 +351,20 @@ func (p *pipeline) drain() {
 }
 
 // verify compares every figure the stores hold with the corpus's expected outcome (the
-// comparison `mcpulse demo` makes) and checks the members' logs (checkLogs, whose message
-// counts it returns).
+// comparison `mcpulse demo` makes), seals every closed hour as the scheduler's seal job does
+// and compares them again (readers then take those hours from the sealed cells), and checks
+// the members' logs (checkLogs, whose message counts it returns).
 func (p *pipeline) verify() map[string]int {
 	p.t.Helper()
-	observed, err := report.Observe(p.ctx, p.ch, p.rdb)
-	if err != nil {
-		p.t.Fatal(err)
+	p.compare("as consumed")
+	if sealed := p.seal(); sealed == 0 {
+		p.t.Errorf("the seal after the run sealed no hour; the readers' sealed cells go unchecked")
 	}
-	mismatches := outcome.Compare(p.expected, observed, time.Now())
-	for i, m := range mismatches {
-		if i == 40 {
-			p.t.Errorf("... and %d more mismatches", len(mismatches)-i)
-			break
-		}
-		p.t.Error(m)
-	}
-	// Every rollup the generator does not predict must equal its recomputation from the raw
-	// tables.
-	rollupMismatches, err := report.RollupMismatches(p.ctx, p.ch)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	for i, m := range rollupMismatches {
-		if i == 20 {
-			p.t.Errorf("... and %d more rollup mismatches", len(rollupMismatches)-i)
-			break
-		}
-		p.t.Error(m)
-	}
+	p.compare("once every closed hour is sealed")
 	// The comparison is only as strong as the corpus: it must exercise every part.
 	if p.expected.Corpus.Duplicates == 0 || p.expected.Corpus.Malformed == 0 || len(p.expected.Suppression) == 0 ||
 		len(p.expected.Funnel) == 0 || len(p.expected.IgnoredKeys) == 0 || len(p.expected.GateReasons) == 0 {
 		p.t.Errorf("the corpus lacks duplicates, malformed lines, suppression records or rollup rows")
-	}
-	if len(mismatches) == 0 {
-		p.t.Logf("stores equal the expected outcome: %v rows by table, %d suppression records, %d funnel, %d ignored-key, %d gate-reason rows",
-			observed.Tables, len(observed.Suppression), len(observed.Funnel), len(observed.IgnoredKeys), len(observed.GateReasons))
 	}
 	counts := p.checkLogs()
 	summary := map[string]int{}
@@ -398,6 +376,52 @@ func (p *pipeline) verify() map[string]int {
 	}
 	p.t.Logf("member log messages: %v", summary)
 	return counts
+}
+
+// compare reports every difference between the stores and the corpus's expected outcome, and
+// every rollup that differs from its recomputation from the raw tables, each prefixed by when.
+func (p *pipeline) compare(when string) {
+	p.t.Helper()
+	observed, err := report.Observe(p.ctx, p.ch, p.rdb)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	mismatches := outcome.Compare(p.expected, observed, time.Now())
+	for i, m := range mismatches {
+		if i == 40 {
+			p.t.Errorf("%s: ... and %d more mismatches", when, len(mismatches)-i)
+			break
+		}
+		p.t.Errorf("%s: %s", when, m)
+	}
+	// Every rollup the generator does not predict must equal its recomputation from the raw
+	// tables.
+	rollupMismatches, err := report.RollupMismatches(p.ctx, p.ch)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for i, m := range rollupMismatches {
+		if i == 20 {
+			p.t.Errorf("%s: ... and %d more rollup mismatches", when, len(rollupMismatches)-i)
+			break
+		}
+		p.t.Errorf("%s: %s", when, m)
+	}
+	if len(mismatches) == 0 {
+		p.t.Logf("%s: stores equal the expected outcome: %v rows by table, %d suppression records, %d funnel, %d ignored-key, %d gate-reason rows",
+			when, observed.Tables, len(observed.Suppression), len(observed.Funnel), len(observed.IgnoredKeys), len(observed.GateReasons))
+	}
+}
+
+// seal seals the closed hours that need it now, as the scheduler's seal job does, and returns
+// how many it sealed.
+func (p *pipeline) seal() int {
+	p.t.Helper()
+	res, err := rollup.SealClosedHours(p.ctx, p.ch, time.Now())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return len(res.Hours)
 }
 
 // member is one `mcpulse consume` process.

@@ -12,7 +12,9 @@ import (
 // doubles nothing. Each kill comes once the stored rows pass a threshold drawn from a seeded
 // generator inside the part of the corpus being consumed, and once the current process has
 // stored something itself, so it lands mid-batch: between dedup claims and inserts, between
-// the inserts of one batch, or between the inserts and the offset commit.
+// the inserts of one batch, or between the inserts and the offset commit. After each kill the
+// closed hours are sealed, as the scheduler's seal job would while the consumer is down, so
+// the next member's batches (replays included) land in sealed hours.
 func TestSIGKILLedConsumerRestartedTwentyTimesLosesAndDoublesNothing(t *testing.T) {
 	const kills = 20
 	p := newPipeline(t, 200000, 7, kills+1)
@@ -28,8 +30,9 @@ func TestSIGKILLedConsumerRestartedTwentyTimesLosesAndDoublesNothing(t *testing.
 		at := p.threshold(rng, i)
 		n := p.waitRows(m.name+" storing past its kill threshold", func(n int64) bool { return n >= at })
 		p.kill(m)
-		t.Logf("kill %2d: %s SIGKILLed at %d stored rows (threshold %d; first store %d after %s; publishing took %s, then %s)", i+1, m.name, n, at,
-			first, stored.Sub(published).Round(time.Millisecond), published.Sub(began).Round(time.Millisecond), time.Since(stored).Round(time.Millisecond))
+		sealed := p.seal()
+		t.Logf("kill %2d: %s SIGKILLed at %d stored rows (threshold %d; first store %d after %s; publishing took %s, then %s); %d hours sealed", i+1, m.name, n, at,
+			first, stored.Sub(published).Round(time.Millisecond), published.Sub(began).Round(time.Millisecond), time.Since(stored).Round(time.Millisecond), sealed)
 	}
 	p.publishNext()
 	p.start()
