@@ -1,5 +1,5 @@
 // Package jobs runs mcpulse's scheduled jobs with robfig/cron: suppression reconcile (Redis
-// rebuilt from ClickHouse), the contact-policy audit, the seal of the gate-reason people, the
+// rebuilt from ClickHouse), the contact-policy audit, the seal of the closed hours, the
 // schema ratchet of each configured MCP server, and the alert rules' evaluation.
 package jobs
 

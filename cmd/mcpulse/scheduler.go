@@ -49,7 +49,7 @@ func newSchedulerCmd() *cobra.Command {
                  and notifies their receivers (--alert-receivers FILE: Alertmanager-format
                  webhooks, Slack incoming webhooks) once when an alert fires and once when it
                  resolves, however many replicas run; the history is on the alerts dashboard
-  seal           recomputes each closed hour not sealed yet, or whose tool calls changed since,
+  seal           recomputes each closed hour not sealed yet, or whose rollups changed since,
                  from the raw tool calls: its ignored key paths and the calls and distinct
                  people of its gate-reason cells, kept as plain counts without the Kafka
                  partition, whose per-partition rollup rows it then deletes; readers take

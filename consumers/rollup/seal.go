@@ -34,8 +34,8 @@ type SealResult struct {
 
 // SealClosedHours seals the closed hours that need it (migration 0037): every hour before the
 // start of the hour before now's (an hour gets an hour after its end for in-flight events) in
-// which the rollups count tool calls and that has no seal, or whose rollups' count of tool
-// calls changed since its seal. For each such hour, SealHoursPerInsert hours at a time, it
+// which the rollups count tool calls and that has no seal, or whose rollup rows of tool calls
+// (events_by_name_hourly's) changed since its seal. For each such hour, SealHoursPerInsert hours at a time, it
 // counts the hour's deduplicated raw tool calls, then recomputes from the raw rows its ignored
 // key paths (ignored_key_paths_sealed) and its gate-reason cells' calls and distinct people
 // (gate_reason_people_sealed), stamped sealed_at = now, then records the hours
@@ -43,20 +43,21 @@ type SealResult struct {
 // gate_reason_calls_hourly. It returns once ClickHouse has applied the deletes.
 //
 // Readers take a sealed hour's cells from the sealed tables only while the seal's count of tool
-// calls equals the rollups' (events_by_name_hourly), and from the raw rows otherwise, so a seal
-// is never wrong, only late: a run is idempotent, and an event arriving in a sealed hour sends
+// calls equals the rollups' (events_by_name_hourly) and no batch has written the hour's rows
+// there since the seal began (a replay may store a call again derived otherwise, the count
+// unchanged), and from the raw rows otherwise, so a seal is never wrong, only late: a run is idempotent, and an event arriving in a sealed hour sends
 // that hour to the raw rows until the next run. Errors are ClickHouse's, wrapped; the hours
 // recorded before an error stay sealed, and a run after it seals the rest.
 func SealClosedHours(ctx context.Context, conn driver.Conn, now time.Time) (SealResult, error) {
 	now = now.UTC().Truncate(time.Second)
 	res := SealResult{Through: now.Truncate(time.Hour).Add(-time.Hour)}
-	hours, rollupCalls, err := hoursToSeal(ctx, conn, res.Through)
+	hours, counted, err := hoursToSeal(ctx, conn, res.Through)
 	if err != nil {
 		return res, err
 	}
 	for i := 0; i < len(hours); i += SealHoursPerInsert {
 		part := hours[i:min(i+SealHoursPerInsert, len(hours))]
-		if err := sealHours(ctx, conn, now, part, rollupCalls[i:i+len(part)]); err != nil {
+		if err := sealHours(ctx, conn, now, part, counted[i:i+len(part)]); err != nil {
 			return res, err
 		}
 		res.Hours = append(res.Hours, part...)
@@ -69,34 +70,41 @@ func SealClosedHours(ctx context.Context, conn driver.Conn, now time.Time) (Seal
 	return res, nil
 }
 
-// hoursToSeal lists the closed hours before through that need a seal, oldest first, with the
-// tool calls the rollups count in each now.
-func hoursToSeal(ctx context.Context, conn driver.Conn, through time.Time) ([]time.Time, []uint64, error) {
+// rollupCount is what the rollups count in an hour when a seal begins: its tool calls
+// (events_by_name_hourly's $mcp_tool_call events, summed over partitions) and the sum of those
+// rows' versions, which any batch writing them changes.
+type rollupCount struct {
+	calls, versions uint64
+}
+
+// hoursToSeal lists the closed hours before through that need a seal, oldest first, with what
+// the rollups count in each now.
+func hoursToSeal(ctx context.Context, conn driver.Conn, through time.Time) ([]time.Time, []rollupCount, error) {
 	rows, err := conn.Query(ctx, mcsql.Rollup("hours_to_seal"), through.Unix())
 	if err != nil {
 		return nil, nil, fmt.Errorf("seal: list the hours to seal: %w", err)
 	}
 	defer rows.Close()
 	var hours []time.Time
-	var calls []uint64
+	var counted []rollupCount
 	for rows.Next() {
 		var h time.Time
-		var n uint64
-		if err := rows.Scan(&h, &n); err != nil {
+		var c rollupCount
+		if err := rows.Scan(&h, &c.calls, &c.versions); err != nil {
 			return nil, nil, fmt.Errorf("seal: list the hours to seal: %w", err)
 		}
 		hours = append(hours, h.UTC())
-		calls = append(calls, n)
+		counted = append(counted, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("seal: list the hours to seal: %w", err)
 	}
-	return hours, calls, nil
+	return hours, counted, nil
 }
 
 // sealHours seals hours (at most SealHoursPerInsert, oldest first), in whose each the rollups
-// counted rollupCalls[i] tool calls before the seal began.
-func sealHours(ctx context.Context, conn driver.Conn, now time.Time, hours []time.Time, rollupCalls []uint64) error {
+// counted counted[i] before the seal began.
+func sealHours(ctx context.Context, conn driver.Conn, now time.Time, hours []time.Time, counted []rollupCount) error {
 	first, last := hours[0], hours[len(hours)-1]
 	span := fmt.Sprintf("%s to %s", first.Format(time.RFC3339), last.Format(time.RFC3339))
 	unix := make([]uint32, len(hours))
@@ -133,7 +141,7 @@ func sealHours(ctx context.Context, conn driver.Conn, now time.Time, hours []tim
 		return fmt.Errorf("seal %s: record the hours: %w", span, err)
 	}
 	for j, h := range hours {
-		if err := batch.Append(h, toolCalls[h.Unix()], rollupCalls[j], now); err != nil {
+		if err := batch.Append(h, toolCalls[h.Unix()], counted[j].calls, counted[j].versions, now); err != nil {
 			_ = batch.Abort()
 			return fmt.Errorf("seal %s: record the hours: %w", span, err)
 		}

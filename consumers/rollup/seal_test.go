@@ -177,7 +177,8 @@ SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), ` + r.dims + ", ?, ?, [], 0, ?
 
 	// Hour C's third call is stored raw, its batch's rollup rows not yet (the consumer stores
 	// raw rows first): the seal counts 3 calls, the rollups 2, so C's sealed cells are not used
-	// (C is read from the raw rows) until the rollups catch up; the next seal seals C again.
+	// (C is read from the raw rows), nor once the rollups catch up (their rows changed since
+	// the seal began), until the next seal seals C again.
 	hourC := hourB.Add(time.Hour)
 	call(hourC, "r1", false)
 	call(hourC, "r2", false)
@@ -188,7 +189,7 @@ SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), ` + r.dims + ", ?, ?, [], 0, ?
 		t.Errorf("hours read from the raw rows %v while the rollups still count 2 calls in C, want [%s]", got, hourC.Format(time.DateTime))
 	}
 	counted(hourC, 3, 3, 1)
-	check("rollups caught up", nil, map[time.Time]uint64{hourA: 9, hourB: 3, hourC: 3})
+	check("rollups caught up", []time.Time{hourC}, map[time.Time]uint64{hourA: 9, hourB: 3, hourC: 3})
 	seal(hourC.Add(2*time.Hour), []time.Time{hourC})
 	check("C sealed again", nil, map[time.Time]uint64{hourA: 9, hourB: 3, hourC: 3})
 	partitionRows("C sealed again", nil)
@@ -231,4 +232,96 @@ func hours(t *testing.T, ch driver.Conn, q string) []time.Time {
 		out = append(out, h.UTC())
 	}
 	return out
+}
+
+// A replay may store a sealed hour's tool call again derived otherwise (the ignored keys a
+// served schema yields depend on the schemas seen), the raw table keeping the newer row, while
+// the hour's count of tool calls ends where it was: the batch's rollup rows were reset to their
+// committed totals and written again. Readers must not keep taking the hour from the cells the
+// seal recomputed from the older row, and the next seal must seal it again.
+func TestSealedHourOfAReplayedCallDerivedOtherwise(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	ch := env.ClickHouse
+	for _, tbl := range []string{"tool_calls", "gate_reason_calls_hourly", "gate_reason_people_sealed", "ignored_key_paths_hourly",
+		"ignored_key_paths_sealed", "events_by_name_hourly", "rollup_sealed_hours"} {
+		if err := ch.Exec(ctx, "TRUNCATE TABLE mcpulse."+tbl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hour := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	// raw stores tool call n (its uuid and second in the hour) with the given counted ignored keys.
+	raw := func(n int, keys []string) {
+		t.Helper()
+		if err := ch.Exec(ctx, `INSERT INTO mcpulse.tool_calls (uuid, timestamp, distinct_id, tool_name, client_name,
+    recruitment_reason, url_supported, form_supported, campaign_id, counted_ignored_keys, ignored_keys_source, inserted_at)
+SELECT toUUID(concat('00000000-0000-4000-8000-', substring(toString(1000000000000 + ?), 2, 12))),
+    toDateTime(?, 'UTC'), 'p1', 'search', 'cursor', 'session_too_young', NULL, 1, 'c1', ?, 'schema', now()`,
+			n, hour.Add(time.Duration(n)*time.Second).Unix(), keys); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := uint64(0)
+	// counted writes partition 0's totals of the hour as of a new version.
+	counted := func(events, limits, sorts uint64) {
+		t.Helper()
+		version++
+		for _, r := range []struct {
+			table, dims string
+			total       uint64
+		}{
+			{"events_by_name_hourly (kafka_topic, kafka_partition, hour, event", "'$mcp_tool_call'", events},
+			{"gate_reason_calls_hourly (kafka_topic, kafka_partition, hour, campaign_id, reason, client_name, url_support, form_support",
+				"'c1', 'session_too_young', 'cursor', 2, 1", events},
+			{"ignored_key_paths_hourly (kafka_topic, kafka_partition, hour, tool_name, server_name, server_version, key_path",
+				"'search', '', '', 'limit'", limits},
+			{"ignored_key_paths_hourly (kafka_topic, kafka_partition, hour, tool_name, server_name, server_version, key_path",
+				"'search', '', '', 'sort'", sorts},
+		} {
+			q := "INSERT INTO mcpulse." + r.table + ", " + measure(r.table) + `, as_of, before, before_as_of, version)
+SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), ` + r.dims + ", ?, ?, [], 0, ?"
+			if err := ch.Exec(ctx, q, hour.Unix(), r.total, int64(version), version); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		mismatches, err := report.RollupMismatches(ctx, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mismatches {
+			if !strings.HasPrefix(m, "tool_call_stats:") { // the test writes no tool_call_stats_hourly row
+				t.Errorf("%s: %s", when, m)
+			}
+		}
+	}
+	now := hour.Add(2*time.Hour + 5*time.Minute)
+
+	// Two calls ignoring "limit", the second also "sort", stored and counted; the hour is sealed.
+	raw(1, []string{"limit"})
+	raw(2, []string{"limit", "sort"})
+	counted(2, 2, 1)
+	if res, err := rollup.SealClosedHours(ctx, ch, now); err != nil || len(res.Hours) != 1 {
+		t.Fatalf("seal: %+v, %v; want the hour sealed", res, err)
+	}
+	check("sealed")
+
+	// The batch of call 2 was never committed: a member takes the partition over, resets the
+	// batch's cells to their committed totals and replays it, deriving call 2 as ignoring
+	// "limit" alone (the schemas it has seen since say so).
+	counted(1, 1, 0)
+	raw(2, []string{"limit"})
+	counted(2, 2, 0)
+	check("replayed")
+	// The next seal seals the hour again; the "sort" cell of the first seal is no longer read.
+	if res, err := rollup.SealClosedHours(ctx, ch, now.Add(10*time.Minute)); err != nil || len(res.Hours) != 1 {
+		t.Fatalf("seal after the replay: %+v, %v; want the hour sealed again", res, err)
+	}
+	check("sealed after the replay")
+	if res, err := rollup.SealClosedHours(ctx, ch, now.Add(20*time.Minute)); err != nil || len(res.Hours) != 0 {
+		t.Fatalf("seal with nothing changed: %+v, %v; want no hour sealed", res, err)
+	}
+	check("sealed with nothing changed")
 }

@@ -11,17 +11,20 @@
 --      and distinct people (gate_reason_people_sealed, migration 0034), stamped sealed_at;
 --   3. then one row of rollup_sealed_hours: the hour's tool calls of step 1, the tool calls the
 --      rollups counted in the hour when the seal began (events_by_name_hourly's $mcp_tool_call
---      events, summed over partitions), and sealed_at;
+--      events, summed over partitions) and the sum of those rows' versions, and sealed_at;
 --   4. then it deletes the hour's per-partition rows of ignored_key_paths_hourly and
 --      gate_reason_calls_hourly.
 --
 -- From step 3 on, readers never take a sealed hour's cells from the per-partition rows: rows a
 -- late event writes there after step 4 are not read, and the next seal deletes them. A sealed
 -- hour is current while its tool calls equal those events_by_name_hourly (kept per partition,
--- never deleted) counts in the hour; readers then take its cells from the sealed tables. When
--- they differ (a late event arrived, or a batch's raw rows were stored before its rollup rows
--- when the seal counted them), readers recompute the hour from the raw rows, and the next seal
--- (which takes every hour whose rollups' count changed since its seal) seals it again. Step 1 comes before step 2, so the cells of a current seal count at least every call
+-- never deleted) counts in the hour, and no batch has written the hour's rows there since the
+-- seal began (the sum of their versions is the seal's); readers then take its cells from the
+-- sealed tables, those of its newest seal only. Otherwise (a late event arrived, a batch's raw
+-- rows were stored before its rollup rows when the seal counted them, or a replay stored a call
+-- again derived otherwise, its count unchanged: the ignored keys a served schema yields depend
+-- on the schemas seen) readers recompute the hour from the raw rows, and the next seal (which
+-- takes every hour whose rollup rows changed since its seal) seals it again. Step 1 comes before step 2, so the cells of a current seal count at least every call
 -- the rollup counts.
 --
 -- tool_call_stats_hourly and events_by_name_hourly keep their per-partition rows: every cell of
@@ -32,6 +35,7 @@ CREATE TABLE IF NOT EXISTS mcpulse.rollup_sealed_hours
     hour DateTime('UTC'),
     tool_calls UInt64,
     rollup_calls UInt64,
+    rollup_versions UInt64,
     sealed_at DateTime('UTC')
 )
 ENGINE = ReplacingMergeTree(sealed_at)
@@ -52,23 +56,24 @@ ORDER BY (hour, tool_name, server_name, server_version, key_path);
 
 -- Every sealed hour, its newest seal, and whether it is current: its tool calls equal those the
 -- rollups count in the hour now (events_by_name_hourly's $mcp_tool_call events, summed over
--- partitions: a few rows per hour).
+-- partitions: a few rows per hour), and those rows are the ones the seal saw (their versions'
+-- sum, which wraps: every row a batch writes has a higher version than the one it replaces).
 CREATE VIEW IF NOT EXISTS mcpulse.v_rollup_sealed_hours
 AS SELECT
     hour,
     tool_calls,
     rollup_calls AS rollup_calls_at_seal,
     rollup_calls_now,
-    tool_calls = rollup_calls_now AS current,
+    (tool_calls = rollup_calls_now AND rollup_versions = rollup_versions_now) AS current,
     sealed_at
 FROM
 (
-    SELECT hour, tool_calls, rollup_calls, sealed_at
+    SELECT hour, tool_calls, rollup_calls, rollup_versions, sealed_at
     FROM mcpulse.rollup_sealed_hours FINAL
 ) AS sealed
 ANY LEFT JOIN
 (
-    SELECT hour, sum(events) AS rollup_calls_now
+    SELECT hour, sum(events) AS rollup_calls_now, sum(version) AS rollup_versions_now
     FROM mcpulse.events_by_name_hourly FINAL
     WHERE event = '$mcp_tool_call'
     GROUP BY hour
@@ -104,7 +109,7 @@ FROM
     UNION ALL
     SELECT hour, tool_name, server_name, server_version, key_path, occurrences
     FROM mcpulse.ignored_key_paths_sealed FINAL
-    WHERE hour IN (SELECT hour FROM mcpulse.v_rollup_sealed_hours WHERE current)
+    WHERE (hour, sealed_at) IN (SELECT hour, sealed_at FROM mcpulse.v_rollup_sealed_hours WHERE current)
     UNION ALL
     SELECT toStartOfHour(timestamp) AS hour, tool_name, server_name, server_version, key_path, toUInt64(1) AS occurrences
     FROM mcpulse.tool_calls FINAL
@@ -147,7 +152,7 @@ FROM
     UNION ALL
     SELECT hour, campaign_id, reason, client_name, url_support, form_support, calls
     FROM mcpulse.gate_reason_people_sealed FINAL
-    WHERE hour IN (SELECT hour FROM mcpulse.v_rollup_sealed_hours WHERE current)
+    WHERE (hour, sealed_at) IN (SELECT hour, sealed_at FROM mcpulse.v_rollup_sealed_hours WHERE current)
     UNION ALL
     SELECT toStartOfHour(timestamp) AS hour, campaign_id, recruitment_reason AS reason, client_name,
         ifNull(url_supported, 2) AS url_support, ifNull(form_supported, 2) AS form_support, toUInt64(1) AS calls
@@ -181,7 +186,7 @@ FROM
 (
     SELECT hour, campaign_id, reason, client_name, url_support, form_support, calls, people
     FROM mcpulse.gate_reason_people_sealed FINAL
-    WHERE hour IN (SELECT hour FROM mcpulse.v_rollup_sealed_hours WHERE current) AND calls > 0
+    WHERE (hour, sealed_at) IN (SELECT hour, sealed_at FROM mcpulse.v_rollup_sealed_hours WHERE current) AND calls > 0
     UNION ALL
     SELECT hour, campaign_id, reason, client_name, url_support, form_support, calls, raw_people AS people
     FROM

@@ -84,7 +84,7 @@ type RunResult struct {
 	ConsumerPeakRSSBytes int64 `json:"consumer_peak_rss_bytes"`
 	// Redis is what mcpulse's phase left in Redis.
 	Redis RedisGrowth `json:"redis"`
-	// Seal is the seal of the gate-reason people after mcpulse's phase (every hour of the
+	// Seal is the seal of the closed hours after mcpulse's phase (every hour of the
 	// corpus is closed), before Rollups is measured.
 	Seal SealPhase `json:"seal"`
 	// Rollups is the storage of each rollup table after mcpulse's phase.

@@ -42,9 +42,11 @@ var wallClockColumns = map[string]bool{"inserted_at": true, "applied_at": true, 
 // cumulative rollup is as of, the totals it replaced and its version depend on where the
 // consumer's batches ended, which differs between the two consumer groups; the newest row of
 // each (partition, cell) holds the same totals on both. The epoch and write-marker tables are
-// bookkeeping only.
+// bookkeeping only, and so is a sealed hour's sum of the versions of the rollup rows it saw
+// (rollup_sealed_hours.rollup_versions).
 var (
 	rollupBookkeepingColumns = map[string]bool{"as_of": true, "before": true, "before_as_of": true, "version": true}
+	sealBookkeepingColumns   = map[string]bool{"rollup_versions": true}
 	rollupBookkeepingTables  = map[string]bool{"rollup_epochs_taken": true, "rollup_writes_before_0035": true, "rollup_batches": true}
 )
 
@@ -398,7 +400,7 @@ WHERE c.database = 'mcpulse'`)
 		var keys, selected []string
 		aggregated := false
 		for _, c := range columns[table] {
-			if wallClockColumns[c.name] || cumulative && rollupBookkeepingColumns[c.name] {
+			if wallClockColumns[c.name] || sealBookkeepingColumns[c.name] || cumulative && rollupBookkeepingColumns[c.name] {
 				continue
 			}
 			if fn, ok := strings.CutPrefix(c.typ, "AggregateFunction("); ok {
