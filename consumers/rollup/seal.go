@@ -35,19 +35,21 @@ type SealResult struct {
 // SealClosedHours seals the closed hours that need it (migration 0037): every hour before the
 // start of the hour before now's (an hour gets an hour after its end for in-flight events) in
 // which the rollups count tool calls and that has no seal, or whose rollup rows of tool calls
-// (events_by_name_hourly's) changed since its seal. For each such hour, SealHoursPerInsert hours at a time, it
-// counts the hour's deduplicated raw tool calls, then recomputes from the raw rows its ignored
-// key paths (ignored_key_paths_sealed) and its gate-reason cells' calls and distinct people
-// (gate_reason_people_sealed), stamped sealed_at = now, then records the hours
-// (rollup_sealed_hours), then deletes their per-partition rows of ignored_key_paths_hourly and
-// gate_reason_calls_hourly. It returns once ClickHouse has applied the deletes.
+// (events_by_name_hourly's) changed since its seal. For each such hour, SealHoursPerInsert
+// hours at a time, it counts the hour's deduplicated raw tool calls, then recomputes from the
+// raw rows its ignored key paths (ignored_key_paths_sealed) and its gate-reason cells' calls
+// and distinct people (gate_reason_people_sealed), stamped sealed_at = now, then records the
+// hours (rollup_sealed_hours), then deletes their per-partition rows of
+// ignored_key_paths_hourly and gate_reason_calls_hourly. It returns once ClickHouse has applied
+// the deletes.
 //
 // Readers take a sealed hour's cells from the sealed tables only while the seal's count of tool
 // calls equals the rollups' (events_by_name_hourly) and no batch has written the hour's rows
 // there since the seal began (a replay may store a call again derived otherwise, the count
-// unchanged), and from the raw rows otherwise, so a seal is never wrong, only late: a run is idempotent, and an event arriving in a sealed hour sends
-// that hour to the raw rows until the next run. Errors are ClickHouse's, wrapped; the hours
-// recorded before an error stay sealed, and a run after it seals the rest.
+// unchanged), and from the raw rows otherwise, so a seal is never wrong, only late: a run is
+// idempotent, and an event arriving in a sealed hour sends that hour to the raw rows until the
+// next run. Errors are ClickHouse's, wrapped; the hours recorded before an error stay sealed,
+// and a run after it seals the rest.
 func SealClosedHours(ctx context.Context, conn driver.Conn, now time.Time) (SealResult, error) {
 	now = now.UTC().Truncate(time.Second)
 	res := SealResult{Through: now.Truncate(time.Hour).Add(-time.Hour)}
@@ -102,8 +104,8 @@ func hoursToSeal(ctx context.Context, conn driver.Conn, through time.Time) ([]ti
 	return hours, counted, nil
 }
 
-// sealHours seals hours (at most SealHoursPerInsert, oldest first), in whose each the rollups
-// counted counted[i] before the seal began.
+// sealHours seals hours (at most SealHoursPerInsert, oldest first); counted[i] is what the
+// rollups counted in hours[i] when the seal began.
 func sealHours(ctx context.Context, conn driver.Conn, now time.Time, hours []time.Time, counted []rollupCount) error {
 	first, last := hours[0], hours[len(hours)-1]
 	span := fmt.Sprintf("%s to %s", first.Format(time.RFC3339), last.Format(time.RFC3339))

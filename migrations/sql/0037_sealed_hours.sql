@@ -1,4 +1,5 @@
--- Closed hours sealed into cells without the Kafka partition (docs/pipeline.md, "Sealed hours and people per gate reason").
+-- Closed hours sealed into cells without the Kafka partition (docs/pipeline.md, "Sealed hours
+-- and people per gate reason").
 -- The consumer's rollup rows are per (partition, cell) (migration 0015): a cell seen in every
 -- partition takes one row per partition, and the rows of the long-tailed dimensions (ignored
 -- key paths, gate-reason combinations) keep filling the partitions × hours × dimensions as the
@@ -24,8 +25,8 @@
 -- rows were stored before its rollup rows when the seal counted them, or a replay stored a call
 -- again derived otherwise, its count unchanged: the ignored keys a served schema yields depend
 -- on the schemas seen) readers recompute the hour from the raw rows, and the next seal (which
--- takes every hour whose rollup rows changed since its seal) seals it again. Step 1 comes before step 2, so the cells of a current seal count at least every call
--- the rollup counts.
+-- takes every hour whose rollup rows changed since its seal) seals it again. Step 1 comes
+-- before step 2, so the cells of a current seal count at least every call the rollup counts.
 --
 -- tool_call_stats_hourly and events_by_name_hourly keep their per-partition rows: every cell of
 -- the first is used within a few hours, and the second is a few rows per hour.
