@@ -39,9 +39,10 @@ type SealResult struct {
 // hours at a time, it counts the hour's deduplicated raw tool calls, then recomputes from the
 // raw rows its ignored key paths (ignored_key_paths_sealed) and its gate-reason cells' calls
 // and distinct people (gate_reason_people_sealed), stamped sealed_at = now, then records the
-// hours (rollup_sealed_hours), then deletes their per-partition rows of
-// ignored_key_paths_hourly and gate_reason_calls_hourly. It returns once ClickHouse has applied
-// the deletes.
+// hours (rollup_sealed_hours). Last it deletes the per-partition rows of
+// ignored_key_paths_hourly and gate_reason_calls_hourly of every sealed hour that has some
+// (also those an earlier run that failed after recording its hours left), and returns once
+// ClickHouse has applied the deletes.
 //
 // Readers take a sealed hour's cells from the sealed tables only while the seal's count of tool
 // calls equals the rollups' (events_by_name_hourly) and no batch has written the hour's rows
@@ -64,12 +65,7 @@ func SealClosedHours(ctx context.Context, conn driver.Conn, now time.Time) (Seal
 		}
 		res.Hours = append(res.Hours, part...)
 	}
-	if len(res.Hours) > 0 {
-		if err := awaitDeletes(ctx, conn); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	return res, deleteSealedRows(ctx, conn)
 }
 
 // rollupCount is what the rollups count in an hour when a seal begins: its tool calls
@@ -151,13 +147,43 @@ func sealHours(ctx context.Context, conn driver.Conn, now time.Time, hours []tim
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("seal %s: record the hours: %w", span, err)
 	}
-	for _, t := range sealedTables {
-		stmt := strings.ReplaceAll(mcsql.Rollup("seal_delete_cells"), "{table}", t.Name)
-		if err := conn.Exec(ctx, stmt, unix); err != nil {
-			return fmt.Errorf("seal %s: delete the per-partition rows of %s: %w", span, t.Name, err)
-		}
-	}
 	return nil
+}
+
+// deleteSealedRows deletes the per-partition rows of every sealed hour that still has some in
+// each of sealedTables (one delete per table), then waits until ClickHouse has applied them.
+func deleteSealedRows(ctx context.Context, conn driver.Conn) error {
+	deleted := false
+	for _, t := range sealedTables {
+		rows, err := conn.Query(ctx, strings.ReplaceAll(mcsql.Rollup("sealed_hours_with_rows"), "{table}", t.Name))
+		if err != nil {
+			return fmt.Errorf("seal: list the sealed hours with rows in %s: %w", t.Name, err)
+		}
+		var hours []uint32
+		for rows.Next() {
+			var h uint32
+			if err := rows.Scan(&h); err != nil {
+				rows.Close()
+				return fmt.Errorf("seal: list the sealed hours with rows in %s: %w", t.Name, err)
+			}
+			hours = append(hours, h)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("seal: list the sealed hours with rows in %s: %w", t.Name, err)
+		}
+		if len(hours) == 0 {
+			continue
+		}
+		if err := conn.Exec(ctx, strings.ReplaceAll(mcsql.Rollup("seal_delete_cells"), "{table}", t.Name), hours); err != nil {
+			return fmt.Errorf("seal: delete the per-partition rows of %d sealed hours of %s: %w", len(hours), t.Name, err)
+		}
+		deleted = true
+	}
+	if !deleted {
+		return nil
+	}
+	return awaitDeletes(ctx, conn)
 }
 
 // awaitDeletes waits until ClickHouse has applied every delete of the sealed tables (a mutation

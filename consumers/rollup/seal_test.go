@@ -153,7 +153,23 @@ SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), ` + r.dims + ", ?, ?, [], 0, ?
 	seal(hourB.Add(2*time.Hour+5*time.Minute), []time.Time{hourB})
 	check("both sealed", nil, map[time.Time]uint64{hourA: 7, hourB: 3})
 	partitionRows("both sealed", nil)
+	// Rows left in a sealed hour (as by a seal that failed between recording the hour and
+	// deleting its rows) are deleted by the next seal, which has no hour to seal.
+	for _, q := range []string{
+		`INSERT INTO mcpulse.gate_reason_calls_hourly (kafka_topic, kafka_partition, hour, campaign_id, reason, client_name,
+    url_support, form_support, calls, as_of, before, before_as_of, version)
+SELECT 'mcp_tool_calls', 1, toDateTime(?, 'UTC'), 'c1', 'session_too_young', 'cursor', 2, 1, 5, 5, [], 0, 1`,
+		`INSERT INTO mcpulse.ignored_key_paths_hourly (kafka_topic, kafka_partition, hour, tool_name, server_name, server_version,
+    key_path, occurrences, as_of, before, before_as_of, version)
+SELECT 'mcp_tool_calls', 1, toDateTime(?, 'UTC'), 'search', '', '', 'limit', 5, 5, [], 0, 1`,
+	} {
+		if err := ch.Exec(ctx, q, hourA.Unix()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("rows left in a sealed hour", nil, map[time.Time]uint64{hourA: 7, hourB: 3})
 	seal(hourB.Add(3*time.Hour), nil)
+	partitionRows("the rows left deleted", nil)
 
 	// A late call of a new person in A: the consumer writes A's totals on partition 0 again
 	// (its cache still holds them), and readers take A from the raw rows until it is sealed
