@@ -241,7 +241,7 @@ func SealOnce(cfg SchedulerConfig) error {
 		cfg.Logger.Error("seal of the closed hours failed", "err", err, "sealed_hours", len(res.Hours), "took", time.Since(start))
 		return err
 	}
-	cfg.Logger.Info("seal of the closed hours", "sealed_hours", len(res.Hours), "through", res.Through, "took", time.Since(start))
+	cfg.Logger.Info("seal of the closed hours", "sealed_hours", len(res.Hours), "before", res.Through, "took", time.Since(start))
 	return nil
 }
 

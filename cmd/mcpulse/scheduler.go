@@ -53,7 +53,10 @@ func newSchedulerCmd() *cobra.Command {
                  from the raw tool calls: its ignored key paths and the calls and distinct
                  people of its gate-reason cells, kept as plain counts without the Kafka
                  partition, whose per-partition rollup rows it then deletes; readers take
-                 the hours without a current seal from the per-partition or raw rows
+                 the hours without a current seal from the per-partition or raw rows.
+                 A closed hour is one that ended over an hour ago (an hour is sealed
+                 from the start of the second hour after it, leaving an hour for
+                 in-flight events); its log line's "before" is the first hour not sealed
 
 Every job runs once per period across scheduler replicas sharing the Redis (a lock per job
 while it runs, and its last start kept for one period). A panicking run is logged and the
