@@ -21,77 +21,33 @@ import (
 // seal covers closed hours only, and deletes the per-partition rows of the ignored key paths
 // and gate-reason calls of the hours it sealed.
 func TestSealedHoursAreExactBeforeAndAfterSeals(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	ctx := context.Background()
-	ch := env.ClickHouse
-	for _, tbl := range []string{"tool_calls", "gate_reason_calls_hourly", "gate_reason_people_sealed", "ignored_key_paths_hourly",
-		"ignored_key_paths_sealed", "events_by_name_hourly", "rollup_sealed_hours"} {
-		if err := ch.Exec(ctx, "TRUNCATE TABLE mcpulse."+tbl); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := newSealRig(t)
+	ctx, ch := r.ctx, r.ch
 	hourA := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	hourB := hourA.Add(time.Hour)
 	seq := 0
-	// call stores one raw tool call of person in the cell (hour, c1, session_too_young,
-	// cursor, url unknown, form yes) that ignored key "limit" (and "sort" when seq is even),
-	// stored twice when twice (a redelivered row).
+	// call stores one raw tool call of person that ignored key "limit" (and "sort" when seq is
+	// even), stored twice when twice (a redelivered row).
 	call := func(hour time.Time, person string, twice bool) {
 		t.Helper()
 		seq++
-		n := 1
-		if twice {
-			n = 2
+		keys := []string{"limit"}
+		if seq%2 == 0 {
+			keys = append(keys, "sort")
 		}
-		for range n {
-			if err := ch.Exec(ctx, `INSERT INTO mcpulse.tool_calls (uuid, timestamp, distinct_id, tool_name, client_name,
-    recruitment_reason, url_supported, form_supported, campaign_id, counted_ignored_keys, ignored_keys_source, inserted_at)
-SELECT toUUID(concat('00000000-0000-4000-8000-', substring(toString(1000000000000 + ?), 2, 12))),
-    toDateTime(?, 'UTC'), ?, 'search', 'cursor', 'session_too_young', NULL, 1, 'c1',
-    if(? % 2 = 0, ['limit', 'sort'], ['limit']), 'schema', now()`,
-				seq, hour.Add(time.Duration(seq)*time.Second).Unix(), person, seq); err != nil {
-				t.Fatal(err)
-			}
+		r.raw(hour, seq, person, keys)
+		if twice {
+			r.raw(hour, seq, person, keys)
 		}
 	}
-	version := uint64(0)
-	// counted writes the consumer's cumulative totals of hour as of a new version, as partition
-	// 0 would for calls of the cells above: the events, and the calls, their "limit" and "sort"
-	// keys (which equal the events unless the consumer's totals of a sealed hour restarted).
+	// counted writes partition 0's totals of hour, its calls and their "limit" keys alike.
 	counted := func(hour time.Time, events, calls, sorts uint64) {
 		t.Helper()
-		version++
-		rows := []struct {
-			table, dims string
-			total       uint64
-		}{
-			{"events_by_name_hourly (kafka_topic, kafka_partition, hour, event", "'$mcp_tool_call'", events},
-			{"gate_reason_calls_hourly (kafka_topic, kafka_partition, hour, campaign_id, reason, client_name, url_support, form_support",
-				"'c1', 'session_too_young', 'cursor', 2, 1", calls},
-			{"ignored_key_paths_hourly (kafka_topic, kafka_partition, hour, tool_name, server_name, server_version, key_path",
-				"'search', '', '', 'limit'", calls},
-			{"ignored_key_paths_hourly (kafka_topic, kafka_partition, hour, tool_name, server_name, server_version, key_path",
-				"'search', '', '', 'sort'", sorts},
-		}
-		for _, r := range rows {
-			q := "INSERT INTO mcpulse." + r.table + ", " + measure(r.table) + `, as_of, before, before_as_of, version)
-SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), ` + r.dims + ", ?, ?, [], 0, ?"
-			if err := ch.Exec(ctx, q, hour.Unix(), r.total, int64(version), version); err != nil {
-				t.Fatal(err)
-			}
-		}
+		r.counted(hour, events, calls, calls, sorts)
 	}
 	check := func(when string, wantUnsealed []time.Time, wantPeople map[time.Time]uint64) {
 		t.Helper()
-		mismatches, err := report.RollupMismatches(ctx, ch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range mismatches {
-			if !strings.HasPrefix(m, "tool_call_stats:") { // the test writes no tool_call_stats_hourly row
-				t.Errorf("%s: %s", when, m)
-			}
-		}
+		r.recomputed(when)
 		if got := hours(t, ch, "SELECT hour FROM mcpulse.v_rollup_unsealed_hours ORDER BY hour"); !slices.Equal(got, wantUnsealed) {
 			t.Errorf("%s: hours read from the partitions' or the raw rows %v, want %v", when, got, wantUnsealed)
 		}
@@ -155,18 +111,7 @@ SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), ` + r.dims + ", ?, ?, [], 0, ?
 	partitionRows("both sealed", nil)
 	// Rows left in a sealed hour (as by a seal that failed between recording the hour and
 	// deleting its rows) are deleted by the next seal, which has no hour to seal.
-	for _, q := range []string{
-		`INSERT INTO mcpulse.gate_reason_calls_hourly (kafka_topic, kafka_partition, hour, campaign_id, reason, client_name,
-    url_support, form_support, calls, as_of, before, before_as_of, version)
-SELECT 'mcp_tool_calls', 1, toDateTime(?, 'UTC'), 'c1', 'session_too_young', 'cursor', 2, 1, 5, 5, [], 0, 1`,
-		`INSERT INTO mcpulse.ignored_key_paths_hourly (kafka_topic, kafka_partition, hour, tool_name, server_name, server_version,
-    key_path, occurrences, as_of, before, before_as_of, version)
-SELECT 'mcp_tool_calls', 1, toDateTime(?, 'UTC'), 'search', '', '', 'limit', 5, 5, [], 0, 1`,
-	} {
-		if err := ch.Exec(ctx, q, hourA.Unix()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.cells(1, hourA, 5, 5, 0)
 	check("rows left in a sealed hour", nil, map[time.Time]uint64{hourA: 7, hourB: 3})
 	seal(hourB.Add(3*time.Hour), nil)
 	partitionRows("the rows left deleted", nil)
@@ -220,18 +165,6 @@ SELECT 'mcp_tool_calls', 1, toDateTime(?, 'UTC'), 'search', '', '', 'limit', 5, 
 	}
 }
 
-// measure is the one measure column of the rollup table named at the start of table.
-func measure(table string) string {
-	switch {
-	case strings.HasPrefix(table, "events_by_name_hourly"):
-		return "events"
-	case strings.HasPrefix(table, "gate_reason_calls_hourly"):
-		return "calls"
-	default:
-		return "occurrences"
-	}
-}
-
 func hours(t *testing.T, ch driver.Conn, q string) []time.Time {
 	t.Helper()
 	rows, err := ch.Query(context.Background(), q)
@@ -256,63 +189,19 @@ func hours(t *testing.T, ch driver.Conn, q string) []time.Time {
 // committed totals and written again. Readers must not keep taking the hour from the cells the
 // seal recomputed from the older row, and the next seal must seal it again.
 func TestSealedHourOfAReplayedCallDerivedOtherwise(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	ctx := context.Background()
-	ch := env.ClickHouse
-	for _, tbl := range []string{"tool_calls", "gate_reason_calls_hourly", "gate_reason_people_sealed", "ignored_key_paths_hourly",
-		"ignored_key_paths_sealed", "events_by_name_hourly", "rollup_sealed_hours"} {
-		if err := ch.Exec(ctx, "TRUNCATE TABLE mcpulse."+tbl); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := newSealRig(t)
+	ctx, ch := r.ctx, r.ch
 	hour := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	// raw stores tool call n (its uuid and second in the hour) with the given counted ignored keys.
 	raw := func(n int, keys []string) {
 		t.Helper()
-		if err := ch.Exec(ctx, `INSERT INTO mcpulse.tool_calls (uuid, timestamp, distinct_id, tool_name, client_name,
-    recruitment_reason, url_supported, form_supported, campaign_id, counted_ignored_keys, ignored_keys_source, inserted_at)
-SELECT toUUID(concat('00000000-0000-4000-8000-', substring(toString(1000000000000 + ?), 2, 12))),
-    toDateTime(?, 'UTC'), 'p1', 'search', 'cursor', 'session_too_young', NULL, 1, 'c1', ?, 'schema', now()`,
-			n, hour.Add(time.Duration(n)*time.Second).Unix(), keys); err != nil {
-			t.Fatal(err)
-		}
+		r.raw(hour, n, "p1", keys)
 	}
-	version := uint64(0)
-	// counted writes partition 0's totals of the hour as of a new version.
+	// counted writes partition 0's totals of the hour; every call has the gate reason.
 	counted := func(events, limits, sorts uint64) {
 		t.Helper()
-		version++
-		for _, r := range []struct {
-			table, dims string
-			total       uint64
-		}{
-			{"events_by_name_hourly (kafka_topic, kafka_partition, hour, event", "'$mcp_tool_call'", events},
-			{"gate_reason_calls_hourly (kafka_topic, kafka_partition, hour, campaign_id, reason, client_name, url_support, form_support",
-				"'c1', 'session_too_young', 'cursor', 2, 1", events},
-			{"ignored_key_paths_hourly (kafka_topic, kafka_partition, hour, tool_name, server_name, server_version, key_path",
-				"'search', '', '', 'limit'", limits},
-			{"ignored_key_paths_hourly (kafka_topic, kafka_partition, hour, tool_name, server_name, server_version, key_path",
-				"'search', '', '', 'sort'", sorts},
-		} {
-			q := "INSERT INTO mcpulse." + r.table + ", " + measure(r.table) + `, as_of, before, before_as_of, version)
-SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), ` + r.dims + ", ?, ?, [], 0, ?"
-			if err := ch.Exec(ctx, q, hour.Unix(), r.total, int64(version), version); err != nil {
-				t.Fatal(err)
-			}
-		}
+		r.counted(hour, events, events, limits, sorts)
 	}
-	check := func(when string) {
-		t.Helper()
-		mismatches, err := report.RollupMismatches(ctx, ch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range mismatches {
-			if !strings.HasPrefix(m, "tool_call_stats:") { // the test writes no tool_call_stats_hourly row
-				t.Errorf("%s: %s", when, m)
-			}
-		}
-	}
+	check := r.recomputed
 	now := hour.Add(2*time.Hour + 5*time.Minute)
 
 	// Two calls ignoring "limit", the second also "sort", stored and counted; the hour is sealed.
@@ -340,4 +229,85 @@ SELECT 'mcp_tool_calls', 0, toDateTime(?, 'UTC'), ` + r.dims + ", ?, ?, [], 0, ?
 		t.Fatalf("seal with nothing changed: %+v, %v; want no hour sealed", res, err)
 	}
 	check("sealed with nothing changed")
+}
+
+// sealRig is a ClickHouse whose raw and rollup tables a seal test writes as the consumer would,
+// for tool "search" and one gate-reason cell (campaign c1, session_too_young, client cursor,
+// URL support unknown, form support yes): every call has the gate reason and ignores key
+// "limit", some also "sort".
+type sealRig struct {
+	t       *testing.T
+	ctx     context.Context
+	ch      driver.Conn
+	version uint64 // of the rollup rows written last
+}
+
+// newSealRig empties the tables a seal reads and writes.
+func newSealRig(t *testing.T) *sealRig {
+	r := &sealRig{t: t, ctx: context.Background(), ch: testenv.New(t, testenv.Options{}).ClickHouse}
+	for _, tbl := range []string{"tool_calls", "gate_reason_calls_hourly", "gate_reason_people_sealed", "ignored_key_paths_hourly",
+		"ignored_key_paths_sealed", "events_by_name_hourly", "rollup_sealed_hours"} {
+		if err := r.ch.Exec(r.ctx, "TRUNCATE TABLE mcpulse."+tbl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// raw stores raw tool call n (its uuid, and its second in hour) of person, ignoring keys.
+func (r *sealRig) raw(hour time.Time, n int, person string, keys []string) {
+	r.t.Helper()
+	if err := r.ch.Exec(r.ctx, `INSERT INTO mcpulse.tool_calls (uuid, timestamp, distinct_id, tool_name, client_name,
+    recruitment_reason, url_supported, form_supported, campaign_id, counted_ignored_keys, ignored_keys_source, inserted_at)
+SELECT toUUID(concat('00000000-0000-4000-8000-', substring(toString(1000000000000 + ?), 2, 12))),
+    toDateTime(?, 'UTC'), ?, 'search', 'cursor', 'session_too_young', NULL, 1, 'c1', ?, 'schema', now()`,
+		n, hour.Add(time.Duration(n)*time.Second).Unix(), person, keys); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// counted writes partition 0's cumulative totals of hour as of a new version: its
+// $mcp_tool_call events (events_by_name_hourly), and its cells (cells).
+func (r *sealRig) counted(hour time.Time, events, calls, limits, sorts uint64) {
+	r.t.Helper()
+	r.cells(0, hour, calls, limits, sorts)
+	r.insert("events_by_name_hourly", "event, events", "'$mcp_tool_call'", 0, hour, events)
+}
+
+// cells writes partition p's cumulative totals of hour's cells as of a new version: the gate-
+// reason calls, and the calls that ignored "limit" and "sort" (ignored_key_paths_hourly).
+func (r *sealRig) cells(p int32, hour time.Time, calls, limits, sorts uint64) {
+	r.t.Helper()
+	r.version++
+	r.insert("gate_reason_calls_hourly", "campaign_id, reason, client_name, url_support, form_support, calls",
+		"'c1', 'session_too_young', 'cursor', 2, 1", p, hour, calls)
+	paths := "tool_name, server_name, server_version, key_path, occurrences"
+	r.insert("ignored_key_paths_hourly", paths, "'search', '', '', 'limit'", p, hour, limits)
+	r.insert("ignored_key_paths_hourly", paths, "'search', '', '', 'sort'", p, hour, sorts)
+}
+
+// insert writes one rollup row of table: the dimension values dims, then total, in columns
+// (the dimensions after hour, then the measure), for partition p and hour, as of r.version.
+func (r *sealRig) insert(table, columns, dims string, p int32, hour time.Time, total uint64) {
+	r.t.Helper()
+	q := "INSERT INTO mcpulse." + table + " (kafka_topic, kafka_partition, hour, " + columns + `, as_of, before, before_as_of, version)
+SELECT 'mcp_tool_calls', ?, toDateTime(?, 'UTC'), ` + dims + ", ?, ?, [], 0, ?"
+	if err := r.ch.Exec(r.ctx, q, p, hour.Unix(), total, int64(r.version), r.version); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// recomputed reports, as of when, every rollup that differs from its recomputation from the raw
+// rows (tool_call_stats_hourly aside: the tests write none of its rows).
+func (r *sealRig) recomputed(when string) {
+	r.t.Helper()
+	mismatches, err := report.RollupMismatches(r.ctx, r.ch)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, m := range mismatches {
+		if !strings.HasPrefix(m, "tool_call_stats:") {
+			r.t.Errorf("%s: %s", when, m)
+		}
+	}
 }
