@@ -70,9 +70,18 @@ func TestRun(t *testing.T) {
 				t.Errorf("run %d: Redis growth %+v: want no key for tool calls (dedup is per partition, in the consumer) and used_memory's delta scaled to a million events", r.Run, r.Redis)
 			}
 			filled := 0
+			emptied := 0
 			for _, s := range r.Rollups {
-				// A part the seal's delete emptied may stay as an empty part of a few bytes.
-				if (s.Rows > 0 && s.Bytes == 0) || (s.Rows > 0) != (s.RowsOptimized > 0) || s.RowsOptimized > s.Rows {
+				if s.Table == "gate_reason_calls_hourly" || s.Table == "ignored_key_paths_hourly" {
+					// Every hour of the corpus is sealed, and the seal deletes these per-partition
+					// rows; the part it emptied may stay, a few hundred bytes of headers.
+					emptied++
+					if s.Rows != 0 || s.RowsOptimized != 0 || s.Bytes > 4096 {
+						t.Errorf("run %d: rollup %+v: want no per-partition row left once every hour is sealed, at most an empty part", r.Run, s)
+					}
+					continue
+				}
+				if (s.Rows > 0) != (s.Bytes > 0) || (s.Rows > 0) != (s.RowsOptimized > 0) || s.RowsOptimized > s.Rows {
 					t.Errorf("run %d: rollup %+v: want bytes when there are rows, and no more rows after OPTIMIZE FINAL", r.Run, s)
 				}
 				if s.Rows > 0 {
@@ -91,10 +100,8 @@ func TestRun(t *testing.T) {
 					t.Errorf("run %d: seal %+v, rollups %+v: want the corpus's hours sealed and %s measured", r.Run, r.Seal, r.Rollups, table)
 				}
 			}
-			for _, table := range []string{"gate_reason_calls_hourly", "ignored_key_paths_hourly"} {
-				if i := slices.IndexFunc(r.Rollups, func(s RollupStorage) bool { return s.Table == table }); i < 0 || r.Rollups[i].RowsOptimized != 0 {
-					t.Errorf("run %d: rollups %+v: want no per-partition row of %s left once every hour is sealed", r.Run, r.Rollups, table)
-				}
+			if emptied != 2 {
+				t.Errorf("run %d: rollups %+v: want gate_reason_calls_hourly and ignored_key_paths_hourly measured", r.Run, r.Rollups)
 			}
 			if !slices.Contains(r.PeerDefaults, "properties") {
 				t.Errorf("run %d: peer default columns %v lack properties", r.Run, r.PeerDefaults)
