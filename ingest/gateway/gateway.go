@@ -1,7 +1,8 @@
 // Package gateway is mcpulse's HTTP ingest gateway: it speaks PostHog's capture API
 // (POST /batch/, /capture/, /e/, /i/v0/e/) so an MCP server already sending analytics through a
 // PostHog SDK adopts mcpulse by changing its host, and takes mcpulse envelopes on
-// POST /v1/events. Events are validated and published to Kafka with ingest.Publisher (the table
+// POST /v1/events, and OpenTelemetry traces on POST /v1/traces (OTLP/HTTP; MCP spans become the
+// same events, package ingest/otlp). Events are validated and published to Kafka with ingest.Publisher (the table
 // of kinds, DESIGN.md §2, says where); valid events of names no kind has are published too, so
 // the consumers count them per name, and are reported as unrouted (and forwarded, OnUnrouted).
 //
@@ -70,6 +71,7 @@ func New(cfg Config, pub *ingest.Publisher) (*Gateway, error) {
 		mux.Handle(strings.TrimSuffix(p, "/"), g.ingestHandler(p, formPostHog))
 	}
 	mux.Handle("/v1/events", g.ingestHandler("/v1/events", formEnvelopes))
+	mux.Handle(OTLPTracesPath, g.instrument(OTLPTracesPath, http.HandlerFunc(g.otlpTraces)))
 	mux.Handle("/healthz", g.instrument("/healthz", http.HandlerFunc(g.healthz)))
 	mux.Handle("/readyz", g.instrument("/readyz", http.HandlerFunc(g.readyz)))
 	mux.Handle("/metrics", g.instrument("/metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))
@@ -321,6 +323,12 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 		sentAt = mustJSON(q) // posthog-js: milliseconds since the epoch when the request was sent
 	}
 	res := g.process(p, form, newRequestClock(now, sentAt, g.cfg.TransitAllowance))
+	return g.publish(r, res)
+}
+
+// publish publishes a request's processed events and answers for them: 200, 400 naming the
+// bad events (the valid ones published), or 503 when Kafka did not acknowledge in time.
+func (g *Gateway) publish(r *http.Request, res processed) (int, Response, processed) {
 	if len(res.events) > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.cfg.KafkaTimeout)
 		err := g.pub.Publish(ctx, res.events...)
