@@ -31,7 +31,9 @@ const OTLPTracesPath = "/v1/traces"
 //
 // The answer is an ExportTraceServiceResponse in the request's encoding: 200, with
 // partial_success.rejected_spans counting the MCP spans too malformed to map or whose event
-// the gateway refused, and its error_message saying why and how many spans were not MCP spans;
+// the gateway refused and its error_message saying why (no partial_success when none was);
+// headers Mcpulse-Spans-Mapped, -Dropped (not MCP spans, or methods without an event kind) and
+// -Rejected count the request's spans;
 // 400, 401, 413 or 415 with a google.rpc.Status saying what is wrong with the request (nothing
 // of it published); 503 with Retry-After when Kafka did not acknowledge in time (retry; the
 // events' uuids come from the spans' ids, so the consumers deduplicate).
@@ -133,11 +135,14 @@ func (g *Gateway) otlpTraces(w http.ResponseWriter, r *http.Request) {
 	if rejected > 0 {
 		notes = append([]string{fmt.Sprintf("%d MCP spans rejected", rejected)}, notes...)
 	}
-	if n := mapped.Counts[otlp.OutcomeNotMCP] + mapped.Counts[otlp.OutcomeOtherMethod]; n > 0 {
-		notes = append(notes, fmt.Sprintf("%d spans dropped: not MCP tool calls, tools/list or initialize", n))
-	}
+	// The counts go in headers: exporters log any partial_success as a failed export (the
+	// OpenTelemetry Go SDK's otlptracehttp returns it as an error), so dropping the spans that
+	// are not MCP spans, which is the normal case, must not look like one.
+	w.Header().Set("Mcpulse-Spans-Mapped", strconv.Itoa(mapped.Counts[otlp.OutcomeMapped]-rejected+mapped.Counts[otlp.OutcomeRejected]))
+	w.Header().Set("Mcpulse-Spans-Dropped", strconv.Itoa(mapped.Counts[otlp.OutcomeNotMCP]+mapped.Counts[otlp.OutcomeOtherMethod]))
+	w.Header().Set("Mcpulse-Spans-Rejected", strconv.Itoa(rejected))
 	out := &coltracepb.ExportTraceServiceResponse{}
-	if len(notes) > 0 {
+	if rejected > 0 {
 		out.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(rejected), ErrorMessage: strings.Join(notes, "; ")}
 	}
 	w.Header().Set("Content-Type", enc.ContentType())

@@ -54,6 +54,13 @@ func semconvRequest(start time.Time) *coltracepb.ExportTraceServiceRequest {
 // postOTLP posts an export and returns the status, the Content-Type and the body.
 func postOTLP(t *testing.T, f *fixture, body []byte, headers ...string) (int, string, []byte) {
 	t.Helper()
+	code, ctype, data, _ := postOTLPHeaders(t, f, body, headers...)
+	return code, ctype, data
+}
+
+// postOTLPHeaders is postOTLP that also returns the answer's headers.
+func postOTLPHeaders(t *testing.T, f *fixture, body []byte, headers ...string) (int, string, []byte, http.Header) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, f.srv.URL+gateway.OTLPTracesPath, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +74,7 @@ func postOTLP(t *testing.T, f *fixture, body []byte, headers ...string) (int, st
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(res.Body)
-	return res.StatusCode, res.Header.Get("Content-Type"), data
+	return res.StatusCode, res.Header.Get("Content-Type"), data, res.Header
 }
 
 func TestOTLPTracesProtobufJSONAndGzip(t *testing.T) {
@@ -92,7 +99,7 @@ func TestOTLPTracesProtobufJSONAndGzip(t *testing.T) {
 		if c.gzip {
 			body, headers = gzipBytes(t, body), append(headers, "Content-Encoding", "gzip")
 		}
-		code, ctype, data := postOTLP(t, f, body, headers...)
+		code, ctype, data, h := postOTLPHeaders(t, f, body, headers...)
 		if code != http.StatusOK || ctype != c.ctype {
 			t.Fatalf("%s: %d %s %q", c.name, code, ctype, data)
 		}
@@ -106,9 +113,11 @@ func TestOTLPTracesProtobufJSONAndGzip(t *testing.T) {
 			t.Fatalf("%s: answer %q: %v", c.name, data, err)
 		}
 		ps := resp.GetPartialSuccess()
-		if ps.GetRejectedSpans() != 1 || !strings.Contains(ps.GetErrorMessage(), "without a tool name") ||
-			!strings.Contains(ps.GetErrorMessage(), "1 spans dropped") {
-			t.Errorf("%s: partial success %v, want 1 rejected (no tool name) and 1 dropped", c.name, ps)
+		if ps.GetRejectedSpans() != 1 || !strings.Contains(ps.GetErrorMessage(), "without a tool name") {
+			t.Errorf("%s: partial success %v, want 1 rejected (no tool name)", c.name, ps)
+		}
+		if got := h.Get("Mcpulse-Spans-Mapped") + " " + h.Get("Mcpulse-Spans-Dropped") + " " + h.Get("Mcpulse-Spans-Rejected"); got != "3 1 1" {
+			t.Errorf("%s: mapped, dropped, rejected %s, want 3 1 1", c.name, got)
 		}
 	}
 	// Four exports of the same spans: each event once per export, with the same uuids.
@@ -254,6 +263,5 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
-
 
 func base64Std(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
