@@ -458,6 +458,9 @@ func (g *Gateway) event(raw json.RawMessage, form bodyForm, clk requestClock, in
 }
 
 func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, clk requestClock, index int) (*ingest.Event, []Problem, bool, []byte) {
+	if form == formOTLP {
+		return g.checkEvent(raw, clk)
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
 		return nil, []Problem{{Path: "", Problem: "bad JSON: an event must be a JSON object"}}, false, nil
@@ -486,6 +489,11 @@ func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, clk requestCloc
 	if err != nil {
 		return nil, []Problem{{Path: "", Problem: "bad JSON: " + err.Error()}}, false, nil
 	}
+	return g.checkEvent(data, clk)
+}
+
+// checkEvent parses and validates an event's normalized JSON.
+func (g *Gateway) checkEvent(data []byte, clk requestClock) (*ingest.Event, []Problem, bool, []byte) {
 	ev, err := ingest.Parse(data)
 	if err == nil {
 		err = ingest.CheckClock(ev, clk.now)

@@ -102,7 +102,7 @@ func (g *Gateway) otlpTraces(w http.ResponseWriter, r *http.Request) {
 	for outcome, n := range mapped.Counts {
 		g.metrics.otlpSpans.WithLabelValues(string(outcome)).Add(float64(n))
 	}
-	res := g.process(&payload{Events: mapped.Events}, formEnvelopes, newRequestClock(g.cfg.Now(), nil, g.cfg.TransitAllowance))
+	res := g.process(&payload{Events: mapped.Events}, formOTLP, newRequestClock(g.cfg.Now(), nil, g.cfg.TransitAllowance))
 	code, resp, _ := g.publish(r, res)
 	if code == http.StatusServiceUnavailable {
 		fail(code, codes.Unavailable, resp.Error)
