@@ -497,21 +497,24 @@ func (m *mapper) toolsList(conv Convention, p map[string]any) {
 			continue
 		}
 		names = append(names, t.Name)
-		e := map[string]any{"name": t.Name}
-		if t.Description != "" {
-			e["description"] = t.Description
-		}
 		schema := t.InputSchema
 		if len(schema) == 0 {
 			schema = t.Parameters // gen_ai.tool.definitions' function-style entries
 		}
-		if len(schema) > 0 && string(schema) != "null" {
-			e["inputSchema"] = schema
+		if len(schema) == 0 || string(schema) == "null" {
+			// Listed, but without a schema (Traceloop's spans never carry one): named in
+			// $mcp_listed_tool_names only, so that it neither stores an empty served schema
+			// nor replaces a schema learnt from another source.
+			continue
+		}
+		e := map[string]any{"name": t.Name, "inputSchema": schema}
+		if t.Description != "" {
+			e["description"] = t.Description
 		}
 		listed = append(listed, e)
 	}
 	p["$mcp_listed_tool_names"] = names
-	p["$mcp_response"] = map[string]any{"tools": listed}
+	p["$mcp_response"] = map[string]any{"tools": listed} // only the tools with a schema
 	p["$mcp_parameters"] = map[string]any{"request": map[string]any{"method": MethodToolsList}}
 	p["$mcp_is_error"] = m.span.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR
 }
