@@ -1,16 +1,23 @@
 package gateway_test
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,10 +51,20 @@ type otlpCall struct {
 	Reason     string // ignored_keys_reason
 }
 
-// otlpStack is the gateway, Kafka (kfake), the consumers and ClickHouse of an OTLP test.
+// otlpStack is the gateway, Kafka (kfake), the consumers and ClickHouse of an OTLP test; it
+// keeps a copy of every export the gateway received.
 type otlpStack struct {
 	env *testenv.Env
 	srv *httptest.Server
+
+	mu      sync.Mutex
+	exports []recordedExport
+}
+
+// recordedExport is one POST /v1/traces as received.
+type recordedExport struct {
+	contentType, encoding string
+	body                  []byte
 }
 
 func newOTLPStack(t *testing.T) *otlpStack {
@@ -56,9 +73,56 @@ func newOTLPStack(t *testing.T) *otlpStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(srv.Close)
-	return &otlpStack{env: env, srv: srv}
+	s := &otlpStack{env: env}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == gateway.OTLPTracesPath {
+			body, _ := io.ReadAll(r.Body)
+			s.mu.Lock()
+			s.exports = append(s.exports, recordedExport{r.Header.Get("Content-Type"), r.Header.Get("Content-Encoding"), body})
+			s.mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		gw.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// spanDurations decodes every recorded export and returns the duration (ms) of each span by
+// the uuid of the tool call the gateway maps it to.
+func (s *otlpStack) spanDurations(t *testing.T) map[string]float64 {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]float64{}
+	for _, e := range s.exports {
+		body := e.body
+		if e.encoding == "gzip" {
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		enc, err := otlp.EncodingOf(e.contentType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := otlp.Decode(enc, body)
+		if err != nil {
+			t.Fatalf("a recorded export: %v", err)
+		}
+		for _, rs := range req.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				for _, sp := range ss.GetSpans() {
+					out[otlp.EventUUID(sp.GetTraceId(), sp.GetSpanId(), ingest.EventToolCall).String()] = float64(sp.GetEndTimeUnixNano()-sp.GetStartTimeUnixNano()) / 1e6
+				}
+			}
+		}
+	}
+	return out
 }
 
 // drain runs the consumers until every published event is stored.
@@ -90,7 +154,7 @@ type storedCall struct {
 func (s *otlpStack) calls(t *testing.T, server string) []storedCall {
 	t.Helper()
 	rows, err := s.env.ClickHouse.Query(context.Background(), `SELECT toString(uuid), tool_name, is_error, error_class, unknown_tool,
-		ignored_keys, ignored_keys_source, ignored_keys_reason, session_id, ifNull(duration_ms, -1)
+		ignored_keys, ignored_keys_source, ignored_keys_reason, session_id, ifNull(duration_ms, -1), source
 		FROM mcpulse.tool_calls FINAL WHERE server_name = ? ORDER BY timestamp`, server)
 	if err != nil {
 		t.Fatal(err)
@@ -100,8 +164,12 @@ func (s *otlpStack) calls(t *testing.T, server string) []storedCall {
 	for rows.Next() {
 		var c storedCall
 		var isErr, unknown uint8
-		if err := rows.Scan(&c.UUID, &c.Tool, &isErr, &c.ErrorClass, &unknown, &c.Keys, &c.Source, &c.Reason, &c.Session, &c.DurationMs); err != nil {
+		var source string
+		if err := rows.Scan(&c.UUID, &c.Tool, &isErr, &c.ErrorClass, &unknown, &c.Keys, &c.Source, &c.Reason, &c.Session, &c.DurationMs, &source); err != nil {
 			t.Fatal(err)
+		}
+		if !strings.HasPrefix(source, "otlp_") {
+			t.Errorf("%s %s: source %q: every call of an OpenTelemetry-only server comes from its spans", server, c.Tool, source)
 		}
 		c.IsError, c.Unknown = isErr == 1, unknown == 1
 		if len(c.Keys) == 0 {
@@ -377,4 +445,146 @@ func TestOTLPGoSemconvServerEndToEnd(t *testing.T) {
 func equalCall(a, b otlpCall) bool {
 	return a.Tool == b.Tool && a.IsError == b.IsError && a.ErrorClass == b.ErrorClass && a.Unknown == b.Unknown &&
 		slices.Equal(a.Keys, b.Keys) && a.Source == b.Source && a.Reason == b.Reason
+}
+
+// TestOTLPNodeInstrumentationsEndToEnd runs the real npm instrumentations, unchanged, pinned by
+// testdata/otel/package-lock.json: an MCP server on the official TypeScript SDK over
+// Streamable HTTP traced by @shinzolabs/instrumentation-mcp, and a client traced by
+// @traceloop/instrumentation-mcp (manuallyInstrument), both exporting OTLP/HTTP to the gateway
+// and nothing else. The client's spans are recorded under the server its initialize reported
+// (otel-fixture-server), the server's under its own service.name (otel-fixture-shinzo). Every
+// call must land once with its error class and its span's duration; ignored keys are not
+// measured: the client's spans carry the raw arguments but no schema (Traceloop's tools/list
+// span has none), and Shinzo saw the arguments after validation.
+func TestOTLPNodeInstrumentationsEndToEnd(t *testing.T) {
+	s := newOTLPStack(t)
+	dir := npmCI(t, "otel", "@traceloop/instrumentation-mcp")
+	headers := "OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer " + testKey
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	server := exec.CommandContext(ctx, "node", "server.js")
+	server.Dir = dir
+	server.Env = append(os.Environ(), "GATEWAY_URL="+s.srv.URL, headers)
+	stdin, err := server.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := server.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serverErr bytes.Buffer
+	server.Stderr = &serverErr
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var listening struct{ URL string }
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &listening) != nil {
+		t.Fatalf("server.js: %q %v\n%s", line, err, serverErr.String())
+	}
+
+	client := exec.CommandContext(ctx, "node", "client.js")
+	client.Dir = dir
+	client.Env = append(os.Environ(), "SERVER_URL="+listening.URL, "OTEL_EXPORTER_OTLP_ENDPOINT="+s.srv.URL, headers)
+	out, err := client.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("client.js: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var ran struct {
+		Calls []struct {
+			Tool    string `json:"tool"`
+			IsError bool   `json:"is_error"`
+			Error   string `json:"error"`
+		} `json:"calls"`
+	}
+	if err := json.Unmarshal(out, &ran); err != nil {
+		t.Fatalf("client.js output %q: %v", out, err)
+	}
+	stdin.Close()
+	if err := server.Wait(); err != nil || !strings.Contains(serverErr.String(), "spans flushed") {
+		t.Fatalf("server.js: %v\n%s", err, serverErr.String())
+	}
+	t.Logf("client saw %+v", ran.Calls)
+	s.drain(t)
+
+	// What the client saw, as Traceloop's spans say it: every call, its error told apart by
+	// the span status's message; arguments raw, but no schema to judge them by.
+	noSchema := otlpCall{Source: "not_measurable", Reason: "no_schema"}
+	client1 := func(tool string, isErr bool, class string, unknown bool) otlpCall {
+		c := noSchema
+		c.Tool, c.IsError, c.ErrorClass, c.Unknown = tool, isErr, class, unknown
+		return c
+	}
+	wantClient := []otlpCall{
+		client1("lookup", false, "", false),
+		client1("lookup", false, "", false),
+		client1("lookup", true, "validation_type", false),
+		// Shinzo's wrapper swallows the handler's error and returns no result, which the SDK
+		// refuses ("Invalid tools/call result"): the client sees that, a tool error all the same.
+		client1("explode", true, "other", false),
+		client1("ghost", true, "unknown_tool", true),
+	}
+	// What the server's handlers saw, as Shinzo's spans say it: only the calls that passed
+	// validation reached a handler; their arguments were seen after validation.
+	validated := otlpCall{Source: "not_measurable", Reason: "arguments_validated"}
+	server1 := func(tool string, isErr bool, class string) otlpCall {
+		c := validated
+		c.Tool, c.IsError, c.ErrorClass = tool, isErr, class
+		return c
+	}
+	wantServer := []otlpCall{server1("lookup", false, ""), server1("lookup", false, ""), server1("explode", true, "other")}
+
+	durations := s.spanDurations(t)
+	for _, side := range []struct {
+		server string
+		want   []otlpCall
+	}{{"otel-fixture-server", wantClient}, {"otel-fixture-shinzo", wantServer}} {
+		got := s.calls(t, side.server)
+		var gotCalls []otlpCall
+		for _, g := range got {
+			gotCalls = append(gotCalls, g.otlpCall)
+			d, ok := durations[g.UUID]
+			if !ok {
+				t.Errorf("%s: row %+v is no span's", side.server, g.otlpCall)
+			} else if math.Abs(d-g.DurationMs) > 0.001 {
+				t.Errorf("%s %s: duration %.3f ms, the span's %.3f ms", side.server, g.Tool, g.DurationMs, d)
+			}
+		}
+		if !sameCalls(gotCalls, side.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", side.server, gotCalls, side.want)
+		}
+	}
+	var n uint64
+	if err := s.env.ClickHouse.QueryRow(ctx, `SELECT count() FROM mcpulse.mcp_initialize_events FINAL WHERE server_name = 'otel-fixture-server' AND client_name = 'otel-fixture-client'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("initialize events: %d (%v), want 1", n, err)
+	}
+	if err := s.env.ClickHouse.QueryRow(ctx, `SELECT count() FROM mcpulse.dead_letters`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("dead letters: %d (%v), want 0", n, err)
+	}
+	checkToolDiagnostics(t, s.env.ClickHouse, append(append([]otlpCall(nil), wantClient...), wantServer...))
+}
+
+// sameCalls compares two lists of calls in any order.
+func sameCalls(a, b []otlpCall) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	used := make([]bool, len(b))
+next:
+	for _, x := range a {
+		for i, y := range b {
+			if !used[i] && equalCall(x, y) {
+				used[i] = true
+				continue next
+			}
+		}
+		return false
+	}
+	return true
 }
