@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,7 +80,23 @@ func newOTLPStack(t *testing.T) *otlpStack {
 			body, _ := io.ReadAll(r.Body)
 			s.mu.Lock()
 			s.exports = append(s.exports, recordedExport{r.Header.Get("Content-Type"), r.Header.Get("Content-Encoding"), body})
+			n := len(s.exports)
 			s.mu.Unlock()
+			if dir := os.Getenv("MCPULSE_RECORD_OTLP"); dir != "" {
+				// Records the exports package otlp's tests and fuzz seeds read
+				// (ingest/otlp/testdata/exports, renamed there after the instrumentation).
+				ext := ".pb"
+				if strings.Contains(r.Header.Get("Content-Type"), "json") {
+					ext = ".json"
+				}
+				if r.Header.Get("Content-Encoding") == "gzip" {
+					ext += ".gz"
+				}
+				name := fmt.Sprintf("%s-%d%s", strings.ToLower(strings.TrimPrefix(t.Name(), "TestOTLP")), n, ext)
+				if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+					t.Error(err)
+				}
+			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		gw.Handler().ServeHTTP(w, r)
