@@ -1,10 +1,11 @@
 // Package gateway is mcpulse's HTTP ingest gateway: it speaks PostHog's capture API
 // (POST /batch/, /capture/, /e/, /i/v0/e/) so an MCP server already sending analytics through a
 // PostHog SDK adopts mcpulse by changing its host, and takes mcpulse envelopes on
-// POST /v1/events, and OpenTelemetry traces on POST /v1/traces (OTLP/HTTP; MCP spans become the
-// same events, package ingest/otlp). Events are validated and published to Kafka with ingest.Publisher (the table
-// of kinds, DESIGN.md §2, says where); valid events of names no kind has are published too, so
-// the consumers count them per name, and are reported as unrouted (and forwarded, OnUnrouted).
+// POST /v1/events, and OpenTelemetry traces on POST /v1/traces (OTLP/HTTP: the MCP spans become
+// the same events, package ingest/otlp; see otlpTraces). Events are validated and published to
+// Kafka with ingest.Publisher (the table of kinds, DESIGN.md §2, says where); valid events of
+// names no kind has are published too, so the consumers count them per name, and are reported
+// as unrouted (and forwarded, OnUnrouted).
 //
 // A request is answered only after Kafka acknowledged every event it enqueued: 200 when all
 // events were accepted, 400 naming each bad event by index and field path (its valid events are

@@ -476,7 +476,7 @@ func equalCall(a, b otlpCall) bool {
 func TestOTLPNodeInstrumentationsEndToEnd(t *testing.T) {
 	s := newOTLPStack(t)
 	dir := npmCI(t, "otel", "@traceloop/instrumentation-mcp")
-	headers := "OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer " + testKey
+	headers := "OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20" + testKey // URL-encoded, as the variable is specified
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
