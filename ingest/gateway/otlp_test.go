@@ -265,3 +265,37 @@ func grepLines(s, sub string) string {
 }
 
 func base64Std(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
+
+// A span whose event the gateway refuses (here: ending in 2200, past ClickHouse's DateTime)
+// counts as rejected, with the reason, and its neighbours are published.
+func TestOTLPTracesRefusedEventCountsItsSpan(t *testing.T) {
+	f := newFixture(t, nil)
+	req := semconvRequest(time.Now().Add(-time.Minute))
+	spans := req.ResourceSpans[0].ScopeSpans[0].Spans
+	late := time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+	spans[2].StartTimeUnixNano, spans[2].EndTimeUnixNano = uint64(late.UnixNano()), uint64(late.Add(time.Millisecond).UnixNano())
+	pb, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, data, h := postOTLPHeaders(t, f, pb, "Content-Type", "application/x-protobuf", "Authorization", "Bearer "+testKey)
+	var resp coltracepb.ExportTraceServiceResponse
+	if err := proto.Unmarshal(data, &resp); code != http.StatusOK || err != nil {
+		t.Fatalf("%d %v", code, err)
+	}
+	ps := resp.GetPartialSuccess()
+	// The failed call's span maps to a tool call and an exception, both refused: one span.
+	if ps.GetRejectedSpans() != 2 || !strings.Contains(ps.GetErrorMessage(), "span 0102030405060703: timestamp") {
+		t.Errorf("partial success %v, want 2 rejected (the malformed span and the late one), the late one's reason", ps)
+	}
+	if got := h.Get("Mcpulse-Spans-Mapped") + " " + h.Get("Mcpulse-Spans-Rejected"); got != "2 2" {
+		t.Errorf("mapped, rejected %s, want 2 2", got)
+	}
+	counts := map[string]int{}
+	for _, m := range f.messages(ingest.TopicToolCalls) {
+		counts[envelopeOf(t, m).Event]++
+	}
+	if want := map[string]int{ingest.EventToolsList: 1, ingest.EventToolCall: 1}; !equalCounts(counts, want) {
+		t.Errorf("published %v, want %v", counts, want)
+	}
+}
