@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/otlp"
 	"github.com/mcpulse/mcpulse/misuse"
@@ -190,5 +194,74 @@ func TestHexIDsToBase64(t *testing.T) {
 	// "spanId" (its key is a value of "key"), is left alone.
 	if strings.TrimSpace(string(out)) != want {
 		t.Errorf("\n got %s\nwant %s", out, want)
+	}
+}
+
+// The rules the recorded exports do not exercise, one span each.
+func TestMapRules(t *testing.T) {
+	trace, span := make([]byte, 16), []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	trace[0] = 9
+	mk := func(name string, kind tracepb.Span_SpanKind, st *tracepb.Status, kvs ...string) *coltracepb.ExportTraceServiceRequest {
+		var attrs []*commonpb.KeyValue
+		for i := 0; i+1 < len(kvs); i += 2 {
+			attrs = append(attrs, &commonpb.KeyValue{Key: kvs[i], Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: kvs[i+1]}}})
+		}
+		return &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{{
+			TraceId: trace, SpanId: span, Name: name, Kind: kind, StartTimeUnixNano: 1_800_000_000_000_000_000,
+			EndTimeUnixNano: 1_800_000_000_002_500_000, Attributes: attrs, Status: st,
+		}}}}}}}
+	}
+	errStatus := &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR}
+	for _, c := range []struct {
+		name    string
+		req     *coltracepb.ExportTraceServiceRequest
+		outcome otlp.Outcome
+		props   map[string]string // property -> JSON text it must hold
+	}{
+		{"a semconv client span is left to the server's", mk("tools/call a", tracepb.Span_SPAN_KIND_CLIENT, nil, "mcp.method.name", "tools/call", "gen_ai.tool.name", "a"),
+			otlp.OutcomeOtherMethod, nil},
+		{"another MCP method", mk("resources/read", tracepb.Span_SPAN_KIND_SERVER, nil, "mcp.method.name", "resources/read"), otlp.OutcomeOtherMethod, nil},
+		{"the tool from the span name, the error from the JSON-RPC code", mk("tools/call lookup", tracepb.Span_SPAN_KIND_SERVER, errStatus,
+			"mcp.method.name", "tools/call", "error.type", "-32601", "rpc.jsonrpc.error_code", "-32601"),
+			otlp.OutcomeMapped, map[string]string{"$mcp_tool_name": `"lookup"`, "$mcp_is_error": "true", "$mcp_error_message": `"MCP error -32601"`,
+				"$mcp_error_type": `"-32601"`, "$mcp_duration_ms": "2.5", "$mcp_parameters": "", "$session_id": ""}},
+		{"arguments that are not JSON are kept as text", mk("tools/call a", tracepb.Span_SPAN_KIND_SERVER, nil,
+			"mcp.method.name", "tools/call", "gen_ai.tool.name", "a", "gen_ai.tool.call.arguments", "{oops", "mcp.session.id", "s"),
+			otlp.OutcomeMapped, map[string]string{"$mcp_parameters": `{"request":{"method":"tools/call","params":{"arguments":"{oops","name":"a"}}}`,
+				"$session_id": `"s"`, "$mcp_is_error": "false"}},
+		{"a tools/call span without a tool", mk("tools/call", tracepb.Span_SPAN_KIND_SERVER, nil, "mcp.method.name", "tools/call"), otlp.OutcomeRejected, nil},
+		{"not MCP", mk("GET /", tracepb.Span_SPAN_KIND_SERVER, nil, "http.request.method", "GET"), otlp.OutcomeNotMCP, nil},
+	} {
+		res := otlp.Map(c.req)
+		if res.Counts[c.outcome] != 1 {
+			t.Errorf("%s: %v, want %s", c.name, res.Counts, c.outcome)
+			continue
+		}
+		if c.props == nil {
+			continue
+		}
+		var env ingest.Envelope
+		if err := json.Unmarshal(res.Events[0], &env); err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range c.props {
+			if got := string(env.Properties[k]); got != want {
+				t.Errorf("%s: %s = %s, want %s", c.name, k, got, want)
+			}
+		}
+		if env.DistinctID == "" || (env.Properties["$session_id"] == nil && env.DistinctID != "otel-trace:09000000000000000000000000000000") {
+			t.Errorf("%s: distinct_id %q", c.name, env.DistinctID)
+		}
+	}
+	// Ids of the wrong length, an end before the start: rejected with the reason.
+	bad := mk("tools/call a", tracepb.Span_SPAN_KIND_SERVER, nil, "mcp.method.name", "tools/call", "gen_ai.tool.name", "a")
+	s := bad.ResourceSpans[0].ScopeSpans[0].Spans[0]
+	s.EndTimeUnixNano = s.StartTimeUnixNano - 1
+	if res := otlp.Map(bad); res.Counts[otlp.OutcomeRejected] != 1 || !strings.Contains(res.Rejections[0], "ends before it starts") {
+		t.Errorf("end before start: %v %v", res.Counts, res.Rejections)
+	}
+	s.EndTimeUnixNano, s.SpanId = s.StartTimeUnixNano+1, []byte{1}
+	if res := otlp.Map(bad); res.Counts[otlp.OutcomeRejected] != 1 || !strings.Contains(res.Rejections[0], "span id of 1 bytes") {
+		t.Errorf("short span id: %v %v", res.Counts, res.Rejections)
 	}
 }
