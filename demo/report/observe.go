@@ -44,6 +44,9 @@ func Observe(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient) (*o
 	if err := scanServedSchemas(ctx, ch, o); err != nil {
 		return nil, err
 	}
+	if err := scanToolMisuse(ctx, ch, o); err != nil {
+		return nil, err
+	}
 	if err := scanSuppression(ctx, rdb, o.Suppression); err != nil {
 		return nil, err
 	}
@@ -107,6 +110,24 @@ func scanServedSchemas(ctx context.Context, ch driver.Conn, o *outcome.Outcome) 
 		}
 		row.FirstSeen, row.LastSeen = first.UTC().Format(hourFormat), last.UTC().Format(hourFormat)
 		o.ServedSchemas = append(o.ServedSchemas, row)
+		return nil
+	})
+}
+
+// scanToolMisuse reads the tool-call stats rollup summed per hour and tool.
+func scanToolMisuse(ctx context.Context, ch driver.Conn, o *outcome.Outcome) error {
+	return each(ctx, ch, "outcome_tool_misuse", func(r driver.Rows) error {
+		var (
+			row                                    outcome.ToolMisuse
+			hour                                   time.Time
+			calls, errors, validation, unknownTool uint64
+		)
+		if err := r.Scan(&hour, &row.ToolName, &calls, &errors, &validation, &unknownTool); err != nil {
+			return err
+		}
+		row.Hour = hour.UTC().Format(hourFormat)
+		row.Calls, row.Errors, row.ValidationErrors, row.UnknownToolCalls = int64(calls), int64(errors), int64(validation), int64(unknownTool)
+		o.ToolMisuse = append(o.ToolMisuse, row)
 		return nil
 	})
 }
