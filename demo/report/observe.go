@@ -44,7 +44,7 @@ func Observe(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient) (*o
 	if err := scanServedSchemas(ctx, ch, o); err != nil {
 		return nil, err
 	}
-	if err := scanToolMisuse(ctx, ch, o); err != nil {
+	if err := scanToolMisuse(ctx, ch, "outcome_tool_misuse", o); err != nil {
 		return nil, err
 	}
 	if err := scanSuppression(ctx, rdb, o.Suppression); err != nil {
@@ -114,9 +114,10 @@ func scanServedSchemas(ctx context.Context, ch driver.Conn, o *outcome.Outcome) 
 	})
 }
 
-// scanToolMisuse reads the tool-call stats rollup summed per hour and tool.
-func scanToolMisuse(ctx context.Context, ch driver.Conn, o *outcome.Outcome) error {
-	return each(ctx, ch, "outcome_tool_misuse", func(r driver.Rows) error {
+// scanToolMisuse reads the tool-call stats summed per hour and tool, from the rollup
+// (outcome_tool_misuse) or recomputed from the raw table (recompute_tool_misuse).
+func scanToolMisuse(ctx context.Context, ch driver.Conn, query string, o *outcome.Outcome) error {
+	return each(ctx, ch, query, func(r driver.Rows) error {
 		var (
 			row                                    outcome.ToolMisuse
 			hour                                   time.Time
@@ -138,6 +139,9 @@ func scanToolMisuse(ctx context.Context, ch driver.Conn, o *outcome.Outcome) err
 func Recompute(ctx context.Context, ch driver.Conn) (*outcome.Outcome, error) {
 	o := &outcome.Outcome{}
 	if err := readRollups(ctx, ch, "recompute", o); err != nil {
+		return nil, err
+	}
+	if err := scanToolMisuse(ctx, ch, "recompute_tool_misuse", o); err != nil {
 		return nil, err
 	}
 	o.Normalize()
