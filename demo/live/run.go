@@ -266,7 +266,7 @@ func (p planTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect opens a session of the given plan with the official Go MCP client.
 func connect(ctx context.Context, url, plan string) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: clientName, Version: "1.0.0"}, nil)
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: planTransport{plan}, Timeout: 30 * time.Second}}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: planTransport{plan}}}, nil)
 }
 
 // listAll lists every page of the session's tools.
