@@ -165,12 +165,12 @@ func Run(ctx context.Context, cfg Config) ([]Figure, error) {
 // runServer serves one live server, runs the script against it, and returns its expected
 // figures.
 func runServer(ctx context.Context, name string, pageSize int, instrument func(*mcp.Server)) ([]Figure, error) {
-	made := make(chan *mcp.Server, 4)
+	h, servers := handler(name, ServerVersion, pageSize, instrument)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	hs := &http.Server{Handler: handler(name, ServerVersion, pageSize, instrument, made), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
 	defer hs.Close()
 	url := "http://" + ln.Addr().String()
@@ -210,7 +210,6 @@ func runServer(ctx context.Context, name string, pageSize int, instrument func(*
 		return nil, err
 	}
 	defer basic.Close()
-	basicServer := <-made
 	if err := listAll(ctx, basic); err != nil {
 		return nil, err
 	}
@@ -221,7 +220,7 @@ func runServer(ctx context.Context, name string, pageSize int, instrument func(*
 	// The server withdraws legacy_export (it tells the session, list_changed); the client
 	// lists again, and a later call of the tool is to a tool no longer listed.
 	time.Sleep(5 * time.Millisecond) // the re-list is later than every call before it
-	basicServer.RemoveTools(toolExport)
+	servers[planBasic].RemoveTools(toolExport)
 	if err := listAll(ctx, basic); err != nil {
 		return nil, err
 	}
@@ -236,7 +235,6 @@ func runServer(ctx context.Context, name string, pageSize int, instrument func(*
 		return nil, err
 	}
 	defer betaSession.Close()
-	<-made
 	if err := listAll(ctx, betaSession); err != nil {
 		return nil, err
 	}

@@ -84,19 +84,20 @@ func newServer(name, version, plan string, pageSize int) *mcp.Server {
 	return s
 }
 
-// handler serves a new server per session over Streamable HTTP (stateful), its plan read from
-// the session's first request; servers receives each one made, for the scripted removal.
-func handler(name, version string, pageSize int, instrument func(*mcp.Server), servers chan<- *mcp.Server) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		plan := planBasic
-		if strings.EqualFold(r.Header.Get(planHeader), planBeta) {
-			plan = planBeta
-		}
+// handler serves one server per plan over Streamable HTTP (stateful): a session gets the
+// server of the plan its requests carry. It returns the servers too, by plan, for the
+// scripted removal.
+func handler(name, version string, pageSize int, instrument func(*mcp.Server)) (http.Handler, map[string]*mcp.Server) {
+	servers := map[string]*mcp.Server{}
+	for _, plan := range []string{planBasic, planBeta} {
 		s := newServer(name, version, plan, pageSize)
 		instrument(s)
-		if servers != nil {
-			servers <- s
+		servers[plan] = s
+	}
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if strings.EqualFold(r.Header.Get(planHeader), planBeta) {
+			return servers[planBeta]
 		}
-		return s
-	}, nil)
+		return servers[planBasic]
+	}, nil), servers
 }
