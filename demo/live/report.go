@@ -2,18 +2,15 @@ package live
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/posthog/posthog-go"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpulse/mcpulse/ingest/otlp"
 )
 
 // callOutcome is what a tools/call answered: the error message of a failed call (an error
@@ -122,70 +119,7 @@ func postHogReporter(client posthog.Client, name, version string) func(*mcp.Serv
 }
 
 // semconvReporter traces a server's initialize, tools/list and tools/call as SERVER spans
-// following the OpenTelemetry semantic conventions for MCP (semantic-conventions-genai,
-// docs/gen-ai/mcp.md): span name "<method> [<tool>]", mcp.method.name, mcp.session.id,
-// mcp.protocol.version, gen_ai.tool.name and gen_ai.operation.name "execute_tool" for a call,
-// with the opt-in gen_ai.tool.call.arguments; error.type "tool_error" for an error result, the
-// JSON-RPC code for a protocol error (rpc.jsonrpc.error_code), the span status ERROR either
-// way with the message. A tools/list span carries the page's tools, with their input schemas,
-// in the opt-in gen_ai.tool.definitions.
+// following the OpenTelemetry semantic conventions for MCP (ingest/otlp.ServerMiddleware).
 func semconvReporter(tracer trace.Tracer) func(*mcp.Server) {
-	return func(s *mcp.Server) {
-		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-				name := method
-				var attrs []attribute.KeyValue
-				call, _ := req.GetParams().(*mcp.CallToolParamsRaw)
-				switch {
-				case method == "tools/call" && call != nil:
-					name += " " + call.Name
-					attrs = append(attrs, attribute.String("gen_ai.tool.name", call.Name),
-						attribute.String("gen_ai.operation.name", "execute_tool"),
-						attribute.String("gen_ai.tool.call.arguments", string(call.Arguments)))
-				case method == "tools/list", method == "initialize":
-				default:
-					return next(ctx, method, req)
-				}
-				ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
-				defer span.End()
-				res, err := next(ctx, method, req)
-				f := factsOf(req)
-				if init, ok := req.GetParams().(*mcp.InitializeParams); ok && init != nil {
-					f.protocol = init.ProtocolVersion
-				}
-				attrs = append(attrs, attribute.String("mcp.method.name", method), attribute.String("mcp.session.id", f.id))
-				if f.protocol != "" {
-					attrs = append(attrs, attribute.String("mcp.protocol.version", f.protocol))
-				}
-				if r, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-					if defs, e := json.Marshal(r.Tools); e == nil {
-						attrs = append(attrs, attribute.String("gen_ai.tool.definitions", string(defs)))
-					}
-				}
-				if method == "tools/call" {
-					if failed, message := callOutcome(res, err); failed {
-						if err == nil {
-							attrs = append(attrs, attribute.String("error.type", "tool_error"))
-						} else if code, ok := jsonrpcCode(err); ok {
-							attrs = append(attrs, attribute.String("error.type", code), attribute.String("rpc.jsonrpc.error_code", code))
-						} else {
-							attrs = append(attrs, attribute.String("error.type", "_OTHER"))
-						}
-						span.SetStatus(codes.Error, message)
-					}
-				}
-				span.SetAttributes(attrs...)
-				return res, err
-			}
-		})
-	}
-}
-
-// jsonrpcCode is the JSON-RPC error code of a protocol error, as text.
-func jsonrpcCode(err error) (string, bool) {
-	var w *jsonrpc.Error
-	if errors.As(err, &w) {
-		return strconv.FormatInt(w.Code, 10), true
-	}
-	return "", false
+	return func(s *mcp.Server) { s.AddReceivingMiddleware(otlp.ServerMiddleware(tracer)) }
 }

@@ -16,22 +16,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/dashboards"
@@ -263,65 +259,6 @@ func checkToolDiagnostics(t *testing.T, ch driver.Conn, want []otlpCall) {
 	}
 }
 
-// semconvMiddleware is a server instrumentation following the OpenTelemetry semantic
-// conventions for MCP, as the MCP Python SDK v2 emits them: a SERVER span per request named
-// "{mcp.method.name} {target}", mcp.session.id, mcp.protocol.version, gen_ai.tool.name,
-// gen_ai.operation.name, the opt-in gen_ai.tool.call.arguments, error.type (tool_error for an
-// isError result, the JSON-RPC code for an error response) and rpc.response.status_code; the
-// tools/list span carries gen_ai.tool.definitions.
-func semconvMiddleware(tracer trace.Tracer) mcp.Middleware {
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			name := method
-			attrs := []attribute.KeyValue{attribute.String("mcp.method.name", method)}
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
-				attrs = append(attrs, attribute.String("mcp.session.id", ss.ID()))
-				if ip := ss.InitializeParams(); ip != nil {
-					attrs = append(attrs, attribute.String("mcp.protocol.version", ip.ProtocolVersion))
-				}
-			}
-			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-				name += " " + p.Name
-				attrs = append(attrs, attribute.String("gen_ai.tool.name", p.Name), attribute.String("gen_ai.operation.name", "execute_tool"),
-					attribute.String("gen_ai.tool.call.arguments", string(p.Arguments)))
-			}
-			ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-			defer span.End()
-			res, err := next(ctx, method, req)
-			var werr *jsonrpc.Error
-			switch {
-			case errors.As(err, &werr):
-				code := strconv.FormatInt(werr.Code, 10)
-				span.SetAttributes(attribute.String("error.type", code), attribute.String("rpc.response.status_code", code))
-				span.SetStatus(codes.Error, werr.Message)
-			case err != nil:
-				span.SetAttributes(attribute.String("error.type", "_OTHER"))
-				span.SetStatus(codes.Error, err.Error())
-			}
-			switch r := res.(type) {
-			case *mcp.CallToolResult:
-				if r != nil && r.IsError {
-					msg := ""
-					if len(r.Content) > 0 {
-						if tc, ok := r.Content[0].(*mcp.TextContent); ok {
-							msg = tc.Text
-						}
-					}
-					span.SetAttributes(attribute.String("error.type", "tool_error"))
-					span.SetStatus(codes.Error, msg)
-				}
-			case *mcp.ListToolsResult:
-				if r == nil {
-					break
-				}
-				defs, _ := json.Marshal(r.Tools)
-				span.SetAttributes(attribute.String("gen_ai.tool.definitions", string(defs)))
-			}
-			return res, err
-		}
-	}
-}
-
 // TestOTLPGoSemconvServerEndToEnd runs a server on the official Go SDK whose only telemetry is
 // semantic-convention spans exported with the OpenTelemetry Go SDK's OTLP/HTTP exporter to
 // the gateway (it stands in for the MCP Python SDK v2 and FastMCP), driven by the Go SDK's
@@ -343,7 +280,7 @@ func TestOTLPGoSemconvServerEndToEnd(t *testing.T) {
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", serverName), attribute.String("service.version", serverVersion))))
 
 	server := mcp.NewServer(&mcp.Implementation{Name: serverName, Version: serverVersion}, nil)
-	server.AddReceivingMiddleware(semconvMiddleware(tp.Tracer("mcpulse-test-semconv")))
+	server.AddReceivingMiddleware(otlp.ServerMiddleware(tp.Tracer("mcpulse-test-semconv")))
 	forecastSchema := json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"]}`)
 	mcp.AddTool(server, &mcp.Tool{Name: "go_forecast", Description: "Weather forecast for a city.", InputSchema: forecastSchema},
 		func(_ context.Context, _ *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
