@@ -53,7 +53,8 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_misuse_sessions                               gauge      sessions whose listings are kept (misuse.Listings)
 //	mcpulse_misuse_server_versions                        gauge      server versions whose listings are kept
 //	mcpulse_misuse_listings                               gauge      distinct listings held (once by content hash)
-//	mcpulse_misuse_schemas                                gauge      distinct compiled input schemas held
+//	mcpulse_misuse_schemas                                gauge      distinct input schema texts held
+//	mcpulse_misuse_bytes                                  gauge      estimated heap of the listing state (counted by the memory budget)
 //	mcpulse_misuse_session_evictions_total                counter    sessions evicted at the session cap (least recently used)
 //	mcpulse_misuse_server_version_evictions_total         counter    server versions evicted at the version cap
 //	mcpulse_misuse_listings_dropped_total                 counter    listings a session or version let go at its cap or window
@@ -75,7 +76,7 @@ type Metrics struct {
 	messages, stored, audits, suppression, batches, retries, fetchRetries, rowsLeftOut, storeRefused, insertSplits, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
 	dedupBytes, rollupCells                                                                                                                            *prometheus.Desc
 	// The listing state's (misuse.Listings).
-	listingSessions, listingVersions, listingListings, listingSchemas, listingSessionEvictions, listingVersionEvictions, listingsDropped *prometheus.Desc
+	listingSessions, listingVersions, listingListings, listingSchemas, listingBytes, listingSessionEvictions, listingVersionEvictions, listingsDropped *prometheus.Desc
 }
 
 // newMetrics wraps c's stores to feed the store metrics (instrumentStores) and registers
@@ -123,7 +124,8 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		listingSessions:         prometheus.NewDesc("mcpulse_misuse_sessions", "MCP sessions whose tool listings this member keeps to judge their calls.", nil, nil),
 		listingVersions:         prometheus.NewDesc("mcpulse_misuse_server_versions", "MCP server versions whose tool listings this member keeps.", nil, nil),
 		listingListings:         prometheus.NewDesc("mcpulse_misuse_listings", "Distinct tool listings held (stored once by content hash, however many sessions share one).", nil, nil),
-		listingSchemas:          prometheus.NewDesc("mcpulse_misuse_schemas", "Distinct compiled tool input schemas held (compiled once by content hash).", nil, nil),
+		listingSchemas:          prometheus.NewDesc("mcpulse_misuse_schemas", "Distinct tool input schema texts held (once by content hash; compiled on use, the most recently used kept compiled).", nil, nil),
+		listingBytes:            prometheus.NewDesc("mcpulse_misuse_bytes", "Estimated heap held by the listing state (misuse.Listings.Bytes), counted by the memory budget.", nil, nil),
 		listingSessionEvictions: prometheus.NewDesc("mcpulse_misuse_session_evictions_total", "Sessions evicted, least recently used first, at the session cap; their later calls are judged by their server version's listings.", nil, nil),
 		listingVersionEvictions: prometheus.NewDesc("mcpulse_misuse_server_version_evictions_total", "Server versions evicted, least recently used first, at the version cap.", nil, nil),
 		listingsDropped:         prometheus.NewDesc("mcpulse_misuse_listings_dropped_total", "Listings a session or server version let go at its cap or window.", nil, nil),
@@ -149,7 +151,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 // Kafka at scrape time.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc, m.dedupBytes, m.rollupCells,
-		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped} {
+		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingBytes, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped} {
 		ch <- d
 	}
 }
@@ -180,7 +182,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.dedupBytes, prometheus.GaugeValue, float64(m.c.windows.Bytes()))
 	ch <- prometheus.MustNewConstMetric(m.rollupCells, prometheus.GaugeValue, float64(m.c.rollups.CachedCells()))
 	ls := m.c.listings.Stats()
-	for d, v := range map[*prometheus.Desc]int{m.listingSessions: ls.Sessions, m.listingVersions: ls.Versions, m.listingListings: ls.Listings, m.listingSchemas: ls.Schemas} {
+	for d, v := range map[*prometheus.Desc]int{m.listingSessions: ls.Sessions, m.listingVersions: ls.Versions, m.listingListings: ls.Listings, m.listingSchemas: ls.Schemas, m.listingBytes: m.c.listings.Bytes()} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
 	}
 	for d, v := range map[*prometheus.Desc]uint64{m.listingSessionEvictions: ls.SessionEvictions, m.listingVersionEvictions: ls.VersionEvictions, m.listingsDropped: ls.ListingsDropped} {

@@ -1,6 +1,7 @@
 package misuse
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"slices"
@@ -134,6 +135,10 @@ type ListingsConfig struct {
 	// evicted first; MaxListingsPerVersion how many listings each keeps (default 256).
 	MaxVersions           int
 	MaxListingsPerVersion int
+	// MaxCompiledSchemas is how many compiled schemas are kept (default 4,096), least
+	// recently used evicted first: a schema is held as its text and compiled when a call
+	// needs it, so per-session variants no call uses cost only their text.
+	MaxCompiledSchemas int
 	// Window is how far before its newest listing a session or version keeps listings, in
 	// event time (default 24 hours); the listing in effect at the window's start is kept.
 	Window time.Duration
@@ -151,6 +156,7 @@ const (
 	DefaultMaxListingsPerSession = 8
 	DefaultMaxVersions           = 1024
 	DefaultMaxListingsPerVersion = 256
+	DefaultMaxCompiledSchemas    = 4096
 	DefaultListingWindow         = 24 * time.Hour
 	DefaultStoredRecheck         = time.Minute
 )
@@ -163,7 +169,11 @@ const storedBreadthLimit = 100
 // ListingStats are a Listings' sizes and evictions, for metrics.
 type ListingStats struct {
 	Sessions, Versions int // kept now
-	Listings, Schemas  int // distinct listings and compiled schemas held
+	Listings, Schemas  int // distinct listings and schema texts held
+	Compiled           int // compiled schemas held
+	// Compiles counts schema compilations (a schema is compiled again after it left the
+	// compiled cache).
+	Compiles uint64
 	// SessionEvictions and VersionEvictions count the sessions and versions evicted at their
 	// caps; ListingsDropped the listings a session or version let go at its own bounds.
 	SessionEvictions, VersionEvictions, ListingsDropped uint64
@@ -176,9 +186,14 @@ type Listings struct {
 	cfg      ListingsConfig
 	sessions *simplelru.LRU[sessionKey, *timeline]
 	versions *simplelru.LRU[versionKey, *version]
-	listings map[[sha256.Size]byte]*Listing // interned by content hash
+	listings map[[sha256.Size]byte]*listing // interned by content hash
 	schemas  map[[sha256.Size]byte]*schemaRef
-	stats    ListingStats
+	// compiledLRU holds the compiled schemas most recently used, by text hash.
+	compiledLRU *simplelru.LRU[[sha256.Size]byte, *Schema]
+	// For Bytes: the timeline entries held, the tools of the listings held, the bytes of the
+	// schema texts held and of the compiled schemas' texts.
+	entries, listedTools, textBytes, compiledTextBytes int
+	stats                                              ListingStats
 }
 
 type versionKey struct{ server, version string }
@@ -191,7 +206,7 @@ type sessionKey struct {
 // version is what is kept of one server version.
 type version struct {
 	timeline
-	stored  *Listing  // PutStored's; nil when none was read
+	stored  *listing  // PutStored's; nil when none was read
 	checked time.Time // when the stored listing was read (zero: never)
 }
 
@@ -202,26 +217,43 @@ type timeline struct{ entries []entry }
 type entry struct {
 	at      int64
 	pos     Position
-	listing *Listing
+	listing *listing
 	next    string // the nextCursor of the page that made it ("" after a last page)
 }
 
-// Listing is one listing as served: its tools' compiled schemas and the names listed. It is
-// immutable and shared by every session served the same listing.
-type Listing struct {
-	hash  [sha256.Size]byte
-	refs  int
-	tools map[string]*schemaRef
-	// names holds every tool name listed; nil when a page carried no $mcp_listed_tool_names.
-	names    map[string]struct{}
-	headless bool // its first page was not seen
-	complete bool // first and last page seen, names known
+// listing is one listing as served: its tools with their schemas, by name. It is immutable
+// (but for refs) and shared by every session and version served the same listing.
+type listing struct {
+	hash [sha256.Size]byte
+	refs int
+	// tools are sorted by name; a tool named in $mcp_listed_tool_names whose schema the
+	// result did not carry (the SDK keeps 100 tools) has a nil schema.
+	tools      []listedTool
+	namesKnown bool // every page carried $mcp_listed_tool_names
+	headless   bool // its first page was not seen
+	complete   bool // first and last page seen, names known
 }
 
+type listedTool struct {
+	name   string
+	schema *schemaRef
+}
+
+// schemaRef is one input schema text, held once however many listings serve it; it is
+// compiled on first use (Listings.compiled).
 type schemaRef struct {
-	sum    [sha256.Size]byte
-	schema *Schema
-	refs   int
+	sum  [sha256.Size]byte
+	text []byte // a copy of the text as served
+	refs int
+}
+
+// lookup returns tool's entry in the listing.
+func (lst *listing) lookup(tool string) (listedTool, bool) {
+	i, ok := slices.BinarySearchFunc(lst.tools, tool, func(t listedTool, name string) int { return cmp.Compare(t.name, name) })
+	if !ok {
+		return listedTool{}, false
+	}
+	return lst.tools[i], true
 }
 
 // NewListings returns an empty listing state bounded by cfg.
@@ -235,52 +267,26 @@ func NewListings(cfg ListingsConfig) *Listings {
 	def(&cfg.MaxListingsPerSession, DefaultMaxListingsPerSession)
 	def(&cfg.MaxVersions, DefaultMaxVersions)
 	def(&cfg.MaxListingsPerVersion, DefaultMaxListingsPerVersion)
+	def(&cfg.MaxCompiledSchemas, DefaultMaxCompiledSchemas)
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultListingWindow
 	}
 	if cfg.StoredRecheck <= 0 {
 		cfg.StoredRecheck = DefaultStoredRecheck
 	}
-	l := &Listings{cfg: cfg, listings: map[[sha256.Size]byte]*Listing{}, schemas: map[[sha256.Size]byte]*schemaRef{}}
+	l := &Listings{cfg: cfg, listings: map[[sha256.Size]byte]*listing{}, schemas: map[[sha256.Size]byte]*schemaRef{}}
 	// The eviction callbacks run under l.mu (inside Add).
 	l.sessions, _ = simplelru.NewLRU(cfg.MaxSessions, func(_ sessionKey, t *timeline) {
 		l.stats.SessionEvictions++
 		l.releaseAll(t)
 	})
+	l.compiledLRU, _ = simplelru.NewLRU(cfg.MaxCompiledSchemas, func(_ [sha256.Size]byte, s *Schema) { l.compiledTextBytes -= s.textBytes })
 	l.versions, _ = simplelru.NewLRU(cfg.MaxVersions, func(_ versionKey, v *version) {
 		l.stats.VersionEvictions++
 		l.releaseAll(&v.timeline)
 		l.release(v.stored)
 	})
 	return l
-}
-
-// Schema returns the compiled input schema the listing holds for tool, nil when none.
-func (l *Listing) Schema(tool string) *Schema {
-	if l == nil {
-		return nil
-	}
-	if r := l.tools[tool]; r != nil {
-		return r.schema
-	}
-	return nil
-}
-
-// Complete reports whether the listing is known whole: its first and last page were seen and
-// every page named its tools.
-func (l *Listing) Complete() bool { return l != nil && l.complete }
-
-// Lists reports whether the listing names tool (among its names, else its tools).
-func (l *Listing) Lists(tool string) bool {
-	if l == nil {
-		return false
-	}
-	if l.names != nil {
-		_, ok := l.names[tool]
-		return ok
-	}
-	_, ok := l.tools[tool]
-	return ok
 }
 
 // Observe adds one tools/list page to the state: to its session's listings (continuing the
@@ -320,7 +326,7 @@ func (l *Listings) Observe(p ListingPage) {
 // continued returns the listing a page continues: nil for a first page; for a later page the
 // listing of t whose last page returned its cursor, the latest such one at or before the page,
 // or nil and headless when there is none.
-func continued(t *timeline, p ListingPage) (base *Listing, headless bool) {
+func continued(t *timeline, p ListingPage) (base *listing, headless bool) {
 	if !p.HasCursor {
 		return nil, false
 	}
@@ -338,62 +344,59 @@ func continued(t *timeline, p ListingPage) (base *Listing, headless bool) {
 type builtTool struct {
 	name   string
 	sum    [sha256.Size]byte
-	schema []byte     // the text, when the schema is not compiled yet
+	text   []byte     // the schema text, when it is not held yet
 	ref    *schemaRef // when it is
+	schema bool       // it has a schema (a name listed without one has not)
 }
 
 // build returns the listing base followed by page p (base nil: p starts one), interned, with
 // one reference taken for the caller.
-func (l *Listings) build(base *Listing, headless bool, p ListingPage) *Listing {
-	tools := make([]builtTool, 0, len(p.Tools)+lenTools(base))
+func (l *Listings) build(base *listing, headless bool, p ListingPage) *listing {
+	n := len(p.Tools) + len(p.Names)
+	if base != nil {
+		n += len(base.tools)
+	}
+	tools := make([]builtTool, 0, n)
+	namesKnown := p.Names != nil
 	if base != nil {
 		headless = base.headless
-		for name, r := range base.tools {
-			tools = append(tools, builtTool{name: name, sum: r.sum, ref: r})
+		namesKnown = namesKnown && base.namesKnown
+		for _, t := range base.tools {
+			b := builtTool{name: t.name, ref: t.schema, schema: t.schema != nil}
+			if t.schema != nil {
+				b.sum = t.schema.sum
+			}
+			tools = append(tools, b)
 		}
+	}
+	for _, name := range p.Names {
+		tools = append(tools, builtTool{name: name})
 	}
 	for _, t := range p.Tools {
-		tools = append(tools, builtTool{name: t.Name, sum: sha256.Sum256(t.InputSchema), schema: t.InputSchema})
+		tools = append(tools, builtTool{name: t.Name, sum: sha256.Sum256(t.InputSchema), text: t.InputSchema, schema: true})
 	}
-	// By name, a later page's tool after an earlier page's (stable), keeping the last of each.
+	// By name; of one name, the last with a schema (a later page's over an earlier one's).
 	slices.SortStableFunc(tools, func(a, b builtTool) int { return cmp.Compare(a.name, b.name) })
-	tools = compactLast(tools)
-
-	var names []string
-	namesKnown := p.Names != nil && (base == nil || base.names != nil)
-	if namesKnown {
-		if base != nil {
-			for n := range base.names {
-				names = append(names, n)
+	out := tools[:0]
+	for i := 0; i < len(tools); {
+		j, pick := i, tools[i]
+		for ; j < len(tools) && tools[j].name == tools[i].name; j++ {
+			if tools[j].schema {
+				pick = tools[j]
 			}
 		}
-		names = append(names, p.Names...)
-		slices.Sort(names)
-		names = slices.Compact(names)
+		out = append(out, pick)
+		i = j
 	}
+	tools = out
 	complete := !headless && p.NextCursor == "" && namesKnown
 
 	h := sha256.New()
-	flags := []byte{0, 0, 0}
-	if headless {
-		flags[0] = 1
-	}
-	if complete {
-		flags[1] = 1
-	}
-	if namesKnown {
-		flags[2] = 1
-	}
-	h.Write(flags)
+	h.Write([]byte{flag(headless), flag(complete), flag(namesKnown)})
 	for _, t := range tools {
 		h.Write([]byte(t.name))
-		h.Write([]byte{0})
+		h.Write([]byte{0, flag(t.schema)})
 		h.Write(t.sum[:])
-	}
-	h.Write([]byte{1})
-	for _, n := range names {
-		h.Write([]byte(n))
-		h.Write([]byte{0})
 	}
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
@@ -401,52 +404,52 @@ func (l *Listings) build(base *Listing, headless bool, p ListingPage) *Listing {
 		lst.refs++
 		return lst
 	}
-	lst := &Listing{hash: sum, refs: 1, tools: make(map[string]*schemaRef, len(tools)), headless: headless, complete: complete}
-	for _, t := range tools {
+	lst := &listing{hash: sum, refs: 1, tools: make([]listedTool, len(tools)), namesKnown: namesKnown, headless: headless, complete: complete}
+	for i, t := range tools {
+		lst.tools[i].name = t.name
+		if !t.schema {
+			continue
+		}
 		r := t.ref
 		if r == nil {
-			r = l.schemas[t.sum]
-			if r == nil {
-				s, _ := CompileSchema(t.schema) // never nil; a failure derives not_measurable
-				r = &schemaRef{sum: t.sum, schema: s}
+			if r = l.schemas[t.sum]; r == nil {
+				r = &schemaRef{sum: t.sum, text: bytes.Clone(t.text)}
 				l.schemas[t.sum] = r
+				l.textBytes += len(r.text)
 			}
 		}
 		r.refs++
-		lst.tools[t.name] = r
-	}
-	if namesKnown {
-		lst.names = make(map[string]struct{}, len(names))
-		for _, n := range names {
-			lst.names[n] = struct{}{}
-		}
+		lst.tools[i].schema = r
 	}
 	l.listings[sum] = lst
+	l.listedTools += len(lst.tools)
 	return lst
 }
 
-func lenTools(l *Listing) int {
-	if l == nil {
-		return 0
+func flag(b bool) byte {
+	if b {
+		return 1
 	}
-	return len(l.tools)
+	return 0
 }
 
-// compactLast keeps the last of each run of tools of one name.
-func compactLast(tools []builtTool) []builtTool {
-	out := tools[:0]
-	for i := range tools {
-		if i+1 < len(tools) && tools[i+1].name == tools[i].name {
-			continue
-		}
-		out = append(out, tools[i])
+// compiled returns the compiled schema of r, compiling it on first use (and again after it
+// left the bounded cache of compiled schemas).
+func (l *Listings) compiled(r *schemaRef) *Schema {
+	if s, ok := l.compiledLRU.Get(r.sum); ok {
+		return s
 	}
-	return out
+	s, _ := CompileSchema(r.text) // never nil; a failure derives not_measurable
+	s.textBytes = len(r.text)
+	l.compiledTextBytes += s.textBytes
+	l.compiledLRU.Add(r.sum, s)
+	l.stats.Compiles++
+	return s
 }
 
 // release drops one reference to lst, letting it (and schemas no other listing holds) go at
 // the last.
-func (l *Listings) release(lst *Listing) {
+func (l *Listings) release(lst *listing) {
 	if lst == nil {
 		return
 	}
@@ -454,9 +457,14 @@ func (l *Listings) release(lst *Listing) {
 		return
 	}
 	delete(l.listings, lst.hash)
-	for _, r := range lst.tools {
-		if r.refs--; r.refs == 0 {
-			delete(l.schemas, r.sum)
+	l.listedTools -= len(lst.tools)
+	for _, t := range lst.tools {
+		if r := t.schema; r != nil {
+			if r.refs--; r.refs == 0 {
+				delete(l.schemas, r.sum)
+				l.textBytes -= len(r.text)
+				l.compiledLRU.Remove(r.sum)
+			}
 		}
 	}
 }
@@ -465,6 +473,7 @@ func (l *Listings) releaseAll(t *timeline) {
 	for _, e := range t.entries {
 		l.release(e.listing)
 	}
+	l.entries -= len(t.entries)
 	t.entries = nil
 }
 
@@ -488,6 +497,7 @@ func (l *Listings) insert(t *timeline, e entry, limit int) {
 	}
 	e.listing.refs++
 	t.entries = slices.Insert(t.entries, i, e)
+	l.entries++
 	// The window: drop an entry when the one after it took effect at or before the window's
 	// start (it is no longer in effect anywhere in the window).
 	start := t.entries[len(t.entries)-1].at - int64(l.cfg.Window)
@@ -499,6 +509,7 @@ func (l *Listings) insert(t *timeline, e entry, limit int) {
 	for _, old := range t.entries[:drop] {
 		l.release(old.listing)
 		l.stats.ListingsDropped++
+		l.entries--
 	}
 	if drop > 0 {
 		t.entries = slices.Delete(t.entries, 0, drop)
@@ -517,7 +528,7 @@ func compareEntries(a, b entry) int {
 
 // inEffect returns the listing of t in effect for a call at (at, pos): the latest entry at or
 // before at that is not after pos in its partition's log; nil when there is none.
-func (t *timeline) inEffect(at int64, pos Position) *Listing {
+func (t *timeline) inEffect(at int64, pos Position) *listing {
 	for i := len(t.entries) - 1; i >= 0; i-- {
 		e := &t.entries[i]
 		if e.at <= at && !e.pos.after(pos) {
@@ -538,7 +549,7 @@ func (l *Listings) Judge(c CallAt, tool string) Verdict {
 	defer l.mu.Unlock()
 	at := c.At.UnixNano()
 	vk := versionKey{c.Server, c.Version}
-	var levels [3]*Listing
+	var levels [3]*listing
 	if c.Session != "" {
 		if t, ok := l.sessions.Get(sessionKey{vk, c.Session}); ok {
 			levels[0] = t.inEffect(at, c.Pos)
@@ -553,11 +564,12 @@ func (l *Listings) Judge(c CallAt, tool string) Verdict {
 			continue
 		}
 		from := []ServedFrom{ServedSession, ServedVersion, ServedStored}[i]
-		if s := lst.Schema(tool); s != nil {
-			return Verdict{Schema: s, From: from}
+		t, listed := lst.lookup(tool)
+		if t.schema != nil {
+			return Verdict{Schema: l.compiled(t.schema), From: from}
 		}
 		if lst.complete {
-			return Verdict{Unknown: !lst.Lists(tool), From: from}
+			return Verdict{Unknown: !listed, From: from}
 		}
 	}
 	return Verdict{}
@@ -604,12 +616,37 @@ func (l *Listings) PutStored(server, ver string, tools []ServedTool, now time.Ti
 	v.stored = l.build(nil, false, p)
 }
 
+// Memory estimates of Bytes, per item, from heap profiles of BenchmarkListings100kSessions
+// (Go 1.26, amd64): a session (its LRU element, map slot, key and timeline), a timeline
+// entry, a listing (its struct, map slot and slice header), a listed tool, a schema text's
+// bookkeeping, and a compiled schema per byte of its text.
+const (
+	bytesPerSession        = 400
+	bytesPerEntry          = 48
+	bytesPerListing        = 200
+	bytesPerListedTool     = 24
+	bytesPerSchema         = 150
+	compiledBytesPerByteIn = 3
+)
+
+// Bytes estimates the heap the state holds, in bytes (see the per-item figures above): what
+// the consumer's memory budget counts, with the dedup windows, before sizing its batches.
+func (l *Listings) Bytes() int {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sessions.Len()*bytesPerSession + l.entries*bytesPerEntry + len(l.listings)*bytesPerListing +
+		l.listedTools*bytesPerListedTool + len(l.schemas)*bytesPerSchema + l.textBytes + l.compiledTextBytes*compiledBytesPerByteIn
+}
+
 // Stats returns the state's sizes and evictions so far.
 func (l *Listings) Stats() ListingStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
 	s.Sessions, s.Versions = l.sessions.Len(), l.versions.Len()
-	s.Listings, s.Schemas = len(l.listings), len(l.schemas)
+	s.Listings, s.Schemas, s.Compiled = len(l.listings), len(l.schemas), l.compiledLRU.Len()
 	return s
 }
