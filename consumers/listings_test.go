@@ -174,3 +174,37 @@ func TestCallsAreJudgedByTheirSessionsListingInEventTime(t *testing.T) {
 	h.drain(h.consumer(func(cfg *consumers.Config) { cfg.GroupID = "replay" }))
 	check("replay")
 }
+
+// A member that restarts (or takes a partition over) knows the listings of the offsets before
+// the committed one, read back with its dedup window: a call after the restart is judged by
+// its own session's listing, not by the server version's stored one (here another session's
+// schema, listed later).
+func TestListingsSurviveARestart(t *testing.T) {
+	h := newHarness(t)
+	if h.count("SELECT count() FROM system.tables WHERE database = 'mcpulse' AND name = 'served_tool_schemas_in'") == 0 {
+		t.Skip("served_tool_schemas_in (the schema workstream's migration) is not there yet")
+	}
+	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
+	const srv = "radar-server"
+	h.publish(ingest.TopicToolCalls,
+		sdkListing(1, "agent-basic", "ses-basic", srv, at(1), nil, "", map[string][]string{"beta_radar": {"query"}}),
+		sdkListing(2, "agent-beta", "ses-beta", srv, at(2), nil, "", map[string][]string{"beta_radar": {"query", "depth"}}),
+	)
+	first := h.consumer(nil)
+	h.drain(first)
+	first.Close()
+	h.publish(ingest.TopicToolCalls,
+		sdkCall(3, "agent-basic", "ses-basic", srv, at(3), "beta_radar", map[string]any{"query": "storm", "depth": "3"}),
+		sdkCall(4, "agent-beta", "ses-beta", srv, at(4), "beta_radar", map[string]any{"query": "storm", "depth": "3"}),
+	)
+	h.drain(h.consumer(nil)) // the same group, a new member: empty memory
+	for n, want := range map[int]string{3: "depth", 4: ""} {
+		var keys string
+		if err := h.ch.QueryRow(context.Background(), "SELECT arrayStringConcat(ignored_keys, ',') FROM mcpulse.tool_calls FINAL WHERE uuid = ?", uuidN(n)).Scan(&keys); err != nil {
+			t.Fatal(err)
+		}
+		if keys != want {
+			t.Errorf("call %d after the restart: ignored %q, want %q", n, keys, want)
+		}
+	}
+}
