@@ -287,3 +287,31 @@ func TestListingsWindow(t *testing.T) {
 		t.Errorf("a listing outside the window judged a call: %+v", v)
 	}
 }
+
+// TestListingsIncompleteNames: a listing decides unknown tools only when it knows every name:
+// not when a page lacked $mcp_listed_tool_names, nor from a stored listing of 100 tools or more
+// (the SDK keeps 100 entries of an array).
+func TestListingsIncompleteNames(t *testing.T) {
+	l := misuse.NewListings(misuse.ListingsConfig{})
+	p := page("s", 10, tool("alpha", "q"))
+	p.Names = nil
+	l.Observe(p)
+	if v := l.Judge(call("s", 11), "beta"); v.Unknown {
+		t.Errorf("a listing without names decided an unknown tool: %+v", v)
+	}
+	if v := l.Judge(call("s", 11), "alpha"); v.Schema == nil {
+		t.Errorf("a listing without names: alpha %+v, want its schema", v)
+	}
+	var many []misuse.ServedTool
+	for i := range 100 {
+		many = append(many, tool(fmt.Sprint("t", i), "q"))
+	}
+	l.PutStored("big", "1", many, at(0))
+	if v := l.Judge(misuse.CallAt{Server: "big", Version: "1", At: at(5), Pos: misuse.NoPosition}, "t100"); v.Unknown || v.From != misuse.ServedNone {
+		t.Errorf("a stored listing of 100 tools decided an unknown tool: %+v", v)
+	}
+	l.PutStored("small", "1", many[:99], at(0))
+	if v := l.Judge(misuse.CallAt{Server: "small", Version: "1", At: at(5), Pos: misuse.NoPosition}, "t100"); !v.Unknown || v.From != misuse.ServedStored {
+		t.Errorf("a stored listing of 99 tools: %+v, want t100 unknown", v)
+	}
+}
