@@ -162,6 +162,9 @@ func TestCallsAreJudgedByTheirSessionsListingInEventTime(t *testing.T) {
 		// ses-basic's first page, both pages, its re-list; ses-beta's; the two sessionless.
 		"mcpulse_misuse_listings":                6,
 		"mcpulse_misuse_session_evictions_total": 0,
+		// Each schema text a call needed, once: search's, the two beta_radar's,
+		// legacy_export's, and the sessionless a's and b's (one text).
+		"mcpulse_misuse_schema_compiles_total": 5,
 	} {
 		if got, ok := gathered(t, reg, name, nil); !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)

@@ -58,6 +58,7 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_misuse_session_evictions_total                counter    sessions evicted at the session cap (least recently used)
 //	mcpulse_misuse_server_version_evictions_total         counter    server versions evicted at the version cap
 //	mcpulse_misuse_listings_dropped_total                 counter    listings a session or version let go at its cap or window
+//	mcpulse_misuse_schema_compiles_total                  counter    input schemas compiled (on first use; again after leaving the compiled cache)
 //
 // The class label of dead letters is their ingest.DeadLetterClass: a small fixed set, never
 // the reason's free text (which quotes caller-chosen values).
@@ -76,7 +77,7 @@ type Metrics struct {
 	messages, stored, audits, suppression, batches, retries, fetchRetries, rowsLeftOut, storeRefused, insertSplits, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
 	dedupBytes, rollupCells                                                                                                                            *prometheus.Desc
 	// The listing state's (misuse.Listings).
-	listingSessions, listingVersions, listingListings, listingSchemas, listingBytes, listingSessionEvictions, listingVersionEvictions, listingsDropped *prometheus.Desc
+	listingSessions, listingVersions, listingListings, listingSchemas, listingBytes, listingSessionEvictions, listingVersionEvictions, listingsDropped, listingCompiles *prometheus.Desc
 }
 
 // newMetrics wraps c's stores to feed the store metrics (instrumentStores) and registers
@@ -128,6 +129,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		listingBytes:            prometheus.NewDesc("mcpulse_misuse_bytes", "Estimated heap held by the listing state (misuse.Listings.Bytes), counted by the memory budget.", nil, nil),
 		listingSessionEvictions: prometheus.NewDesc("mcpulse_misuse_session_evictions_total", "Sessions evicted, least recently used first, at the session cap; their later calls are judged by their server version's listings.", nil, nil),
 		listingVersionEvictions: prometheus.NewDesc("mcpulse_misuse_server_version_evictions_total", "Server versions evicted, least recently used first, at the version cap.", nil, nil),
+		listingCompiles:         prometheus.NewDesc("mcpulse_misuse_schema_compiles_total", "Input schemas compiled (on first use, and again after leaving the cache of the 4,096 most recently used).", nil, nil),
 		listingsDropped:         prometheus.NewDesc("mcpulse_misuse_listings_dropped_total", "Listings a session or server version let go at its cap or window.", nil, nil),
 	}
 	for _, k := range ingest.Kinds() {
@@ -151,7 +153,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 // Kafka at scrape time.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc, m.dedupBytes, m.rollupCells,
-		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingBytes, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped} {
+		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingBytes, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped, m.listingCompiles} {
 		ch <- d
 	}
 }
@@ -185,7 +187,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for d, v := range map[*prometheus.Desc]int{m.listingSessions: ls.Sessions, m.listingVersions: ls.Versions, m.listingListings: ls.Listings, m.listingSchemas: ls.Schemas, m.listingBytes: m.c.listings.Bytes()} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
 	}
-	for d, v := range map[*prometheus.Desc]uint64{m.listingSessionEvictions: ls.SessionEvictions, m.listingVersionEvictions: ls.VersionEvictions, m.listingsDropped: ls.ListingsDropped} {
+	for d, v := range map[*prometheus.Desc]uint64{m.listingSessionEvictions: ls.SessionEvictions, m.listingVersionEvictions: ls.VersionEvictions, m.listingsDropped: ls.ListingsDropped, m.listingCompiles: ls.Compiles} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
 
