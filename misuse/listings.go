@@ -487,17 +487,29 @@ func (l *Listings) version(k versionKey) *version {
 	return v
 }
 
-// insert adds e to t (taking a reference to its listing) in (time, position) order, unless an
-// entry of the same time, position and listing is there already, then trims t to max entries
-// and the window.
+// insert adds e to t (taking a reference to its listing) in (time, position) order, then trims
+// t to limit entries and the window. Nothing is added when the entry before e in time holds
+// the same listing with the same next cursor (a re-list that changed nothing: every session of
+// a server re-lists the same tools, and a version's timeline would otherwise fill with copies
+// and lose its older listings); an entry after e holding the same is removed, e taking effect
+// earlier. (Only a call between the two in time but before the kept one in its partition's log
+// could tell the difference.)
 func (l *Listings) insert(t *timeline, e entry, limit int) {
 	i, found := slices.BinarySearchFunc(t.entries, e, compareEntries)
 	if found && t.entries[i].listing == e.listing {
 		return
 	}
+	if i > 0 && t.entries[i-1].listing == e.listing && t.entries[i-1].next == e.next {
+		return
+	}
 	e.listing.refs++
 	t.entries = slices.Insert(t.entries, i, e)
 	l.entries++
+	if i+1 < len(t.entries) && t.entries[i+1].listing == e.listing && t.entries[i+1].next == e.next {
+		l.release(t.entries[i+1].listing)
+		t.entries = slices.Delete(t.entries, i+1, i+2)
+		l.entries--
+	}
 	// The window: drop an entry when the one after it took effect at or before the window's
 	// start (it is no longer in effect anywhere in the window).
 	start := t.entries[len(t.entries)-1].at - int64(l.cfg.Window)

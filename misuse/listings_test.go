@@ -315,3 +315,26 @@ func TestListingsIncompleteNames(t *testing.T) {
 		t.Errorf("a stored listing of 99 tools: %+v, want t100 unknown", v)
 	}
 }
+
+// TestListingsRelistsCollapse: re-lists that change nothing take no room, so a version keeps
+// its earlier listings however many sessions are served the same one after them.
+func TestListingsRelistsCollapse(t *testing.T) {
+	l := misuse.NewListings(misuse.ListingsConfig{MaxListingsPerVersion: 2, MaxListingsPerSession: 2})
+	l.Observe(page("first", 10, tool("alpha", "q"), tool("legacy", "q")))
+	for i := range 20 {
+		l.Observe(page(fmt.Sprint("s", i), 20+i, tool("alpha", "q")))
+		l.Observe(page("first", 20+i, tool("alpha", "q")))
+	}
+	if v := l.Judge(call("", 15), "legacy"); v.Unknown || v.Schema == nil || v.From != misuse.ServedVersion {
+		t.Errorf("sessionless call before the re-lists: %+v, want the first listing's schema", v)
+	}
+	if v := l.Judge(call("first", 15), "legacy"); v.Unknown || v.Schema == nil || v.From != misuse.ServedSession {
+		t.Errorf("the first session's call before its re-lists: %+v, want its first listing's schema", v)
+	}
+	if v := l.Judge(call("", 50), "legacy"); !v.Unknown {
+		t.Errorf("sessionless call after the re-lists: %+v, want unknown", v)
+	}
+	if st := l.Stats(); st.ListingsDropped != 0 {
+		t.Errorf("stats %+v: re-lists that changed nothing dropped listings", st)
+	}
+}
