@@ -34,15 +34,16 @@ const (
 )
 
 // batchBytes is the byte bound of the next batch: Config.BatchBytes, lowered while the
-// dedup windows take so much of the process's soft memory limit that batches of that size
+// dedup windows and the listing state (misuse.Listings.Bytes, which grows with the live
+// sessions up to its cap) take so much of the process's soft memory limit that batches of that size
 // would crowd it (see above). It reads the limit from the runtime each time, so a limit set
 // after New (as `mcpulse consume` does) counts.
 func (c *Consumer) batchBytes() int {
-	limit, windowBytes := debug.SetMemoryLimit(-1), int64(c.windows.Bytes())
-	n := batchBytesWithin(c.cfg.BatchBytes, limit, windowBytes)
+	limit, windowBytes, listingBytes := debug.SetMemoryLimit(-1), int64(c.windows.Bytes()), int64(c.listings.Bytes())
+	n := batchBytesWithin(c.cfg.BatchBytes, limit, windowBytes+listingBytes)
 	if prev := c.lastBatchBytes.Swap(int64(n)); prev != int64(n) && (prev != 0 || n != c.cfg.BatchBytes) && c.cfg.Logger != nil {
 		c.cfg.Logger.Info("batch byte bound set by the memory budget", "batch_bytes_mib", mib(int64(n)),
-			"configured_mib", mib(int64(c.cfg.BatchBytes)), "dedup_windows_mib", mib(windowBytes), "memory_limit_mib", mib(limit))
+			"configured_mib", mib(int64(c.cfg.BatchBytes)), "dedup_windows_mib", mib(windowBytes), "listings_mib", mib(listingBytes), "memory_limit_mib", mib(limit))
 	}
 	return n
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers/dedup"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // Defaults of Config, named once: Config.setDefaults applies them to zero fields and the
@@ -137,6 +138,10 @@ type Config struct {
 	// duration buckets); a batch touching others loads them from ClickHouse. Default:
 	// DefaultRollupCacheCells.
 	RollupCacheCells int
+	// Listings bounds the listing state misuse is judged by (sessions kept, listings per
+	// session and per server version, their window; misuse.ListingsConfig, whose zero fields
+	// take its defaults: 200,000 sessions, 8 listings each, 24 hours).
+	Listings misuse.ListingsConfig
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
 	// while the store stays down (consumption pauses; nothing is committed). Default:
 	// DefaultRetryBackoff.

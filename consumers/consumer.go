@@ -47,8 +47,8 @@ type Consumer struct {
 
 	metrics *Metrics // nil without Config.Registerer
 
-	tablesSeen  sync.Map // optional tables found to exist (name → true); a missing one is asked again
-	served      servedSchemas
+	tablesSeen  sync.Map         // optional tables found to exist (name → true); a missing one is asked again
+	listings    *misuse.Listings // what each session and server version was served (misuse.go)
 	redisOffset redisOffsetT     // clock.go
 	hostNow     func() time.Time // this host's clock: time.Now (tests skew it)
 	windows     *windows         // dedup state per partition (prepare stage; windows.go)
@@ -132,6 +132,7 @@ func New(cfg Config) (*Consumer, error) {
 	}
 	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
 	c.windows = &windows{size: cfg.DedupWindow, byKey: map[topicPartition]*window{}}
+	c.listings = misuse.NewListings(cfg.Listings)
 	var err error
 	if c.metrics, err = newMetrics(cfg.Registerer, c); err != nil { // last: a scrape may come at once
 		return nil, err
@@ -297,7 +298,7 @@ func (c *Consumer) storeRawWith(ctx context.Context, p *prepared, insert rawInse
 	}
 	if !p.derived {
 		// Once per batch: the derivation fills the rows in place.
-		if err := c.deriveMisuse(ctx, p.misuse, rows.ToolCalls); err != nil {
+		if err := c.deriveMisuse(ctx, p.misuse, p.misuseAt, rows.ToolCalls); err != nil {
 			return err
 		}
 		// The events stay until the rows are stored (a row's optional numbers point into its
@@ -307,7 +308,7 @@ func (c *Consumer) storeRawWith(ctx context.Context, p *prepared, insert rawInse
 				ev.ToolCall.Parameters, ev.ToolCall.Response = nil, nil
 			}
 		}
-		p.misuse, p.derived = nil, true
+		p.misuse, p.misuseAt, p.derived = nil, nil, true
 	}
 	if len(bad) > 0 {
 		if err := c.cfg.DeadLetters.DeadLetter(ctx, bad...); err != nil {

@@ -50,6 +50,15 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_consumer_lag_errors_total                     counter    scrapes whose lag request to Kafka failed
 //	mcpulse_consumer_dedup_window_bytes                   gauge      memory of the dedup windows (package consumers/dedup)
 //	mcpulse_consumer_rollup_cached_cells                  gauge      rollup cells cached in memory (package consumers/rollup)
+//	mcpulse_misuse_sessions                               gauge      sessions whose listings are kept (misuse.Listings)
+//	mcpulse_misuse_server_versions                        gauge      server versions whose listings are kept
+//	mcpulse_misuse_listings                               gauge      distinct listings held (once by content hash)
+//	mcpulse_misuse_schemas                                gauge      distinct input schema texts held
+//	mcpulse_misuse_bytes                                  gauge      estimated heap of the listing state (counted by the memory budget)
+//	mcpulse_misuse_session_evictions_total                counter    sessions evicted at the session cap (least recently used)
+//	mcpulse_misuse_server_version_evictions_total         counter    server versions evicted at the version cap
+//	mcpulse_misuse_listings_dropped_total                 counter    listings a session or version let go at its cap or window
+//	mcpulse_misuse_schema_compiles_total                  counter    input schemas compiled (on first use; again after leaving the compiled cache)
 //
 // The class label of dead letters is their ingest.DeadLetterClass: a small fixed set, never
 // the reason's free text (which quotes caller-chosen values).
@@ -67,6 +76,8 @@ type Metrics struct {
 
 	messages, stored, audits, suppression, batches, retries, fetchRetries, rowsLeftOut, storeRefused, insertSplits, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
 	dedupBytes, rollupCells                                                                                                                            *prometheus.Desc
+	// The listing state's (misuse.Listings).
+	listingSessions, listingVersions, listingListings, listingSchemas, listingBytes, listingSessionEvictions, listingVersionEvictions, listingsDropped, listingCompiles *prometheus.Desc
 }
 
 // newMetrics wraps c's stores to feed the store metrics (instrumentStores) and registers
@@ -110,6 +121,16 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		lagErrorsDesc:  prometheus.NewDesc("mcpulse_consumer_lag_errors_total", "Scrapes whose consumer lag request to Kafka failed.", nil, nil),
 		dedupBytes:     prometheus.NewDesc("mcpulse_consumer_dedup_window_bytes", "Memory held by the dedup windows of the partitions this member has read.", nil, nil),
 		rollupCells:    prometheus.NewDesc("mcpulse_consumer_rollup_cached_cells", "Rollup cells whose totals this member keeps in memory.", nil, nil),
+
+		listingSessions:         prometheus.NewDesc("mcpulse_misuse_sessions", "MCP sessions whose tool listings this member keeps to judge their calls.", nil, nil),
+		listingVersions:         prometheus.NewDesc("mcpulse_misuse_server_versions", "MCP server versions whose tool listings this member keeps.", nil, nil),
+		listingListings:         prometheus.NewDesc("mcpulse_misuse_listings", "Distinct tool listings held (stored once by content hash, however many sessions share one).", nil, nil),
+		listingSchemas:          prometheus.NewDesc("mcpulse_misuse_schemas", "Distinct tool input schema texts held (once by content hash; compiled on use, the most recently used kept compiled).", nil, nil),
+		listingBytes:            prometheus.NewDesc("mcpulse_misuse_bytes", "Estimated heap held by the listing state (misuse.Listings.Bytes), counted by the memory budget.", nil, nil),
+		listingSessionEvictions: prometheus.NewDesc("mcpulse_misuse_session_evictions_total", "Sessions evicted, least recently used first, at the session cap; their later calls are judged by their server version's listings.", nil, nil),
+		listingVersionEvictions: prometheus.NewDesc("mcpulse_misuse_server_version_evictions_total", "Server versions evicted, least recently used first, at the version cap.", nil, nil),
+		listingCompiles:         prometheus.NewDesc("mcpulse_misuse_schema_compiles_total", "Input schemas compiled (on first use, and again after leaving the cache of the 4,096 most recently used).", nil, nil),
+		listingsDropped:         prometheus.NewDesc("mcpulse_misuse_listings_dropped_total", "Listings a session or server version let go at its cap or window.", nil, nil),
 	}
 	for _, k := range ingest.Kinds() {
 		m.duplicates.WithLabelValues(k.Name) // export zeros, so rate() sees the first one
@@ -131,7 +152,8 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 // Describe implements prometheus.Collector for the metrics read from Stats, the reader and
 // Kafka at scrape time.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc, m.dedupBytes, m.rollupCells} {
+	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc, m.dedupBytes, m.rollupCells,
+		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingBytes, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped, m.listingCompiles} {
 		ch <- d
 	}
 }
@@ -161,6 +183,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(m.rebalancesDesc, m.c.stats.generations.Load())
 	ch <- prometheus.MustNewConstMetric(m.dedupBytes, prometheus.GaugeValue, float64(m.c.windows.Bytes()))
 	ch <- prometheus.MustNewConstMetric(m.rollupCells, prometheus.GaugeValue, float64(m.c.rollups.CachedCells()))
+	ls := m.c.listings.Stats()
+	for d, v := range map[*prometheus.Desc]int{m.listingSessions: ls.Sessions, m.listingVersions: ls.Versions, m.listingListings: ls.Listings, m.listingSchemas: ls.Schemas, m.listingBytes: m.c.listings.Bytes()} {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	for d, v := range map[*prometheus.Desc]uint64{m.listingSessionEvictions: ls.SessionEvictions, m.listingVersionEvictions: ls.VersionEvictions, m.listingsDropped: ls.ListingsDropped, m.listingCompiles: ls.Compiles} {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
 
 	m.lagMu.Lock()
 	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)

@@ -2,9 +2,8 @@ package consumers
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -17,104 +16,34 @@ import (
 
 // Misuse of tools (package misuse): for each stored tool call that reported no ignored keys,
 // derive them from its result or from its arguments against the tool's input schema as the
-// call's server name and version served it, classify its error, and tell a call to a tool the
-// server version does not list. The schemas come from the $mcp_tools_list events of the batch
-// and, for a server version the consumer has not seen yet, from ClickHouse
+// call's own session was served it last before the call, classify its error, and tell a call
+// to a tool that listing lacks. The consumer feeds the batch's $mcp_tools_list events to its
+// listing state (misuse.Listings) in event-time order and asks it to judge each call; for a
+// server version the state knows no listing of, the stored listing is read from ClickHouse
 // (sql/queries/served_tool_schemas_for_server.sql).
 
-// sdkBreadthLimit is how many entries the MCP analytics SDK keeps of an array it captures
-// (@posthog/mcp src/extensions/truncation.ts, MAX_BREADTH): a listing read back from
-// ClickHouse with that many tools or more may have been cut.
-const sdkBreadthLimit = 100
-
-// Bounds of the served-schema cache.
-const (
-	// maxServedVersions is how many server versions the cache holds; the oldest loaded is
-	// dropped first (it is read again from ClickHouse when a call needs it).
-	maxServedVersions = 1024
-	// servedRecheck is how long a server version with no stored listing is not asked again.
-	servedRecheck = time.Minute
-)
-
-type servedKey struct{ server, version string }
-
-// servedVersion is what the cache knows of one server version.
-type servedVersion struct {
-	schemas map[string]*misuse.Schema // compiled input schema by tool name
-	hashes  map[string][32]byte       // the SHA-256 each schema was compiled from
-	// listed holds every tool name listed, when the whole listing is known ($mcp_listed_tool_names,
-	// or a stored listing shorter than the SDK's cut); nil when it is not.
-	listed  map[string]bool
-	checked time.Time // when ClickHouse was last asked; zero for a listing from the stream
+// listingPage is a tools list event as the listing state takes it; pos is its place in the log.
+func listingPage(ev *ingest.Event, pos misuse.Position) misuse.ListingPage {
+	t := ev.ToolsList
+	p := misuse.ListingPage{
+		Server: t.ServerName, Version: t.ServerVersion, Session: t.SessionID, At: ev.Timestamp, Pos: pos,
+		Cursor: t.Cursor, HasCursor: t.HasCursor, NextCursor: t.NextCursor, Names: t.ListedToolNames,
+		Tools: make([]misuse.ServedTool, len(t.Tools)),
+	}
+	for i, tool := range t.Tools {
+		p.Tools[i] = misuse.ServedTool{Name: tool.Name, InputSchema: tool.InputSchema}
+	}
+	return p
 }
 
-// servedSchemas caches served schemas per server version. Safe for concurrent use.
-type servedSchemas struct {
-	mu      sync.Mutex
-	entries map[servedKey]*servedVersion
-	order   []servedKey // insertion order, for eviction
-}
-
-func (s *servedSchemas) get(k servedKey) *servedVersion {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.entries[k]
-}
-
-// put stores v for k, evicting the oldest entry beyond maxServedVersions.
-func (s *servedSchemas) put(k servedKey, v *servedVersion) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.entries == nil {
-		s.entries = map[servedKey]*servedVersion{}
-	}
-	if _, ok := s.entries[k]; !ok {
-		s.order = append(s.order, k)
-		if len(s.order) > maxServedVersions {
-			delete(s.entries, s.order[0])
-			s.order = s.order[1:]
-		}
-	}
-	s.entries[k] = v
-}
-
-// learn adds a tools list event's listing to the cache, compiling only schemas it has not
-// compiled before (every session of a server lists the same tools).
-func (s *servedSchemas) learn(t *ingest.ToolsList) {
-	k := servedKey{t.ServerName, t.ServerVersion}
-	prev := s.get(k)
-	v := &servedVersion{schemas: map[string]*misuse.Schema{}, hashes: map[string][32]byte{}}
-	if prev != nil {
-		for name, sc := range prev.schemas {
-			v.schemas[name], v.hashes[name] = sc, prev.hashes[name]
-		}
-		v.listed = prev.listed
-	}
-	for _, tool := range t.Tools {
-		sum := sha256.Sum256(tool.InputSchema)
-		if have, ok := v.hashes[tool.Name]; ok && have == sum {
-			continue
-		}
-		v.schemas[tool.Name], _ = misuse.CompileSchema(tool.InputSchema) // never nil; a failure derives not_measurable
-		v.hashes[tool.Name] = sum
-	}
-	if len(t.ListedToolNames) > 0 {
-		v.listed = map[string]bool{}
-		for _, name := range t.ListedToolNames {
-			v.listed[name] = true
-		}
-	}
-	s.put(k, v)
-}
-
-// load reads a server version's stored listing from ClickHouse into the cache.
-func (s *servedSchemas) load(ctx context.Context, conn driver.Conn, k servedKey, now time.Time) error {
-	rows, err := conn.Query(ctx, mcsql.Query("served_tool_schemas_for_server"), k.server, k.version)
+// loadStored reads a server version's stored listing from ClickHouse into the listing state.
+func (c *Consumer) loadStored(ctx context.Context, conn driver.Conn, server, version string, now time.Time) error {
+	rows, err := conn.Query(ctx, mcsql.Query("served_tool_schemas_for_server"), server, version)
 	if err != nil {
-		return fmt.Errorf("served schemas of %q %q: %w", k.server, k.version, err)
+		return fmt.Errorf("served schemas of %q %q: %w", server, version, err)
 	}
 	defer rows.Close()
-	v := &servedVersion{schemas: map[string]*misuse.Schema{}, hashes: map[string][32]byte{}, listed: map[string]bool{}, checked: now}
+	var tools []misuse.ServedTool
 	for rows.Next() {
 		var (
 			tool, sha, schema, description string
@@ -122,44 +51,61 @@ func (s *servedSchemas) load(ctx context.Context, conn driver.Conn, k servedKey,
 			first, last                    time.Time
 		)
 		if err := rows.Scan(&tool, &sha, &schema, &description, &truncated, &first, &last); err != nil {
-			return fmt.Errorf("served schemas of %q %q: %w", k.server, k.version, err)
+			return fmt.Errorf("served schemas of %q %q: %w", server, version, err)
 		}
-		v.schemas[tool], _ = misuse.CompileSchema([]byte(schema))
-		v.hashes[tool] = sha256.Sum256([]byte(schema))
-		v.listed[tool] = true
+		tools = append(tools, misuse.ServedTool{Name: tool, InputSchema: []byte(schema)})
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("served schemas of %q %q: %w", k.server, k.version, err)
+		return fmt.Errorf("served schemas of %q %q: %w", server, version, err)
 	}
-	if len(v.listed) == 0 || len(v.listed) >= sdkBreadthLimit {
-		v.listed = nil // unknown, or maybe cut by the SDK
-	}
-	s.put(k, v)
+	c.listings.PutStored(server, version, tools, now)
 	return nil
 }
 
 // deriveMisuse fills the misuse columns of the batch's tool-call rows (ignored keys and their
 // source, the not-measurable reason, unknown_tool), and the properties of a call it finds
-// misused (ingest.ToolCallProperties). events are the batch's stored events, rows their rows;
-// the rows are modified in place.
-func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, rows []ingest.ToolCallRow) error {
+// misused (ingest.ToolCallProperties). events are the batch's stored tool calls and tool
+// listings, positions their places in the log (one each), rows the tool-call rows; the rows
+// are modified in place.
+func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, positions []misuse.Position, rows []ingest.ToolCallRow) error {
 	calls := make(map[uuid.UUID]*ingest.Event, len(rows))
-	for _, ev := range events {
+	var lists []int
+	for i, ev := range events {
 		switch {
 		case ev.ToolsList != nil:
-			c.served.learn(ev.ToolsList)
+			lists = append(lists, i)
 		case ev.ToolCall != nil:
 			calls[ev.UUID] = ev
 		}
 	}
+	// In event time (a listing's pages in the order they were served), then log order.
+	slices.SortStableFunc(lists, func(a, b int) int { return events[a].Timestamp.Compare(events[b].Timestamp) })
+	for _, i := range lists {
+		c.listings.Observe(listingPage(events[i], positions[i]))
+	}
+	verdicts := make([]misuse.Verdict, len(rows))
+	at := func(r *ingest.ToolCallRow, ev *ingest.Event) misuse.CallAt {
+		return misuse.CallAt{Server: r.ServerName, Version: r.ServerVersion, Session: ev.ToolCall.SessionID, At: ev.Timestamp,
+			Pos: misuse.Position{Partition: r.KafkaPartition, Offset: r.KafkaOffset}}
+	}
+	// Calls nothing in the stream judges: their versions' stored listings, read once.
+	type versionKey struct{ server, version string }
+	loaded := map[versionKey]bool{}
 	now := c.now()
 	for i := range rows {
-		k := servedKey{rows[i].ServerName, rows[i].ServerVersion}
-		if k.server == "" || calls[rows[i].UUID] == nil {
+		r := &rows[i]
+		ev := calls[r.UUID]
+		if ev == nil || r.ServerName == "" {
 			continue // no server name (not from the MCP analytics SDK): no listing to look for
 		}
-		if v := c.served.get(k); v == nil || (!v.checked.IsZero() && len(v.schemas) == 0 && now.Sub(v.checked) > servedRecheck) {
-			if err := c.served.load(ctx, c.cfg.ClickHouse, k, now); err != nil {
+		verdicts[i] = c.listings.Judge(at(r, ev), r.RawToolName)
+		k := versionKey{r.ServerName, r.ServerVersion}
+		if verdicts[i].From != misuse.ServedNone || loaded[k] {
+			continue
+		}
+		loaded[k] = true
+		if c.listings.NeedsStored(k.server, k.version, now) {
+			if err := c.loadStored(ctx, c.cfg.ClickHouse, k.server, k.version, now); err != nil {
 				return err
 			}
 		}
@@ -170,21 +116,17 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, row
 		if ev == nil {
 			continue
 		}
+		if r.ServerName != "" && verdicts[i].From == misuse.ServedNone && loaded[versionKey{r.ServerName, r.ServerVersion}] {
+			verdicts[i] = c.listings.Judge(at(r, ev), r.RawToolName)
+		}
+		v := verdicts[i]
 		call := ev.ToolCall
 		misused := r.Misused() // as the row builder saw it
-		var v *servedVersion
-		if r.ServerName != "" {
-			v = c.served.get(servedKey{r.ServerName, r.ServerVersion})
-		}
-		if v != nil && v.listed != nil && !v.listed[r.RawToolName] {
+		if v.Unknown {
 			r.UnknownTool = 1
 		}
 		if !call.IgnoredKeysReported { // a reported call's row holds its keys already
-			var schema *misuse.Schema
-			if v != nil {
-				schema = v.schemas[r.RawToolName]
-			}
-			k := misuse.Derive(misuse.Call{Response: call.Response, Parameters: call.Parameters, Schema: schema, Valid: true}) // Parse checked them
+			k := misuse.Derive(misuse.Call{Response: call.Response, Parameters: call.Parameters, Schema: v.Schema, Valid: true}) // Parse checked them
 			r.IgnoredKeys, r.IgnoredKeysTotal = nonNilKeys(k.Keys), uint32(min(k.Total, 1<<32-1))
 			r.CountedIgnoredKeys = nonNilKeys(c.keys.Counted(k.Keys))
 			r.IgnoredKeysSource, r.IgnoredKeysReason = string(k.Source), string(k.Reason)

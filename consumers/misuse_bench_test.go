@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // BenchmarkDeriveMisuse measures the misuse step per tool call (ns/op and cpu-ns/op are per
@@ -27,15 +28,18 @@ func BenchmarkDeriveMisuse(b *testing.B) {
 		return ev
 	}
 	keys, _ := ingest.NewKeyFilter(ingest.DefaultClientInjectedKeys)
-	c := &Consumer{cfg: Config{Now: time.Now}, keys: keys}
-	c.served.learn(read("tools_list_zod").ToolsList)
-	c.served.learn(read("tools_list_json").ToolsList)
+	c := &Consumer{cfg: Config{Now: time.Now}, keys: keys, listings: misuse.NewListings(misuse.ListingsConfig{})}
+	for _, name := range []string{"tools_list_zod", "tools_list_json"} {
+		c.listings.Observe(listingPage(read(name), misuse.NoPosition))
+	}
 	var events []*ingest.Event
+	var positions []misuse.Position
 	var rows ingest.Rows
 	for _, name := range []string{"tool_call_ok", "tool_call_misnamed_top_level", "tool_call_nested_zod", "tool_call_ref_unions", "tool_call_open_objects", "tool_call_notice_ignored_keys"} {
 		ev := read(name)
 		events = append(events, ev)
-		rows.Append(ev, ingest.RowContext{Keys: keys})
+		positions = append(positions, misuse.NoPosition)
+		rows.Append(ev, ingest.RowContext{Keys: keys, Offset: -1})
 	}
 	var ru syscall.Rusage
 	cpu := func() int64 {
@@ -45,7 +49,7 @@ func BenchmarkDeriveMisuse(b *testing.B) {
 	b.ReportAllocs()
 	start, n := cpu(), 0
 	for b.Loop() {
-		if err := c.deriveMisuse(context.Background(), events, rows.ToolCalls); err != nil {
+		if err := c.deriveMisuse(context.Background(), events, positions, rows.ToolCalls); err != nil {
 			b.Fatal(err)
 		}
 		n += len(rows.ToolCalls)

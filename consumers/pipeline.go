@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // Pipelining. A batch goes through three stages: prepare (decode ▸ validate ▸ dedup in each
@@ -42,6 +43,8 @@ type prepared struct {
 	// tool calls and tool listings kept, for deriveMisuse (let go once it ran).
 	responses []*ingest.Event
 	misuse    []*ingest.Event
+	// misuseAt is each misuse event's place in the log.
+	misuseAt []misuse.Position
 	// toolCallStreams is the partition each row of rows.ToolCalls was read from.
 	toolCallStreams []rollup.Stream
 	// derived: deriveMisuse filled the tool-call rows; counted: the stored events were added
@@ -79,7 +82,7 @@ type prepared struct {
 // messages' offsets.
 func (p *prepared) rawStored() {
 	p.rows = ingest.Rows{}
-	p.kept, p.responses, p.misuse, p.toolCallStreams = nil, nil, nil, nil
+	p.kept, p.responses, p.misuse, p.misuseAt, p.toolCallStreams = nil, nil, nil, nil, nil
 	p.bad, p.deadRows, p.auditRows, p.audits, p.duplicates = nil, nil, nil, nil, nil
 }
 
@@ -304,6 +307,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 	p.rows.Recruitment = make([]ingest.RecruitmentRow, 0, perTopic[ingest.TopicRecruitment])
 	p.kept = make([]keptEvent, 0, perTopic[ingest.TopicToolCalls]+perTopic[ingest.TopicRecruitment])
 	p.misuse = make([]*ingest.Event, 0, perTopic[ingest.TopicToolCalls])
+	p.misuseAt = make([]misuse.Position, 0, perTopic[ingest.TopicToolCalls])
 	p.toolCallStreams = make([]rollup.Stream, 0, perTopic[ingest.TopicToolCalls])
 	at := ingest.RowContext{InsertedAt: now.UTC().Truncate(time.Second), DefaultInstanceURL: c.cfg.DefaultInstanceURL, Keys: c.keys}
 	c.windows.mu.Lock()
@@ -370,9 +374,11 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 				ev.ToolCall.Parameters, ev.ToolCall.Response = nil, nil
 			}
 			p.misuse = append(p.misuse, ev)
+			p.misuseAt = append(p.misuseAt, misuse.Position{Partition: int32(m.Partition), Offset: m.Offset})
 			p.toolCallStreams = append(p.toolCallStreams, stream)
 		case ev.ToolsList != nil:
 			p.misuse = append(p.misuse, ev)
+			p.misuseAt = append(p.misuseAt, misuse.Position{Partition: int32(m.Partition), Offset: m.Offset})
 		}
 	}
 	if len(p.toolCallStreams) != len(p.rows.ToolCalls) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers/dedup"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // Deduplication by uuid (DESIGN.md §5; package consumers/dedup). An event at offset o of a
@@ -27,7 +28,10 @@ import (
 // unchanged when it is already there, rewound (dedup.Window.Rewind) when this member had
 // prepared batches past C that were never stored, moved forward by reading [Next, C) when
 // another member committed further, and otherwise rebuilt by reading the log's offsets
-// [C−W, C): never more than W messages, decoded in parallel.
+// [C−W, C): never more than W messages, decoded in parallel. The tools lists among the
+// messages read are given to the listing state (misuse.Listings) too: a member that takes a
+// partition over, or restarts, knows the listings of the W offsets before the committed
+// offset, as the member that read them did.
 
 // windows holds the dedup windows of the event-topic partitions this member has read.
 type windows struct {
@@ -221,7 +225,14 @@ func (c *Consumer) rebuildWindow(ctx context.Context, tp topicPartition, from, t
 		}
 		chunk := make([]kafka.Message, 0, rebuildChunk)
 		flush := func() error {
-			ids, valid := eventIDs(chunk)
+			ids, valid, lists := eventIDs(chunk)
+			// The tools lists read back go to the listing state, at their places in the
+			// log, so calls after the committed offset are judged as they were before.
+			for i, ev := range lists {
+				if ev != nil {
+					c.listings.Observe(listingPage(ev, misuse.Position{Partition: int32(chunk[i].Partition), Offset: chunk[i].Offset}))
+				}
+			}
 			ws.mu.Lock()
 			defer ws.mu.Unlock()
 			w := ws.byKey[tp].w
@@ -273,18 +284,22 @@ func (c *Consumer) rebuildWindow(ctx context.Context, tp topicPartition, from, t
 }
 
 // eventIDs decodes msgs (in parallel for many) as the prepare stage does and returns each
-// one's uuid and whether it is a valid event: the membership of the dedup window.
-func eventIDs(msgs []kafka.Message) ([][16]byte, []bool) {
-	ids, valid := make([][16]byte, len(msgs)), make([]bool, len(msgs))
+// one's uuid and whether it is a valid event, the membership of the dedup window, and the
+// tools list events among them (nil for any other message).
+func eventIDs(msgs []kafka.Message) ([][16]byte, []bool, []*ingest.Event) {
+	ids, valid, lists := make([][16]byte, len(msgs)), make([]bool, len(msgs)), make([]*ingest.Event, len(msgs))
 	parse := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			if ev, err := ingest.Parse(msgs[i].Value); err == nil {
 				ids[i], valid[i] = ev.UUID, true
+				if ev.ToolsList != nil {
+					lists[i] = ev
+				}
 			}
 		}
 	}
 	parallel(len(msgs), parse)
-	return ids, valid
+	return ids, valid, lists
 }
 
 // parallel runs fn over [0, n) in chunks on up to GOMAXPROCS goroutines, from

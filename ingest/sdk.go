@@ -61,6 +61,17 @@ type ToolsList struct {
 	// Tools are the tools of $mcp_response.tools that have a name, in order; the SDK keeps at
 	// most 100 entries of an array, so a long list is cut here (not in ListedToolNames).
 	Tools []ServedTool
+	// Cursor is the request's pagination cursor (MCP tools/list params.cursor) and HasCursor
+	// whether the request carried one: a request without one asks for a listing's first page,
+	// one with a cursor (even "") for a later page. It is read from
+	// $mcp_parameters.request.params.cursor, where the SDK's wrapped server captures the
+	// request, else $mcp_parameters.params.cursor or $mcp_parameters.cursor (a custom
+	// dispatcher's captureToolsList passes whatever it was given as parameters).
+	Cursor    string
+	HasCursor bool
+	// NextCursor is $mcp_response.nextCursor: the cursor of the listing's next page, "" on its
+	// last page (MCP's pagination: the result carries nextCursor while more pages follow).
+	NextCursor string
 }
 
 // ServedTool is one tool of a tools/list result as captured.
@@ -72,7 +83,7 @@ type ServedTool struct {
 	InputSchema json.RawMessage
 }
 
-var toolsListReads = append([]propKey{keyListedToolNames, keyResponse}, sdkCommonReads...)
+var toolsListReads = append([]propKey{keyListedToolNames, keyResponse, keyParameters}, sdkCommonReads...)
 
 func decodeToolsList(p *propertyReader, ev *Event) {
 	t := &ToolsList{}
@@ -100,6 +111,16 @@ func decodeToolsList(p *propertyReader, ev *Event) {
 		}
 		desc, _ := stringValue(objectValue(item, "description"))
 		t.Tools = append(t.Tools, ServedTool{Name: name, Description: desc, InputSchema: objectValue(item, "inputSchema")})
+	}
+	t.NextCursor, _ = stringValue(objectValue(p.raw(keyResponse), "nextCursor"))
+	// Peeked: the request stays in properties, as sent.
+	params := p.peek(keyParameters)
+	for _, at := range [][]byte{objectValue(objectValue(params, "request"), "params"), objectValue(params, "params"), params} {
+		if c := objectValue(at, "cursor"); c != nil && !isNull(c) {
+			t.Cursor, _ = stringValue(c)
+			t.HasCursor = true
+			break
+		}
 	}
 	ev.ToolsList = t
 }

@@ -249,6 +249,44 @@ func TestParseSDKToolsList(t *testing.T) {
 	}
 }
 
+// A listing's pages: the request's cursor where the wrapped server captures it
+// ($mcp_parameters.request.params) or where a custom dispatcher may put it, and the result's
+// nextCursor. A cursor that is present but empty still marks a later page.
+func TestParseSDKToolsListPages(t *testing.T) {
+	if tl := recorded(t, "tools_list_json").ToolsList; tl.HasCursor || tl.Cursor != "" || tl.NextCursor != "" {
+		t.Errorf("a one-page listing: cursor %q (%v), next %q", tl.Cursor, tl.HasCursor, tl.NextCursor)
+	}
+	for _, tc := range []struct {
+		params     any
+		response   any
+		cursor     string
+		hasCursor  bool
+		nextCursor string
+	}{
+		{map[string]any{"request": map[string]any{"method": "tools/list", "params": map[string]any{}}}, map[string]any{"tools": []any{}, "nextCursor": "eyJvIjoyfQ=="}, "", false, "eyJvIjoyfQ=="},
+		{map[string]any{"request": map[string]any{"method": "tools/list", "params": map[string]any{"cursor": "eyJvIjoyfQ=="}}}, map[string]any{"tools": []any{}}, "eyJvIjoyfQ==", true, ""},
+		{map[string]any{"request": map[string]any{"params": map[string]any{"cursor": ""}}}, nil, "", true, ""},
+		{map[string]any{"params": map[string]any{"cursor": "c2"}}, map[string]any{"nextCursor": "c3"}, "c2", true, "c3"},
+		{map[string]any{"cursor": "c9"}, nil, "c9", true, ""},
+		{map[string]any{"request": map[string]any{"params": map[string]any{"cursor": nil}}}, map[string]any{"nextCursor": 7}, "", false, ""},
+	} {
+		props := map[string]any{"$mcp_parameters": tc.params}
+		if tc.response != nil {
+			props["$mcp_response"] = tc.response
+		}
+		ev, err := ingest.Parse(envelope(t, ingest.KindToolsList, nil, props))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tl := ev.ToolsList; tl.Cursor != tc.cursor || tl.HasCursor != tc.hasCursor || tl.NextCursor != tc.nextCursor {
+			t.Errorf("%v / %v: cursor %q (%v), next %q; want %q (%v), %q", tc.params, tc.response, tl.Cursor, tl.HasCursor, tl.NextCursor, tc.cursor, tc.hasCursor, tc.nextCursor)
+		}
+		if _, ok := extraKeys(t, ev)["$mcp_parameters"]; !ok {
+			t.Error("$mcp_parameters of a tools list not kept in properties")
+		}
+	}
+}
+
 func TestParseSDKInitializeAndException(t *testing.T) {
 	in := recorded(t, "initialize").Initialize
 	if in.ClientName != "mcpulse-fixture-client" || in.ServerName != "mcpulse-fixture-zod" || in.ProtocolVersion != "2025-11-25" ||

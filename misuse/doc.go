@@ -2,9 +2,12 @@
 // sends: which input keys the tool ignored (IgnoredKeys, Derive), and whether a failed call was
 // an input-validation error or a call to a tool the server does not have (ClassifyError).
 //
-// Everything here is a pure function of its arguments: no I/O, no clocks, no global state but
-// compiled regular expressions. The consumer calls it for each tool call; the schemas come from
-// the server's own tools/list results, as the SDK captured them ($mcp_tools_list events).
+// Everything here but Listings is a pure function of its arguments: no I/O, no clocks, no
+// global state but compiled regular expressions. The consumer calls it for each tool call; the
+// schemas come from the server's own tools/list results, as the SDK captured them
+// ($mcp_tools_list events). Listings is the state those results build up: which listing each
+// session and server version was served, by event time, judged against by Listings.Judge (see
+// listings.go for the rules); it holds no clock either (times are the events'), and is bounded.
 //
 // # Ignored keys, in order of trust
 //

@@ -72,7 +72,9 @@ func (c ErrorClass) IsValidation() bool {
 //     [type=missing" / "Input should be a valid integer [type=int_parsing".
 //   - Ajv (the JSON Schema validator of TypeScript servers built on the low-level Server, and
 //     of SDK 2.x's JSON Schema tools): "data/limit must be integer", "data must have required
-//     property 'query'", "data must NOT have additional properties".
+//     property 'query'", "data must NOT have additional properties", and for a draft 2020-12
+//     schema's `unevaluatedProperties: false` (Ajv2020) "data must NOT have unevaluated
+//     properties" (Ajv 8.20.0's errorsText).
 var (
 	// zodTypeRE is Zod's wrong-type issue: "Expected number, received string" (Zod 3) or
 	// "Invalid input: expected number, received string" (Zod 4); an enum's "Expected 'a' |
@@ -93,7 +95,7 @@ var (
 	typeMarks       = []string{`has type "`, "is not of type '"}
 	unknownKeyMarks = []string{"Unrecognized key", "unrecognized_keys", "unexpected additional propert",
 		"Additional properties are not allowed", "Extra inputs are not permitted", "[type=extra_forbidden",
-		"must NOT have additional properties"}
+		"must NOT have additional properties", "must NOT have unevaluated properties"}
 	// Words after "Input should be a valid " (pydantic), "[type=" (pydantic) and " must be " (Ajv)
 	// that name a type.
 	pydanticTypes = []string{"integer", "number", "string", "boolean", "dictionary", "list", "array", "object"}

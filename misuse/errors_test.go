@@ -157,6 +157,12 @@ func TestClassifyErrorMessages(t *testing.T) {
 		{"MCP error -32602: Tool get-summ disabled", misuse.ClassUnknownTool},
 		{"Unknown tool: get-summ", misuse.ClassUnknownTool},
 		{`unknown tool "get-summ"`, misuse.ClassUnknownTool},
+		// Ajv 8.20.0 (Ajv2020, errorsText) refusing a key under `unevaluatedProperties: false`,
+		// at the root and nested, behind the TypeScript SDK's prefix; and the same refusal
+		// under `additionalProperties: false`.
+		{"MCP error -32602: Input validation error: Invalid arguments for tool radar: data must NOT have unevaluated properties", misuse.ClassValidationUnknownKey},
+		{"Input validation error: data/filter must NOT have unevaluated properties", misuse.ClassValidationUnknownKey},
+		{"Input validation error: data must NOT have additional properties", misuse.ClassValidationUnknownKey},
 		// Python SDK.
 		{"Input validation error: 'b' is a required property", misuse.ClassValidationRequired},
 		{"Input validation error: 'x' is not of type 'number'", misuse.ClassValidationType},

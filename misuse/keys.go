@@ -32,8 +32,8 @@ type Reason string
 // group them as no_schema, truncated (the ones named *_truncated or *_redacted) and other.
 const (
 	ReasonNone Reason = ""
-	// ReasonNoSchema: no $mcp_tools_list listing this tool has been seen for the call's server
-	// name and version.
+	// ReasonNoSchema: no $mcp_tools_list listing with this tool's schema judged the call (its
+	// session's listing, else its server name and version's: Listings.Judge).
 	ReasonNoSchema Reason = "no_schema"
 	// ReasonNoArguments: the event has no $mcp_parameters (the SDK can be told to drop them,
 	// and a beforeSend hook can remove them).

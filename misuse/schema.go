@@ -49,6 +49,9 @@ type Schema struct {
 	// the schema) when the schema could not be compiled.
 	failed    Reason
 	truncated bool
+	// textBytes is the length of the text it was compiled from, for Listings.Bytes (set by
+	// Listings.compiled).
+	textBytes int
 }
 
 // Truncated reports whether the schema as captured carries the SDK's truncation or redaction

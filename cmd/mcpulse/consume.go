@@ -16,6 +16,7 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/obs"
 	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 func newConsumeCmd() *cobra.Command {
@@ -156,6 +157,7 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.DurationVar(&cfg.BatchMaxAge, "batch-max-age", consumers.DefaultBatchMaxAge, fmt.Sprintf("how long a batch may stay open while the consumer keeps up: it closes this long after its first message was read, even below --batch-size, unless the partitions it read hold the rest of a batch beyond it (catching up a backlog, batches still fill to --batch-size). A chunk that does not fill within the batch wait (a fixed %v a chunk waits for messages) closes its batch too, so the bound matters once chunks fill faster: above about 45,000 events/s of 750 bytes. Lower means fresher rows and rollups for more ClickHouse CPU per event (0: no bound)", consumers.DefaultBatchWait))
 	f.IntVar(&cfg.BatchBytes, "batch-bytes", consumers.DefaultBatchBytes, "most message bytes (keys and values) of a batch held in memory at once: a batch is read in chunks that close at this many bytes or at --batch-size messages (a chunk's memory follows its bytes; while the dedup windows fill much of --memory-limit-mib, chunks close earlier, at no less than 1 MiB)")
 	f.IntVar(&cfg.DedupWindow, "dedup-window", consumers.DefaultDedupWindow, "dedup window in offsets per partition (rounded up to a power of two): an event is a duplicate when its uuid is on a valid event at most this many offsets before it in its partition; about 24 bytes of memory per offset for each busy partition")
+	f.IntVar(&cfg.Listings.MaxSessions, "listing-sessions", misuse.DefaultMaxSessions, "MCP sessions whose tool listings stay in memory to judge their calls by (least recently used evicted first; an evicted session's calls are judged by its server version's listings); 100,000 sessions take 60 to 215 MiB (docs/scaling.md)")
 	f.IntVar(&cfg.RollupCacheCells, "rollup-cache-cells", consumers.DefaultRollupCacheCells, "rollup cells whose totals stay in memory (about 130 bytes each with one value, 390 with tool_call_stats_hourly's 29 values); others are read from ClickHouse when a batch touches them")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", consumers.DefaultSessionTimeout, "consumer-group session timeout: how long a member that died keeps its partitions (the broker must allow it)")
 	f.StringVar(&cfg.DefaultInstanceURL, "instance-url", consumers.DefaultInstanceURL, "PostHog instance URL for events that lack instance_url (part of the identity hash)")
