@@ -155,8 +155,8 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, row
 	now := c.now()
 	for i := range rows {
 		k := servedKey{rows[i].ServerName, rows[i].ServerVersion}
-		if k.server == "" || calls[rows[i].UUID] == nil {
-			continue // no server name (not from the MCP analytics SDK): no listing to look for
+		if !judgedByListing(&rows[i]) || calls[rows[i].UUID] == nil {
+			continue // no listing to look for
 		}
 		if v := c.served.get(k); v == nil || (!v.checked.IsZero() && len(v.schemas) == 0 && now.Sub(v.checked) > servedRecheck) {
 			if err := c.served.load(ctx, c.cfg.ClickHouse, k, now); err != nil {
@@ -173,7 +173,7 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, row
 		call := ev.ToolCall
 		misused := r.Misused() // as the row builder saw it
 		var v *servedVersion
-		if r.ServerName != "" {
+		if judgedByListing(r) {
 			v = c.served.get(servedKey{r.ServerName, r.ServerVersion})
 		}
 		if v != nil && v.listed != nil && !v.listed[r.RawToolName] {
@@ -194,6 +194,15 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, row
 		}
 	}
 	return nil
+}
+
+// judgedByListing reports whether a tool call is judged against the listings of its server
+// name and version: when it names its server, or when it came from the MCP analytics SDK
+// (ingest.SDKSource), whose custom-dispatcher API (PostHogMCP) sends no server name or version
+// on calls and listings alike, so that its calls meet its listings under the empty name. A
+// call from anywhere else without a server name has no listing to be judged against.
+func judgedByListing(r *ingest.ToolCallRow) bool {
+	return r.ServerName != "" || r.Source == ingest.SDKSource
 }
 
 func nonNilKeys(s []string) []string {
