@@ -37,12 +37,14 @@ import (
 //   - v_tool_call_stats_hourly's unknown_tool_calls of that server's cells (held only to the
 //     calls refused as unknown) and calls_with_ignored_keys of beta_radar.
 //
-// Set it to true when per-session listings land: everything above must then hold exactly.
+// Not gated: the stateless server's and the dispatcher's unknown_tool (one listing per server
+// version there), every error class, duration, session, served schema and the other ignored
+// keys. Set it to true when per-session listings land: everything above must then hold exactly.
 const perSessionListings = false
 
 // httpCall is one call of testdata/mcp/http-client.js's CALLS, with what mcpulse must derive.
 type httpCall struct {
-	Session       string          `json:"session"` // basic, beta (both on /mcp) or dispatch
+	Session       string          `json:"session"` // basic, beta (both on /mcp), stateless or dispatch
 	Tool          string          `json:"tool"`
 	Case          string          `json:"case"`
 	Args          json.RawMessage `json:"args"`
@@ -70,16 +72,20 @@ type httpOutcome struct {
 
 // The names http-server.js and http-client.js give themselves.
 const (
-	httpServerName    = "mcpulse-fixture-http"
-	httpServerVersion = "3.1.0"
-	httpClientName    = "mcpulse-fixture-http-client"
+	httpServerName      = "mcpulse-fixture-http"
+	httpServerVersion   = "3.1.0"
+	statelessServerName = "mcpulse-fixture-stateless"
+	httpClientName      = "mcpulse-fixture-http-client"
 )
 
 // server is the server name and version a call's events carry: the wrapped server's, or none
 // for the custom dispatcher (PostHogMCP has no field for them).
 func (c httpCall) server() (string, string) {
-	if c.Session == "dispatch" {
+	switch c.Session {
+	case "dispatch":
 		return "", ""
+	case "stateless":
+		return statelessServerName, "1.0.0"
 	}
 	return httpServerName, httpServerVersion
 }
@@ -120,8 +126,9 @@ func runMCPHTTPClient(t testing.TB, url, apiKey string) ([]httpCall, []httpOutco
 	if err := json.Unmarshal(lines[len(lines)-1], &pages); err != nil {
 		t.Fatalf("http-client.js's last line %q: %v", lines[len(lines)-1], err)
 	}
-	// Three pages each at the start and again after legacy_report's removal; one on /dispatch.
-	if want := map[string]int{"basic": 6, "beta": 6, "dispatch": 1}; !maps.Equal(pages.Pages, want) {
+	// Three pages each at the start and again after legacy_report's removal; one page on
+	// /stateless and /dispatch.
+	if want := map[string]int{"basic": 6, "beta": 6, "stateless": 1, "dispatch": 1}; !maps.Equal(pages.Pages, want) {
 		t.Errorf("tools/list pages fetched per session: %v, want %v", pages.Pages, want)
 	}
 	var outcomes []httpOutcome
@@ -199,13 +206,16 @@ type httpRow struct {
 	DurationMs                               *float64
 }
 
-// httpCalls selects the tool calls of http-server.js: the wrapped server's, and the
+// httpCalls selects the tool calls of http-server.js: the wrapped servers', and the
 // dispatcher's (no server name, the SDK's source).
-const httpCalls = `(server_name = '` + httpServerName + `' OR (server_name = '' AND source = '` + ingest.SDKSource + `'))`
+const httpCalls = `(server_name IN ('` + httpServerName + `', '` + statelessServerName + `') OR (server_name = '' AND source = '` + ingest.SDKSource + `'))`
 
-// gatedUnlisted says whether a call's unknown_tool is asserted: always for the dispatcher (one
-// session, one listing), for the per-session paginated server only with perSessionListings.
-func gatedUnlisted(c httpCall) bool { return perSessionListings || c.Session == "dispatch" }
+// gatedUnlisted says whether a call's unknown_tool is asserted: always for the stateless
+// server and the dispatcher (one session, one listing per server version), for the
+// per-session paginated server only with perSessionListings.
+func gatedUnlisted(c httpCall) bool {
+	return perSessionListings || c.Session == "dispatch" || c.Session == "stateless"
+}
 
 // gatedKeys says whether a call's ignored keys are asserted.
 func gatedKeys(c httpCall) bool { return perSessionListings || !c.PerSession }
@@ -282,7 +292,7 @@ func checkHTTPRows(t *testing.T, ch driver.Conn, calls []httpCall, outcomes []ht
 			t.Errorf("%s: duration %v ms, want between %v and the %v ms the client measured", name, *d, c.MinDurationMs, outcomes[i].Ms)
 		}
 	}
-	// One $session_id per client session, three apart.
+	// One $session_id per client session, four apart.
 	all := map[string]bool{}
 	for s, ids := range sessionIDs {
 		if len(ids) != 1 {
@@ -290,8 +300,8 @@ func checkHTTPRows(t *testing.T, ch driver.Conn, calls []httpCall, outcomes []ht
 		}
 		maps.Copy(all, ids)
 	}
-	if len(all) != 3 {
-		t.Errorf("%d distinct session ids over the basic, beta and dispatch sessions, want 3", len(all))
+	if len(all) != 4 {
+		t.Errorf("%d distinct session ids over the basic, beta, stateless and dispatch sessions, want 4", len(all))
 	}
 
 	// Each failed call's $exception, classed as its call.
@@ -303,8 +313,8 @@ func checkHTTPRows(t *testing.T, ch driver.Conn, calls []httpCall, outcomes []ht
 	}
 	gotFailed := map[string]int{}
 	erows, err := ch.Query(ctx, `SELECT tool_name, error_class, toUInt64(count()) FROM mcpulse.mcp_exceptions FINAL
-		WHERE server_name = ? OR (server_name = '' AND session_id IN (SELECT session_id FROM mcpulse.tool_calls FINAL WHERE `+httpCalls+`))
-		GROUP BY tool_name, error_class`, httpServerName)
+		WHERE server_name IN (?, ?) OR (server_name = '' AND session_id IN (SELECT session_id FROM mcpulse.tool_calls FINAL WHERE `+httpCalls+`))
+		GROUP BY tool_name, error_class`, httpServerName, statelessServerName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,8 +335,8 @@ func checkHTTPRows(t *testing.T, ch driver.Conn, calls []httpCall, outcomes []ht
 	sch := map[string]string{}
 	srows, err := ch.Query(ctx, `SELECT server_name, server_version, arrayStringConcat(arraySort(groupArray(tool_name)), ' '),
 		toUInt64(countIf(position(input_schema, '"context"') = 0))
-		FROM mcpulse.v_served_tool_schemas WHERE server_name IN (?, '') AND has(?, tool_name)
-		GROUP BY server_name, server_version`, httpServerName, httpListedTools)
+		FROM mcpulse.v_served_tool_schemas WHERE server_name IN (?, ?, '') AND has(?, tool_name)
+		GROUP BY server_name, server_version`, httpServerName, statelessServerName, httpListedTools)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,6 +350,7 @@ func checkHTTPRows(t *testing.T, ch driver.Conn, calls []httpCall, outcomes []ht
 	}
 	wantSch := map[string]string{
 		httpServerName + " " + httpServerVersion: "beta_radar beta_radar get_forecast legacy_report list_alerts slow_export sync_stations (0 without context)",
+		statelessServerName + " 1.0.0":           "beta_radar get_forecast legacy_report list_alerts slow_export sync_stations (0 without context)",
 		" ":                                      "convert_units station_info (0 without context)",
 	}
 	if !maps.Equal(sch, wantSch) {
@@ -397,8 +408,8 @@ func checkHTTPRollups(t *testing.T, ch driver.Conn, calls []httpCall) {
 		keys_reported, keys_from_response, keys_from_schema,
 		not_measurable_no_schema, not_measurable_truncated, not_measurable_other,
 		validation_errors, unknown_tool_calls, duration_count
-		FROM mcpulse.v_tool_call_stats_hourly WHERE server_name = ? OR (server_name = '' AND has(?, tool_name))`,
-		httpServerName, []string{"convert_units", "station_info", "delete_station"})
+		FROM mcpulse.v_tool_call_stats_hourly WHERE server_name IN (?, ?) OR (server_name = '' AND has(?, tool_name))`,
+		httpServerName, statelessServerName, []string{"convert_units", "station_info", "delete_station"})
 	if err != nil {
 		t.Fatal(err)
 	}

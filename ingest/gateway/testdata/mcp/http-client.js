@@ -1,7 +1,8 @@
 // Test-only (ingest/gateway tests): the official MCP client drives http-server.js over Streamable
 // HTTP the way agents would: two sessions on /mcp (a "basic" and a "beta" user, told apart by the
 // x-mcpulse-plan header), each listing every page of the paginated tools/list and listing again
-// when the server says its list changed, and one session on the custom dispatcher /dispatch.
+// when the server says its list changed, one on the stateless server /stateless, and one on the
+// custom dispatcher /dispatch.
 //
 //   node http-client.js                 starts http-server.js (its env passed on), runs CALLS,
 //                                       prints one JSON line per call, stops the server
@@ -16,7 +17,8 @@ const { ToolListChangedNotificationSchema } = require('@modelcontextprotocol/sdk
 
 const intent = 'Checking the weather data so the user can plan a field trip for their team.';
 
-// CALLS is every tool call, in order. `session` is basic, beta (both on /mcp) or dispatch.
+// CALLS is every tool call, in order. `session` is basic, beta (both on /mcp), stateless or
+// dispatch.
 // `expect` is what mcpulse must store for the call (see client.js): ignored keys and their
 // source or why not measurable, the error class, and `unlisted`: whether the tool was absent
 // from the listing the call's own session saw last before the call (all pages of it, a
@@ -46,6 +48,11 @@ const CALLS = [
   { session: 'beta', tool: 'legacy_report', case: 'other_session_still_listed', expect: { source: 'schema', keys: [] }, args: { station: 'BGO-2', context: intent } },
   // A tool no session ever listed.
   { session: 'beta', tool: 'get_weather', case: 'unknown_tool', expect: { source: 'not_measurable', reason: 'no_schema', error: 'unknown_tool', unlisted: true }, args: { city: 'Bergen', context: intent } },
+  // The stateless server: the transport keeps no session; the SDK's own token ties the
+  // requests into one $session_id.
+  { session: 'stateless', tool: 'get_forecast', case: 'stateless_misnamed', expect: { source: 'schema', keys: ['hours'] }, args: { city: 'Tromso', hours: 6, context: intent } },
+  { session: 'stateless', tool: 'get_forecast', case: 'stateless_wrong_type', expect: { source: 'schema', keys: [], error: 'validation_type' }, args: { city: 'Tromso', days: 'many', context: intent } },
+  { session: 'stateless', tool: 'get_weather', case: 'stateless_unknown_tool', expect: { source: 'not_measurable', reason: 'no_schema', error: 'unknown_tool', unlisted: true }, args: { city: 'Tromso', context: intent } },
   // The custom dispatcher (PostHogMCP's API): measured like the wrapped server.
   { session: 'dispatch', tool: 'convert_units', case: 'dispatch_ok', expect: { source: 'schema', keys: [] }, args: { value: 20, from: 'c', to: 'f', context: intent } },
   { session: 'dispatch', tool: 'convert_units', case: 'dispatch_misnamed', expect: { source: 'schema', keys: ['precision'] }, args: { value: 0, from: 'c', to: 'k', precision: 2, context: intent } },
@@ -108,6 +115,7 @@ async function main() {
   const sessions = {
     basic: await connect(`${url}/mcp`, { 'x-mcpulse-plan': 'basic' }),
     beta: await connect(`${url}/mcp`, { 'x-mcpulse-plan': 'beta' }),
+    stateless: await connect(`${url}/stateless`, {}),
     dispatch: await connect(`${url}/dispatch`, {}),
   };
   for (const s of Object.values(sessions)) {

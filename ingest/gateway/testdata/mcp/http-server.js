@@ -16,6 +16,11 @@
 //                - a paginated tools/list: PAGE_SIZE tools a page, nextCursor to the next;
 //                - a runtime removal: legacy_report's first successful call removes it from its
 //                  session and sends notifications/tools/list_changed on that call's stream.
+//   /stateless The same Server, stateless (sessionIdGenerator undefined): a fresh Server and
+//              transport per request, every tool on one page, the basic plan. The transport
+//              issues no session, but @posthog/mcp mints its own session token at initialize
+//              (sent as Mcp-Session-Id, replayed by the client), so the events of the client's
+//              requests still share one $session_id.
 //   /dispatch  No Server at all: a hand-written Streamable HTTP dispatcher (JSON responses,
 //              sessions by Mcp-Session-Id) using @posthog/mcp's documented custom-dispatcher API,
 //              PostHogMCP: prepareToolList + captureToolsList on tools/list, prepareToolCall +
@@ -40,6 +45,7 @@ const { instrument, PostHogMCP } = require('@posthog/mcp');
 const { z } = require('zod');
 
 const SERVER_INFO = { name: 'mcpulse-fixture-http', version: '3.1.0' };
+const STATELESS_INFO = { name: 'mcpulse-fixture-stateless', version: '1.0.0' };
 const PAGE_SIZE = 2;
 
 const text = (s) => ({ content: [{ type: 'text', text: s }] });
@@ -100,8 +106,8 @@ function listed(tool) {
 
 // --- /mcp: the SDK's Server, stateful Streamable HTTP ---------------------------------------------
 
-function mcpServer(plan) {
-  const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: true } } });
+function mcpServer(plan, info = SERVER_INFO, pageSize = PAGE_SIZE) {
+  const server = new Server(info, { capabilities: { tools: { listChanged: true } } });
   const session = { plan, tools: new Map(catalogue(plan).map((t) => [t.name, t])) };
   server.setRequestHandler(ListToolsRequestSchema, async (request) => {
     const all = [...session.tools.values()];
@@ -109,9 +115,9 @@ function mcpServer(plan) {
     if (!Number.isInteger(start) || start < 0 || start > all.length) {
       throw new McpError(ErrorCode.InvalidParams, `Invalid cursor: ${request.params.cursor}`);
     }
-    const page = { tools: all.slice(start, start + PAGE_SIZE).map(listed) };
-    if (start + PAGE_SIZE < all.length) {
-      page.nextCursor = Buffer.from(String(start + PAGE_SIZE)).toString('base64url');
+    const page = { tools: all.slice(start, start + pageSize).map(listed) };
+    if (start + pageSize < all.length) {
+      page.nextCursor = Buffer.from(String(start + pageSize)).toString('base64url');
     }
     return page;
   });
@@ -256,6 +262,25 @@ async function main() {
         const [status, body, headers] = await dispatch(JSON.parse(await readBody(req)), req.headers);
         res.writeHead(status, { ...headers, ...(body ? { 'Content-Type': 'application/json' } : {}) });
         res.end(body ? JSON.stringify(body) : undefined);
+        return;
+      }
+      if (url.pathname === '/stateless') {
+        // Stateless: a fresh Server and transport per request, no Mcp-Session-Id, as the SDK's
+        // stateless example serves; one page, the basic plan.
+        if (req.method !== 'POST') {
+          res.writeHead(405, { Allow: 'POST' }).end();
+          return;
+        }
+        const body = JSON.parse(await readBody(req));
+        const server = mcpServer('basic', STATELESS_INFO, Infinity);
+        instrument(server, posthog);
+        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+        res.on('close', () => {
+          transport.close();
+          server.close();
+        });
+        await server.connect(transport);
+        await transport.handleRequest(req, res, body);
         return;
       }
       if (url.pathname !== '/mcp') {
