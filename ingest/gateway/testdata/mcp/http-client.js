@@ -23,7 +23,7 @@ const intent = 'Checking the weather data so the user can plan a field trip for 
 // source or why not measurable, the error class, and `unlisted`: whether the tool was absent
 // from the listing the call's own session saw last before the call (all pages of it, a
 // list_changed re-listing from its time on). `per_session_schema` marks a call whose ignored
-// keys depend on that session's own schema of the tool.
+// keys (or their absence: no schema) depend on that session's own listing of the tool.
 const CALLS = [
   // A page-1 tool: listed, though page 2 and 3 came after page 1.
   { session: 'basic', tool: 'get_forecast', case: 'page_one_ok', expect: { source: 'schema', keys: [] }, args: { city: 'Oslo', days: 2, context: intent } },
@@ -42,8 +42,9 @@ const CALLS = [
   // Succeeds, then the server removes the tool from this session (list_changed); the client
   // lists again.
   { session: 'basic', tool: 'legacy_report', case: 'before_removal', expect: { source: 'schema', keys: [] }, args: { station: 'OSL-1', context: intent } },
-  // After the removal, in the same session: unlisted, and refused as unknown.
-  { session: 'basic', tool: 'legacy_report', case: 'after_removal', expect: { source: 'schema', keys: [], error: 'unknown_tool', unlisted: true }, args: { station: 'OSL-1', context: intent } },
+  // After the removal, in the same session: unlisted (so no schema to judge it by), and
+  // refused as unknown.
+  { session: 'basic', tool: 'legacy_report', case: 'after_removal', per_session_schema: true, expect: { source: 'not_measurable', reason: 'no_schema', error: 'unknown_tool', unlisted: true }, args: { station: 'OSL-1', context: intent } },
   // The beta session still lists it: its call is listed (and removes it there in turn).
   { session: 'beta', tool: 'legacy_report', case: 'other_session_still_listed', expect: { source: 'schema', keys: [] }, args: { station: 'BGO-2', context: intent } },
   // A tool no session ever listed.
