@@ -59,11 +59,12 @@ func FromArguments(s *Schema, arguments []byte) IgnoredKeys {
 //     $mcp_parameters is the arguments object itself.
 //
 // $mcp_parameters is taken as a captured request when it is an object whose "request" member
-// is an object with "method":"tools/call" before its "params" (or is a truncation marker:
-// ReasonArgumentsTruncated); anything else is the arguments. A captured request's params the
-// SDK cut are ReasonArgumentsTruncated, params without arguments an empty object (the agent
-// sent none), a request without params ReasonArgumentsInvalid. A missing or null
-// $mcp_parameters is ReasonNoArguments.
+// is an object with "params" and no "method" before them other than "tools/call" (or is a
+// truncation marker: ReasonArgumentsTruncated); anything else is the arguments, so a tool
+// argument named "request" holding, say, an HTTP request's method and params stays an argument.
+// A captured request's params the SDK cut are ReasonArgumentsTruncated, params without
+// arguments an empty object (the agent sent none), a tools/call request without params
+// ReasonArgumentsInvalid. A missing or null $mcp_parameters is ReasonNoArguments.
 func FromParameters(s *Schema, parameters []byte) IgnoredKeys {
 	return fromParameters(s, parameters, false)
 }
@@ -135,7 +136,8 @@ func (w *walker) requestParams() (bool, Reason) {
 	if err := w.dec.ReadDelim(); err != nil {
 		return false, ReasonArgumentsInvalid
 	}
-	toolsCall, params := false, false
+	// method: 0 none seen, 1 tools/call, 2 another.
+	method := 0
 	for w.dec.PeekKind() == '"' {
 		k, err := w.name()
 		if err != nil {
@@ -147,13 +149,15 @@ func (w *walker) requestParams() (bool, Reason) {
 			if err != nil {
 				return false, ReasonArgumentsInvalid
 			}
-			toolsCall = string(v) == toolsCallMethod
+			method = 2
+			if string(v) == toolsCallMethod {
+				method = 1
+			}
 			continue
 		case "params":
-			if toolsCall {
+			if method != 2 {
 				return true, ""
 			}
-			params = true
 		}
 		if err := w.dec.SkipValue(); err != nil {
 			return false, ReasonArgumentsInvalid
@@ -162,7 +166,7 @@ func (w *walker) requestParams() (bool, Reason) {
 	if w.dec.PeekKind() != '}' {
 		return false, ReasonArgumentsInvalid // the JSON breaks off
 	}
-	if toolsCall && !params {
+	if method == 1 {
 		return false, ReasonArgumentsInvalid // a tools/call request without params
 	}
 	return false, ""

@@ -74,6 +74,11 @@ func FuzzFromArguments(f *testing.F) {
 		if json.Valid(args) && !reflect.DeepEqual(fromCapture, got) {
 			t.Fatalf("arguments in a captured request: %+v, alone: %+v", fromCapture, got)
 		}
+		bare := append(append([]byte(`{"request":{"params":{"arguments":`), args...), "}}}"...)
+		if noMethod := misuse.FromParameters(s, bare); !reflect.DeepEqual(noMethod, fromCapture) {
+			t.Fatalf("a captured request without its method: %+v, with it: %+v", noMethod, fromCapture)
+		}
+		checkValidWalk(t, s, bare)
 		// Escaped quotes, backslashes and brackets in strings skipped before the arguments.
 		checkValidWalk(t, s, append(append([]byte(`{"request":{"id":"x\"},\\","meta":{"k":["]\"}",-1.5e3,true,null]},"method":"tools/call","params":{"name":"t\\","arguments":`), args...), "}}}"...))
 		// The custom-dispatcher API's $mcp_parameters: the arguments themselves. An object

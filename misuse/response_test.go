@@ -77,7 +77,7 @@ func TestDeriveOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := []byte(`{"request":{"method":"tools/call","params":{"name":"t","arguments":{"a":1,"b":2}}}}`)
+	params := []byte(`{"request":{"params":{"name":"t","arguments":{"a":1,"b":2}}}}`)
 	resp := []byte(textResult(`Ignored input keys: "r".`))
 	tests := []struct {
 		name string
