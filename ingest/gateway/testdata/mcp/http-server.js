@@ -52,7 +52,7 @@ const text = (s) => ({ content: [{ type: 'text', text: s }] });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // catalogue returns the tools of a session on plan ('basic' or 'beta'), in listing order: name,
-// description, zod input schema, handler(args, session, extra).
+// description, zod input schema (schema) and handler (run(args, session, extra)).
 function catalogue(plan) {
   const radar = { region: z.string().describe('Region code') };
   if (plan === 'beta') {
