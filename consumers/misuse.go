@@ -95,8 +95,8 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 	for i := range rows {
 		r := &rows[i]
 		ev := calls[r.UUID]
-		if ev == nil || r.ServerName == "" {
-			continue // no server name (not from the MCP analytics SDK): no listing to look for
+		if ev == nil || !judgedByListing(r) {
+			continue // no listing to look for
 		}
 		verdicts[i] = c.listings.Judge(at(r, ev), r.RawToolName)
 		k := versionKey{r.ServerName, r.ServerVersion}
@@ -116,7 +116,7 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 		if ev == nil {
 			continue
 		}
-		if r.ServerName != "" && verdicts[i].From == misuse.ServedNone && loaded[versionKey{r.ServerName, r.ServerVersion}] {
+		if judgedByListing(r) && verdicts[i].From == misuse.ServedNone && loaded[versionKey{r.ServerName, r.ServerVersion}] {
 			verdicts[i] = c.listings.Judge(at(r, ev), r.RawToolName)
 		}
 		v := verdicts[i]
@@ -136,6 +136,15 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 		}
 	}
 	return nil
+}
+
+// judgedByListing reports whether a tool call is judged against the listings of its server
+// name and version: when it names its server, or when it came from the MCP analytics SDK
+// (ingest.SDKSource), whose custom-dispatcher API (PostHogMCP) sends no server name or version
+// on calls and listings alike, so that its calls meet its listings under the empty name. A
+// call from anywhere else without a server name has no listing to be judged against.
+func judgedByListing(r *ingest.ToolCallRow) bool {
+	return r.ServerName != "" || r.Source == ingest.SDKSource
 }
 
 func nonNilKeys(s []string) []string {

@@ -166,6 +166,77 @@ func TestSDKToolCallsGetDerivedIgnoredKeys(t *testing.T) {
 	}
 }
 
+// The SDK's custom-dispatcher API (PostHogMCP) sends no server name, on its listings and its
+// calls alike, and its calls' $mcp_parameters are the arguments themselves: the calls are judged
+// against the listing without a server name, from the stream and read back from ClickHouse. A
+// call without a server name from anything but the SDK is not judged against that listing.
+func TestDispatcherCallsAreJudgedAgainstTheirListing(t *testing.T) {
+	h := newHarness(t)
+	if h.count("SELECT count() FROM system.tables WHERE database = 'mcpulse' AND name = 'served_tool_schemas_in'") == 0 {
+		t.Skip("served_tool_schemas_in (the schema workstream's migration) is not there yet")
+	}
+	h.publish(ingest.TopicToolCalls, recordedSDKEvent(t, "tools_list_dispatcher"))
+	c := h.consumer(nil)
+	h.drain(c)
+	var values [][]byte
+	for _, name := range []string{"tool_call_dispatcher_ok", "tool_call_dispatcher_misnamed", "tool_call_dispatcher_wrong_type", "tool_call_dispatcher_unknown_tool"} {
+		values = append(values, recordedSDKEvent(t, name))
+	}
+	// Not from the SDK ($mcp_source absent), no server name: no listing of its own.
+	values = append(values, envelope(uuidN(600), ingest.EventToolCall, "go-user", base, map[string]any{
+		"$mcp_tool_name": "search", "$mcp_parameters": map[string]any{"value": 1, "precision": 2}}))
+	h.publish(ingest.TopicToolCalls, values...)
+	h.drain(c)
+	c.Close()
+
+	// A new member with an empty cache reads the nameless listing back from ClickHouse.
+	var env map[string]any
+	if err := json.Unmarshal(recordedSDKEvent(t, "tool_call_dispatcher_misnamed"), &env); err != nil {
+		t.Fatal(err)
+	}
+	env["uuid"] = uuidN(601)
+	again, _ := json.Marshal(env)
+	h.publish(ingest.TopicToolCalls, again)
+	h.drain(h.consumer(nil))
+
+	type derived struct {
+		server, source, reason, keys, class string
+		unknown                             uint8
+	}
+	got := map[string]derived{}
+	rows, err := h.ch.Query(context.Background(), `SELECT toString(uuid), server_name, ignored_keys_source, ignored_keys_reason,
+		arrayStringConcat(ignored_keys, ','), error_class, unknown_tool FROM mcpulse.tool_calls FINAL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var d derived
+		if err := rows.Scan(&id, &d.server, &d.source, &d.reason, &d.keys, &d.class, &d.unknown); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = d
+	}
+	uuidOf := func(name string) string {
+		var e struct{ UUID string }
+		if err := json.Unmarshal(recordedSDKEvent(t, name), &e); err != nil {
+			t.Fatal(err)
+		}
+		return e.UUID
+	}
+	want := map[string]derived{
+		uuidOf("tool_call_dispatcher_ok"):           {source: "schema"},
+		uuidOf("tool_call_dispatcher_misnamed"):     {source: "schema", keys: "precision"},
+		uuidOf("tool_call_dispatcher_wrong_type"):   {source: "schema", class: "validation_type"},
+		uuidOf("tool_call_dispatcher_unknown_tool"): {source: "not_measurable", reason: "no_schema", class: "unknown_tool", unknown: 1},
+		uuidN(600): {source: "not_measurable", reason: "no_schema"},
+		uuidN(601): {source: "schema", keys: "precision"},
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("derived per call:\n got %+v\nwant %+v", got, want)
+	}
+}
+
 // servedInserts wraps the consumer's ClickHouse connection and counts the rows it sends to
 // served_tool_schemas_in.
 type servedInserts struct {

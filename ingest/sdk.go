@@ -19,6 +19,11 @@ import (
 // are taken where they have the expected type and left empty otherwise, never a reason to
 // refuse the event.
 
+// SDKSource is the $mcp_source the MCP analytics SDK puts on every event it sends
+// (src/extensions/constants.ts POSTHOG_MCP_ANALYTICS_SOURCE), through instrument() and through
+// its custom-dispatcher API (PostHogMCP) alike; a tool call's row holds it as its source.
+const SDKSource = "posthog_mcp_analytics"
+
 // Server and client properties of the MCP analytics SDK's events.
 const (
 	propServerName      = "$mcp_server_name"

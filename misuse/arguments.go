@@ -48,11 +48,23 @@ func FromArguments(s *Schema, arguments []byte) IgnoredKeys {
 	return w.arguments(s)
 }
 
-// FromParameters is FromArguments on the arguments inside $mcp_parameters, the SDK's capture
-// of the whole tools/call request ({"request":{"method","params":{"name","arguments"},...}}).
-// A missing or null $mcp_parameters (or one without a request) is ReasonNoArguments; a request
-// or params the SDK cut is ReasonArgumentsTruncated; params without arguments are an empty
-// object (the agent sent none).
+// FromParameters is FromArguments on the arguments inside $mcp_parameters. The MCP analytics
+// SDK (@posthog/mcp) fills it two ways:
+//   - instrument() around an MCP server captures the whole tools/call request
+//     ({"request":{"id","jsonrpc","method":"tools/call","params":{"name","arguments"}}},
+//     src/extensions/mcp-payloads.ts buildCapturedMcpParameters, which writes method before
+//     params);
+//   - its custom-dispatcher API, PostHogMCP.captureToolCall, sends the `parameters` the host
+//     passes, documented as the call's arguments (src/types.ts ToolCallCaptureData), so
+//     $mcp_parameters is the arguments object itself.
+//
+// $mcp_parameters is taken as a captured request when it is an object whose "request" member
+// is an object with "params" and no "method" before them other than "tools/call" (or is a
+// truncation marker: ReasonArgumentsTruncated); anything else is the arguments, so a tool
+// argument named "request" holding, say, an HTTP request's method and params stays an argument.
+// A captured request's params the SDK cut are ReasonArgumentsTruncated, params without
+// arguments an empty object (the agent sent none), a tools/call request without params
+// ReasonArgumentsInvalid. A missing or null $mcp_parameters is ReasonNoArguments.
 func FromParameters(s *Schema, parameters []byte) IgnoredKeys {
 	return fromParameters(s, parameters, false)
 }
@@ -70,21 +82,97 @@ func fromParameters(s *Schema, parameters []byte, valid bool) IgnoredKeys {
 		return notMeasurable(ReasonNoArguments)
 	}
 	w := getWalker(trimmed, valid)
-	defer putWalker(w)
-	for _, name := range [...]string{"request", "params", "arguments"} {
-		found, reason := w.member(name)
+	captured, reason := w.requestParams()
+	switch {
+	case reason != "":
+		putWalker(w)
+		return notMeasurable(reason)
+	case captured:
+		defer putWalker(w)
+		found, reason := w.member("arguments")
 		switch {
 		case reason != "":
 			return notMeasurable(reason)
-		case !found && name == "arguments":
-			return IgnoredKeys{Source: SourceSchema} // the agent sent no arguments
-		case !found && name == "request":
-			return notMeasurable(ReasonNoArguments)
 		case !found:
-			return notMeasurable(ReasonArgumentsInvalid)
+			return IgnoredKeys{Source: SourceSchema} // the agent sent no arguments
+		}
+		return w.arguments(s)
+	}
+	// The arguments themselves (the custom-dispatcher API): walked again from the start.
+	putWalker(w)
+	w = getWalker(trimmed, valid)
+	defer putWalker(w)
+	return w.arguments(s)
+}
+
+// toolsCallMethod is the JSON text of a captured tools/call request's method.
+const toolsCallMethod = `"tools/call"`
+
+// requestParams moves the decoder, positioned before $mcp_parameters, to the params of the
+// tools/call request the SDK captured there. It reports false with no reason when
+// $mcp_parameters is not such a capture (then it holds the arguments themselves; the decoder
+// is left anywhere), and a reason when the capture cannot be read: a "request" the SDK cut
+// (ReasonArgumentsTruncated), JSON that breaks off (ReasonArgumentsInvalid), a tools/call
+// request without params (ReasonArgumentsInvalid).
+func (w *walker) requestParams() (bool, Reason) {
+	if w.dec.PeekKind() != '{' {
+		return false, "" // not an object: arguments() says what is wrong with it
+	}
+	found, reason := w.member("request")
+	if !found || reason != "" {
+		return false, reason
+	}
+	switch w.dec.PeekKind() {
+	case '{':
+	case '"':
+		v, err := w.dec.ReadValue()
+		if err != nil {
+			return false, ReasonArgumentsInvalid
+		}
+		if isCutMarkerValue(v) {
+			return false, ReasonArgumentsTruncated
+		}
+		return false, ""
+	default:
+		return false, ""
+	}
+	if err := w.dec.ReadDelim(); err != nil {
+		return false, ReasonArgumentsInvalid
+	}
+	// method: 0 none seen, 1 tools/call, 2 another.
+	method := 0
+	for w.dec.PeekKind() == '"' {
+		k, err := w.name()
+		if err != nil {
+			return false, ReasonArgumentsInvalid
+		}
+		switch string(k) {
+		case "method":
+			v, err := w.dec.ReadValue()
+			if err != nil {
+				return false, ReasonArgumentsInvalid
+			}
+			method = 2
+			if string(v) == toolsCallMethod {
+				method = 1
+			}
+			continue
+		case "params":
+			if method != 2 {
+				return true, ""
+			}
+		}
+		if err := w.dec.SkipValue(); err != nil {
+			return false, ReasonArgumentsInvalid
 		}
 	}
-	return w.arguments(s)
+	if w.dec.PeekKind() != '}' {
+		return false, ReasonArgumentsInvalid // the JSON breaks off
+	}
+	if method == 1 {
+		return false, ReasonArgumentsInvalid // a tools/call request without params
+	}
+	return false, ""
 }
 
 // quotedValidated is MarkerArgumentsValidated as a JSON string.

@@ -240,12 +240,26 @@ func TestFromParameters(t *testing.T) {
 		{"no arguments sent", `{"request":{"method":"tools/call","params":{"name":"t"}}}`, misuse.IgnoredKeys{Source: misuse.SourceSchema}},
 		{"absent", ``, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonNoArguments}},
 		{"null", `null`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonNoArguments}},
-		{"no request", `{}`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonNoArguments}},
 		{"request cut", `{"request":"[Object]"}`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonArgumentsTruncated}},
 		{"params cut", `{"request":{"params":"[Object]"}}`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonArgumentsTruncated}},
 		{"arguments cut", `{"request":{"params":{"arguments":"[Object]"}}}`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonArgumentsTruncated}},
 		{"not JSON", `{"request":`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonArgumentsInvalid}},
+		{"not JSON inside the request", `{"request":{"method":"tools/call","par`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonArgumentsInvalid}},
 		{"params not an object", `{"request":{"params":[1]}}`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonArgumentsInvalid}},
+		{"tools/call without params", `{"request":{"method":"tools/call"}}`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonArgumentsInvalid}},
+		// The custom-dispatcher API (PostHogMCP.captureToolCall): the arguments themselves.
+		{"dispatcher arguments", `{"a":1,"b":2}`, misuse.IgnoredKeys{Keys: []string{"b"}, Total: 1, Source: misuse.SourceSchema}},
+		{"dispatcher, no arguments", `{}`, misuse.IgnoredKeys{Source: misuse.SourceSchema}},
+		{"dispatcher arguments cut", `{"a":"[Object]","b":2}`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonArgumentsTruncated}},
+		{"dispatcher arguments not an object", `[1]`, misuse.IgnoredKeys{Source: misuse.SourceNotMeasurable, Reason: misuse.ReasonArgumentsInvalid}},
+		// An argument named request is an argument unless it looks like a captured request:
+		// params, and no method other than tools/call before them.
+		{"dispatcher argument named request", `{"a":1,"request":{"method":"GET","params":{"arguments":{"a":1}}}}`,
+			misuse.IgnoredKeys{Keys: []string{"request"}, Total: 1, Source: misuse.SourceSchema}},
+		{"dispatcher argument request without params", `{"request":{"url":"https://example.com"},"a":1}`,
+			misuse.IgnoredKeys{Keys: []string{"request"}, Total: 1, Source: misuse.SourceSchema}},
+		{"captured request, method after params", `{"request":{"params":{"arguments":{"a":1,"c":3}},"method":"tools/call"}}`,
+			misuse.IgnoredKeys{Keys: []string{"c"}, Total: 1, Source: misuse.SourceSchema}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

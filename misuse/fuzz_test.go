@@ -67,11 +67,29 @@ func FuzzFromArguments(f *testing.F) {
 		if again := misuse.FromArguments(s, args); !reflect.DeepEqual(got, again) {
 			t.Fatalf("second derivation %+v differs from %+v", again, got)
 		}
-		params := append(append([]byte(`{"request":{"params":{"arguments":`), args...), "}}}"...)
-		checkIgnoredKeys(t, misuse.FromParameters(s, params))
+		params := append(append([]byte(`{"request":{"method":"tools/call","params":{"arguments":`), args...), "}}}"...)
+		fromCapture := misuse.FromParameters(s, params)
+		checkIgnoredKeys(t, fromCapture)
 		checkValidWalk(t, s, params)
+		if json.Valid(args) && !reflect.DeepEqual(fromCapture, got) {
+			t.Fatalf("arguments in a captured request: %+v, alone: %+v", fromCapture, got)
+		}
+		bare := append(append([]byte(`{"request":{"params":{"arguments":`), args...), "}}}"...)
+		if noMethod := misuse.FromParameters(s, bare); !reflect.DeepEqual(noMethod, fromCapture) {
+			t.Fatalf("a captured request without its method: %+v, with it: %+v", noMethod, fromCapture)
+		}
+		checkValidWalk(t, s, bare)
 		// Escaped quotes, backslashes and brackets in strings skipped before the arguments.
-		checkValidWalk(t, s, append(append([]byte(`{"request":{"id":"x\"},\\","meta":{"k":["]\"}",-1.5e3,true,null]},"params":{"name":"t\\","arguments":`), args...), "}}}"...))
+		checkValidWalk(t, s, append(append([]byte(`{"request":{"id":"x\"},\\","meta":{"k":["]\"}",-1.5e3,true,null]},"method":"tools/call","params":{"name":"t\\","arguments":`), args...), "}}}"...))
+		// The custom-dispatcher API's $mcp_parameters: the arguments themselves. An object
+		// without a "request" member derives as the arguments do.
+		var members map[string]json.RawMessage
+		if json.Unmarshal(args, &members) == nil && members != nil && members["request"] == nil {
+			if direct := misuse.FromParameters(s, args); !reflect.DeepEqual(direct, got) {
+				t.Fatalf("arguments as $mcp_parameters: %+v, as arguments: %+v", direct, got)
+			}
+			checkValidWalk(t, s, args)
+		}
 		_ = misuse.SchemaTruncated(schema)
 	})
 }

@@ -45,10 +45,13 @@ func (e recordedEvent) str(t *testing.T, key string) string {
 }
 
 // TestGatewayRecordings derives and classifies every recorded tool call against the schemas
-// of its server's recorded tools/list, keyed by server name as the consumer's cache is.
+// of its server's recorded tools/list (every page of a paginated one), keyed by server name as
+// the consumer's cache is. The custom dispatcher's events (PostHogMCP) carry no server name:
+// its calls are judged against its listing, which carries none either.
 func TestGatewayRecordings(t *testing.T) {
 	schemas := map[string]map[string]*misuse.Schema{}
-	for _, f := range []string{"tools_list_zod.json", "tools_list_json.json"} {
+	for _, f := range []string{"tools_list_zod.json", "tools_list_json.json", "tools_list_dispatcher.json",
+		"tools_list_http_page_1.json", "tools_list_http_page_2.json", "tools_list_http_page_3.json"} {
 		e := readRecorded(t, f)
 		var resp struct {
 			Tools []struct {
@@ -60,7 +63,9 @@ func TestGatewayRecordings(t *testing.T) {
 			t.Fatal(err)
 		}
 		server := e.str(t, "$mcp_server_name")
-		schemas[server] = map[string]*misuse.Schema{}
+		if schemas[server] == nil {
+			schemas[server] = map[string]*misuse.Schema{}
+		}
 		for _, tool := range resp.Tools {
 			s, err := misuse.CompileSchema(tool.InputSchema)
 			if err != nil {
@@ -110,6 +115,13 @@ func TestGatewayRecordings(t *testing.T) {
 		{"tool_call_wrong_type_json.json", keys(misuse.SourceSchema), misuse.ClassValidationType},
 		{"tool_call_unknown_tool_zod.json", none(misuse.ReasonNoSchema), misuse.ClassUnknownTool},
 		{"tool_call_unknown_tool_json.json", none(misuse.ReasonNoSchema), misuse.ClassUnknownTool},
+		// A page-1 tool of a paginated listing.
+		{"tool_call_http_page_one.json", keys(misuse.SourceSchema), ""},
+		// PostHogMCP.captureToolCall: $mcp_parameters are the arguments the tool got.
+		{"tool_call_dispatcher_ok.json", keys(misuse.SourceSchema), ""},
+		{"tool_call_dispatcher_misnamed.json", keys(misuse.SourceSchema, "precision"), ""},
+		{"tool_call_dispatcher_wrong_type.json", keys(misuse.SourceSchema), misuse.ClassValidationType},
+		{"tool_call_dispatcher_unknown_tool.json", none(misuse.ReasonNoSchema), misuse.ClassUnknownTool},
 	}
 	seen := map[string]bool{}
 	for _, tc := range tests {
@@ -125,7 +137,7 @@ func TestGatewayRecordings(t *testing.T) {
 			t.Errorf("%s: ClassifyError(%q) = %q, want %q", tc.file, e.str(t, "$mcp_error_message"), c, tc.class)
 		}
 	}
-	for _, f := range []string{"exception_wrong_type.json", "exception_unknown_tool_json.json"} {
+	for _, f := range []string{"exception_wrong_type.json", "exception_unknown_tool_json.json", "exception_dispatcher_wrong_type.json"} {
 		e := readRecorded(t, f)
 		var list []struct {
 			Value string `json:"value"`
@@ -133,7 +145,8 @@ func TestGatewayRecordings(t *testing.T) {
 		if err := json.Unmarshal(e.Properties["$exception_list"], &list); err != nil || len(list) == 0 {
 			t.Fatalf("%s: %v", f, err)
 		}
-		want := map[string]misuse.ErrorClass{"exception_wrong_type.json": misuse.ClassValidationType, "exception_unknown_tool_json.json": misuse.ClassUnknownTool}[f]
+		want := map[string]misuse.ErrorClass{"exception_wrong_type.json": misuse.ClassValidationType, "exception_unknown_tool_json.json": misuse.ClassUnknownTool,
+			"exception_dispatcher_wrong_type.json": misuse.ClassValidationType}[f]
 		if c := misuse.ClassifyError(list[0].Value); c != want {
 			t.Errorf("%s: ClassifyError(%q) = %q, want %q", f, list[0].Value, c, want)
 		}

@@ -291,12 +291,10 @@ func NewListings(cfg ListingsConfig) *Listings {
 
 // Observe adds one tools/list page to the state: to its session's listings (continuing the
 // listing whose nextCursor it was asked with, else starting one) and to its server version's.
-// A page without a server name is ignored (nothing could be judged against it). Observing
-// the same page again changes nothing.
+// A page without a server name is kept under the empty name (the MCP analytics SDK's
+// custom-dispatcher API sends none; its calls are judged against it). Observing the same page
+// again changes nothing.
 func (l *Listings) Observe(p ListingPage) {
-	if p.Server == "" {
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	vk := versionKey{p.Server, p.Version}
@@ -551,12 +549,9 @@ func (t *timeline) inEffect(at int64, pos Position) *listing {
 }
 
 // Judge returns the schema of tool for call c and whether the tool is unknown, from the
-// listing in effect at the call (see the order above). A call without a server name is judged
-// by nothing (ServedNone).
+// listing in effect at the call (see the order above). A call without a server name is
+// judged against the listings without one (the caller decides which calls those may judge).
 func (l *Listings) Judge(c CallAt, tool string) Verdict {
-	if c.Server == "" {
-		return Verdict{}
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	at := c.At.UnixNano()
@@ -590,9 +585,6 @@ func (l *Listings) Judge(c CallAt, tool string) Verdict {
 // NeedsStored reports whether the server version's stored listing should be read (PutStored):
 // it never was, or it was empty and read more than StoredRecheck before now.
 func (l *Listings) NeedsStored(server, ver string, now time.Time) bool {
-	if server == "" {
-		return false
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	v, ok := l.versions.Peek(versionKey{server, ver})
@@ -606,9 +598,6 @@ func (l *Listings) NeedsStored(server, ver string, now time.Time) bool {
 // schema per tool), read at now. It is complete when it holds at least one tool and fewer than
 // the SDK's 100 (more may have been cut); an empty one is asked for again after StoredRecheck.
 func (l *Listings) PutStored(server, ver string, tools []ServedTool, now time.Time) {
-	if server == "" {
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	v := l.version(versionKey{server, ver})

@@ -1,12 +1,16 @@
 // Test-only: records what @posthog/mcp (through posthog-node) really sends, to refresh the
-// fixtures in ../sdk. It starts a PostHog-capture recorder on a loopback port, runs client.js
-// against it (which starts both fixture servers with their host set to the recorder), and writes:
-//   <out>/requests.jsonl   every request: path, the headers that matter, the body as decoded JSON
-//   <out>/<name>.json      one event per case named in PICKS, exactly as the SDK serialized it
-//                          inside its batch (compact JSON, key order kept)
-// Usage: node record.js ../sdk
+// fixtures in ../sdk. It starts a PostHog-capture recorder on a loopback port, runs a client
+// against it (which starts its servers with their host set to the recorder), and writes:
+//   <out>/<requests file>  every request: path, the headers that matter, the body as decoded JSON
+//   <out>/<name>.json      one event per case named in the mode's picks, exactly as the SDK
+//                          serialized it inside its batch (compact JSON, key order kept)
+// Modes:
+//   node record.js ../sdk        client.js, the two stdio servers of server.js: requests.jsonl,
+//                                PICKS
+//   node record.js ../sdk http   http-client.js, the Streamable HTTP server and the custom
+//                                dispatcher of http-server.js: requests_http.jsonl, HTTP_PICKS
 'use strict';
-const http = require('node:http');
+const nodeHTTP = require('node:http');
 const zlib = require('node:zlib');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -71,8 +75,35 @@ const PICKS = [
   ['exception_unknown_tool_json', (e) => e.event === '$exception' && e.properties.$mcp_tool_name === 'delete-everything'],
 ];
 
+// HTTP_PICKS are the http mode's: the custom dispatcher's events (PostHogMCP: no server name,
+// $mcp_parameters the arguments themselves) and the first session's paginated listing.
+const HTTP_PICKS = [
+  ['initialize_dispatcher', (e) => e.event === '$mcp_initialize' && !e.properties.$mcp_server_name],
+  ['tools_list_dispatcher', (e) => e.event === '$mcp_tools_list' && !e.properties.$mcp_server_name],
+  ['tool_call_dispatcher_ok', (e) => isDispatched(e, 'convert_units', { value: 20 })],
+  ['tool_call_dispatcher_misnamed', (e) => isDispatched(e, 'convert_units', { precision: 2 })],
+  ['tool_call_dispatcher_wrong_type', (e) => isDispatched(e, 'convert_units', { value: 'hot' })],
+  ['tool_call_dispatcher_unknown_tool', (e) => isDispatched(e, 'delete_station')],
+  ['exception_dispatcher_wrong_type', (e) => e.event === '$exception' && !e.properties.$mcp_server_name && e.properties.$mcp_tool_name === 'convert_units'],
+  ['tools_list_http_page_1', (e) => isHTTPPage(e, undefined)],
+  ['tools_list_http_page_2', (e) => isHTTPPage(e, 'Mg')],
+  ['tools_list_http_page_3', (e) => isHTTPPage(e, 'NA')],
+  ['tool_call_http_page_one', (e) => isCall(e, 'get_forecast', { city: 'Oslo', days: 2 })],
+];
+
 function args(e) {
   return e.properties?.$mcp_parameters?.request?.params?.arguments ?? {};
+}
+
+function isDispatched(e, tool, has) {
+  if (e.event !== '$mcp_tool_call' || e.properties.$mcp_server_name || e.properties.$mcp_tool_name !== tool) return false;
+  const a = e.properties.$mcp_parameters ?? {};
+  return !has || Object.entries(has).every(([k, v]) => JSON.stringify(a[k]) === JSON.stringify(v));
+}
+
+function isHTTPPage(e, cursor) {
+  return e.event === '$mcp_tools_list' && e.properties.$mcp_server_name === 'mcpulse-fixture-http' &&
+    e.properties.$mcp_parameters?.request?.params?.cursor === cursor;
 }
 
 function isCall(e, tool, has) {
@@ -83,10 +114,12 @@ function isCall(e, tool, has) {
 
 async function main() {
   const out = process.argv[2];
-  if (!out) throw new Error('usage: node record.js <output dir>');
+  if (!out) throw new Error('usage: node record.js <output dir> [http]');
+  const http = process.argv[3] === 'http';
+  const [client, requestsFile, picks] = http ? ['http-client.js', 'requests_http.jsonl', HTTP_PICKS] : ['client.js', 'requests.jsonl', PICKS];
   fs.mkdirSync(out, { recursive: true });
   const requests = [];
-  const server = http.createServer((req, res) => {
+  const server = nodeHTTP.createServer((req, res) => {
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
@@ -104,17 +137,17 @@ async function main() {
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${server.address().port}`;
   const code = await new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(__dirname, 'client.js')], {
+    const child = spawn(process.execPath, [path.join(__dirname, client)], {
       env: { ...process.env, GATEWAY_URL: url, API_KEY }, stdio: ['ignore', 'inherit', 'inherit'],
     });
     child.on('exit', resolve);
   });
   server.close();
-  if (code !== 0) throw new Error(`client.js exited ${code}`);
+  if (code !== 0) throw new Error(`${client} exited ${code}`);
 
-  fs.writeFileSync(path.join(out, 'requests.jsonl'), requests.map((r) => JSON.stringify({ ...r, text: undefined, body: JSON.parse(r.text) })).join('\n') + '\n');
+  fs.writeFileSync(path.join(out, requestsFile), requests.map((r) => JSON.stringify({ ...r, text: undefined, body: JSON.parse(r.text) })).join('\n') + '\n');
   const events = requests.flatMap((r) => extractEvents(r.text)).map((raw) => ({ raw, e: JSON.parse(raw) }));
-  for (const [name, pick] of PICKS) {
+  for (const [name, pick] of picks) {
     const found = events.find(({ e }) => pick(e));
     if (!found) throw new Error(`no event for fixture ${name}`);
     fs.writeFileSync(path.join(out, `${name}.json`), found.raw + '\n');
