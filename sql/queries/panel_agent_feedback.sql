@@ -9,7 +9,9 @@ SELECT
     feedback_type,
     feedback_tool AS about_tool,
     count() AS reports,
-    countIf(task_completed = 1) AS tasks_completed,
+    -- ifNull: 18.16 types countIf over a Nullable condition Nullable(UInt64), NULL when every
+    -- row is NULL; current releases give UInt64 0.
+    countIf(ifNull(task_completed, 0) = 1) AS tasks_completed,
     countIf(sentiment = 'negative') AS negative_reports,
     argMax(summary, (timestamp, uuid)) AS latest_summary,
     argMax(details, (timestamp, uuid)) AS latest_details,
