@@ -180,7 +180,7 @@ type Response struct {
 	Status string `json:"status"`
 	// Accepted is how many events were acknowledged by Kafka (0 on 503).
 	Accepted int `json:"accepted"`
-	// Unrouted is how many valid events of other names ($identify, ...) were acknowledged:
+	// Unrouted is how many valid events of other names ($pageview, ...) were acknowledged:
 	// published to be counted per name (not in Accepted), and forwarded when configured.
 	Unrouted int `json:"unrouted"`
 	// Duplicates is how many events repeated an earlier uuid of the same request.
