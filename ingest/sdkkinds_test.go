@@ -77,7 +77,7 @@ func TestParseSDKFeedback(t *testing.T) {
 		t.Errorf("row %+v", r)
 	}
 	// The SDK's redaction marker is kept as sent.
-	if !strings.Contains(r.Details, "[REDACTED_EMAIL]") || !strings.Contains(r.Intent, "\n\n") {
+	if !strings.Contains(r.Details, "[redacted]") || !strings.Contains(r.Intent, "\n\n") {
 		t.Errorf("details %q, intent %q", r.Details, r.Intent)
 	}
 	// A host's declared extra has no column: it stays in properties.
@@ -131,7 +131,7 @@ func TestParseSDKIdentify(t *testing.T) {
 	sessionOf(t, ev.Identify.Session)
 	r := rows.Identify[0]
 	if r.DistinctID != "user_2f9c" || r.ResourceName != "Unknown" ||
-		r.SetProperties != `{"email":"[REDACTED_EMAIL]","plan":"team","org":"acme"}` ||
+		r.SetProperties != `{"email":"ada@example.com","plan":"team","org":"acme"}` ||
 		r.SetOnceProperties != `{"first_mcp_client":"claude-code"}` || r.KafkaPartition != 2 || r.KafkaOffset != 40 {
 		t.Errorf("row %+v", r)
 	}
@@ -168,5 +168,57 @@ func TestParseSDKKindsRefuseWrongTypes(t *testing.T) {
 	ev, err := ingest.Parse(envelope(t, ingest.KindIdentify, nil, map[string]any{"$set": null}))
 	if err != nil || ev.Identify.Set != "" {
 		t.Errorf("identify with $set null: %v, %+v", err, ev)
+	}
+}
+
+// What the real @posthog/mcp 0.16.3 sent (testdata/sdk/record/record.js: reportMissing,
+// collectFeedback and identify on, an identified session) lands in the kinds with the values the
+// recorder's client sent, the SDK's redaction of an email in feedback text kept as sent.
+func TestParseRecordedSDKReports(t *testing.T) {
+	const session = "ses_01a24215-027b-71cc-9606-338bd2d93786"
+	check := func(name string, kind *ingest.Kind, s ingest.Session) ingest.Rows {
+		t.Helper()
+		ev, rows := sdkShaped(t, "recorded_"+name)
+		if ev.Kind != kind || ev.DistinctID != "user_2f9c" {
+			t.Fatalf("%s: kind %s, distinct_id %q", name, ev.Kind, ev.DistinctID)
+		}
+		if s.SessionID != session || s.ServerName != "mcpulse-fixture-reports" || s.ServerVersion != "2.1.0" ||
+			s.ClientName != "mcpulse-fixture-client" || s.ClientVersion != "1.0.0" {
+			t.Errorf("%s: session %+v", name, s)
+		}
+		return rows
+	}
+	ev, _ := sdkShaped(t, "recorded_missing_capability")
+	r := check("missing_capability", ingest.KindMissingCapability, ev.Feedback.Session).Feedback[0]
+	if r.ToolName != "get_more_tools" || r.Intent != "Needs a tool to delete several cohorts in one call; only single-cohort deletion exists." ||
+		r.ProtocolVersion != "2025-11-25" {
+		t.Errorf("missing capability %+v", r)
+	}
+	ev, _ = sdkShaped(t, "recorded_feedback")
+	r = check("feedback", ingest.KindFeedback, ev.Feedback.Session).Feedback[0]
+	if r.ToolName != "send_feedback" || r.FeedbackType != "issue" || r.FeedbackTool != "get-sum" || r.Sentiment != "negative" ||
+		r.TaskCompleted == nil || *r.TaskCompleted != 1 || r.Summary != "get-sum rejects numbers given as strings with an unclear error." ||
+		r.Details != `Sent a: "2" as the user typed it; contact [redacted] for the transcript.` {
+		t.Errorf("feedback %+v", r)
+	}
+	ev, _ = sdkShaped(t, "recorded_resources_list")
+	l := check("resources_list", ingest.KindResourcesList, ev.Resource.Session).Resources[0]
+	if l.Method != "resources/list" || l.ListedCount == nil || *l.ListedCount != 1 || l.IsError != 0 {
+		t.Errorf("resources list %+v", l)
+	}
+	ev, _ = sdkShaped(t, "recorded_resource_read")
+	l = check("resource_read", ingest.KindResourceRead, ev.Resource.Session).Resources[0]
+	if l.Name != "posthog://docs/hogql-reference" || l.IsError != 0 || l.ListedCount != nil {
+		t.Errorf("resource read %+v", l)
+	}
+	ev, _ = sdkShaped(t, "recorded_resource_read_error")
+	l = check("resource_read_error", ingest.KindResourceRead, ev.Resource.Session).Resources[0]
+	if l.Name != "posthog://insights/42" || l.IsError != 1 || l.ErrorType != "Error" || l.ErrorMessage != "Insight 42 not found" {
+		t.Errorf("failed resource read %+v", l)
+	}
+	ev, _ = sdkShaped(t, "recorded_identify")
+	id := check("identify", ingest.KindIdentify, ev.Identify.Session).Identify[0]
+	if id.SetProperties != `{"plan":"team","email":"ada@example.com"}` || id.ResourceName != "Unknown" {
+		t.Errorf("identify %+v", id)
 	}
 }
