@@ -47,9 +47,11 @@ $(CHDB_LIB): testdata/chdb/package-lock.json | deps
 
 # The real PostHog SDK clients the gateway's end-to-end tests drive (ingest/gateway/testdata):
 # posthog-node (node/), and @posthog/mcp around two MCP servers and a client built with the
-# official MCP TypeScript SDK (mcp/), each pinned by its package-lock.json. Installed again only
+# official MCP TypeScript SDK (mcp/), and @traceloop/instrumentation-mcp and
+# @shinzolabs/instrumentation-mcp around an MCP client and server exporting OTLP (otel/), each
+# pinned by its package-lock.json. Installed again only
 # when a lock file changes (the tests also run npm ci themselves when node_modules is missing).
-SDK_DIRS := ingest/gateway/testdata/node ingest/gateway/testdata/mcp
+SDK_DIRS := ingest/gateway/testdata/node ingest/gateway/testdata/mcp ingest/gateway/testdata/otel
 
 sdk: $(addsuffix /node_modules/.package-lock.json,$(SDK_DIRS))
 

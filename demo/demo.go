@@ -10,15 +10,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/demo/gen"
+	"github.com/mcpulse/mcpulse/demo/live"
 	"github.com/mcpulse/mcpulse/demo/outcome"
 	"github.com/mcpulse/mcpulse/demo/report"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/ingest/gateway"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/migrations"
 	"github.com/mcpulse/mcpulse/stack"
@@ -47,6 +53,10 @@ type Config struct {
 	// check runs of the scheduler's ratchet job over the generator's MCP servers (served on
 	// loopback) and two suppression resets through the ops reset path. Default: false (left).
 	NoHistory bool
+	// NoLive skips the live servers (demo/live): real MCP servers and clients on loopback whose
+	// PostHog events and OpenTelemetry spans go through an in-process gateway, and whose
+	// figures are checked like the corpus's. Default: false (run).
+	NoLive bool
 }
 
 // Run executes the demo and returns its summary, whose Mismatches list every figure that
@@ -185,6 +195,16 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	if stats.Duplicates != int64(expected.Corpus.Duplicates) {
 		summary.Mismatches = append(summary.Mismatches, fmt.Sprintf("duplicates dropped: want %d, got %d", expected.Corpus.Duplicates, stats.Duplicates))
 	}
+
+	if !cfg.NoLive {
+		step("running live MCP servers (official Go SDK): per-session tool sets, a paginated tools/list, a tool removed at run time; one reports PostHog events, one OpenTelemetry spans")
+		mismatches, calls, err := runLive(ctx, st.KafkaBrokers, pub, ch, cfg.Logger, func() error { return waitDrained(ctx, consumer, cfg.Progress) })
+		if err != nil {
+			return nil, err
+		}
+		step("live servers: %d calls through the gateway (capture API and /v1/traces), %d figures differ", calls, len(mismatches))
+		summary.Mismatches = append(summary.Mismatches, mismatches...)
+	}
 	if summary.Mismatches == nil {
 		summary.Mismatches = []string{}
 	}
@@ -215,6 +235,41 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 		return nil, err
 	}
 	return summary, nil
+}
+
+// runLive serves an in-process gateway on loopback, runs the live servers against it (their
+// reports published with pub), waits for the consumers to store them (drained) and compares
+// what ClickHouse holds of them with what the script implies. It returns the differences and
+// the number of tool calls made.
+func runLive(ctx context.Context, brokers []string, pub *ingest.Publisher, ch driver.Conn, logger *slog.Logger, drained func() error) ([]string, int, error) {
+	const key = "phc_demo_live_servers"
+	gw, err := gateway.New(gateway.Config{APIKeys: []string{key}, Brokers: brokers, Logger: logger}, pub)
+	if err != nil {
+		return nil, 0, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, 0, err
+	}
+	hs := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	defer hs.Close()
+	want, err := live.Run(ctx, live.Config{GatewayURL: "http://" + ln.Addr().String(), APIKey: key, Logger: logger})
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := drained(); err != nil {
+		return nil, 0, err
+	}
+	got, err := live.Observe(ctx, ch)
+	if err != nil {
+		return nil, 0, err
+	}
+	calls := 0
+	for _, f := range want {
+		calls += int(f.Calls)
+	}
+	return live.Compare(want, got), calls, nil
 }
 
 func storedSoFar(c *consumers.Consumer) int64 {

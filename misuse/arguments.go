@@ -59,6 +59,9 @@ func FromParameters(s *Schema, parameters []byte) IgnoredKeys {
 
 // fromParameters is FromParameters; valid says parameters is valid JSON (Call.Valid).
 func fromParameters(s *Schema, parameters []byte, valid bool) IgnoredKeys {
+	if bytes.Contains(parameters, quotedValidated) && validatedArguments(parameters) {
+		return notMeasurable(ReasonArgumentsValidated)
+	}
 	if r := s.unusable(); r != "" {
 		return notMeasurable(r)
 	}
@@ -82,6 +85,23 @@ func fromParameters(s *Schema, parameters []byte, valid bool) IgnoredKeys {
 		}
 	}
 	return w.arguments(s)
+}
+
+// quotedValidated is MarkerArgumentsValidated as a JSON string.
+var quotedValidated = []byte(`"` + MarkerArgumentsValidated + `"`)
+
+// validatedArguments reports whether request.params.arguments of parameters is
+// MarkerArgumentsValidated (the marker anywhere else, an agent's value, does not count).
+func validatedArguments(parameters []byte) bool {
+	w := getWalker(bytes.TrimSpace(parameters), false)
+	defer putWalker(w)
+	for _, name := range [...]string{"request", "params", "arguments"} {
+		if found, reason := w.member(name); !found || reason != "" {
+			return false
+		}
+	}
+	v, err := w.dec.ReadValue()
+	return err == nil && bytes.Equal(v, quotedValidated)
 }
 
 // unusable says why s cannot derive anything ("" when it can).

@@ -1,6 +1,7 @@
 package misuse_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -296,5 +297,25 @@ func TestSchemaBounds(t *testing.T) {
 	}
 	if got := derive(t, b.String(), `{"q":"scalar","r":1}`); !reflect.DeepEqual(got.Keys, []string{"r"}) {
 		t.Fatalf("positions the cap does not reach still derive: %+v", got)
+	}
+}
+
+// A capture of arguments made after validation (the marker as the arguments) is not
+// measurable whatever the schema says; the marker as an argument's value is an agent's text.
+func TestFromParametersArgumentsSeenAfterValidation(t *testing.T) {
+	s, err := misuse.CompileSchema([]byte(`{"type":"object","properties":{"a":{"type":"string"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker, _ := json.Marshal(misuse.MarkerArgumentsValidated)
+	validated := []byte(`{"request":{"method":"tools/call","params":{"name":"t","arguments":` + string(marker) + `}}}`)
+	for _, schema := range []*misuse.Schema{s, nil} {
+		if got := misuse.FromParameters(schema, validated); got.Source != misuse.SourceNotMeasurable || got.Reason != misuse.ReasonArgumentsValidated {
+			t.Errorf("schema %v: %+v, want not measurable, %s", schema != nil, got, misuse.ReasonArgumentsValidated)
+		}
+	}
+	asValue := []byte(`{"request":{"params":{"name":"t","arguments":{"a":` + string(marker) + `,"b":1}}}}`)
+	if got := misuse.FromParameters(s, asValue); got.Source != misuse.SourceSchema || len(got.Keys) != 1 || got.Keys[0] != "b" {
+		t.Errorf("marker as a value: %+v, want b ignored", got)
 	}
 }

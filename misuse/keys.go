@@ -61,7 +61,18 @@ const (
 	// ReasonSchemaUnsupported: the served schema could not be compiled (not JSON, a remote
 	// $ref, a $ref that resolves nowhere, a pattern Go's regexp cannot run, ...).
 	ReasonSchemaUnsupported Reason = "schema_unsupported"
+	// ReasonArgumentsValidated: the arguments were captured after the server's validation had
+	// already dropped the keys its schema does not declare, so none can be found
+	// (@shinzolabs/instrumentation-mcp 1.1 records mcp.request.argument.* inside the tool
+	// handler). Such a call's $mcp_parameters holds MarkerArgumentsValidated as its arguments.
+	ReasonArgumentsValidated Reason = "arguments_validated"
 )
+
+// MarkerArgumentsValidated, as the arguments of $mcp_parameters
+// ({"request":{"params":{"arguments":MarkerArgumentsValidated}}}), says the arguments were
+// seen only after validation (ReasonArgumentsValidated): an ingest path that receives such
+// arguments (package ingest/otlp) writes it instead of arguments that would pass for raw ones.
+const MarkerArgumentsValidated = "[mcpulse: arguments seen after validation]"
 
 // IgnoredKeys is the outcome for one tool call.
 type IgnoredKeys struct {

@@ -11,6 +11,6 @@ func newBenchCmd() *cobra.Command {
 		Long: `Benchmarks that run on the embedded stack (no hand-started services) and print their
 figures as a table and as JSON, each beside the ratio to a named peer measured in the same run.`,
 	}
-	cmd.AddCommand(newBenchPipelineCmd(), newBenchDashboardsCmd())
+	cmd.AddCommand(newBenchPipelineCmd(), newBenchDashboardsCmd(), newBenchGatewayCmd())
 	return cmd
 }

@@ -30,7 +30,7 @@ func newGatewayCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway --listen ADDR [--api-keys-file F] [--brokers host:port,...]",
-		Short: "Run the HTTP ingest gateway: PostHog's capture API and /v1/events → Kafka",
+		Short: "Run the HTTP ingest gateway: PostHog's capture API, /v1/events and OTLP traces (/v1/traces) → Kafka",
 		Long: `gateway accepts events over HTTP and publishes them to Kafka (acks from all in-sync
 replicas) before answering:
 
@@ -40,6 +40,9 @@ replicas) before answering:
                                          body (base64 or plain JSON). Point a PostHog SDK's host here.
   POST /v1/events                        a JSON array or JSON Lines of mcpulse envelopes, with
                                          Authorization: Bearer <api key>
+  POST /v1/traces                        OTLP/HTTP traces (protobuf or JSON, gzip), with
+                                         Authorization: Bearer <api key>: the MCP spans become
+                                         the same events, the rest are counted and dropped
   GET  /healthz /readyz /metrics         liveness, Kafka reachability, Prometheus metrics
 
 Every event is validated and published: tool calls, the MCP analytics SDK's tools lists,
@@ -58,6 +61,19 @@ shift applies to every time of the request (each timestamp, a response's respond
 the client's raw values are kept as $mcpulse_client_timestamp, $mcpulse_client_responded_at,
 $mcpulse_client_sent_at, $mcpulse_client_offset_ms, next to $mcpulse_received_at.
 
+OpenTelemetry: an MCP server (or client) exporting spans points its OTLP/HTTP trace exporter here:
+OTEL_EXPORTER_OTLP_ENDPOINT=http://<gateway> (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=
+http://<gateway>/v1/traces) and OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20<api key>.
+Spans following the OpenTelemetry semantic conventions for MCP (MCP Python SDK v2, FastMCP),
+@traceloop/instrumentation-mcp's and @shinzolabs/instrumentation-mcp's become tool calls
+(with an exception when failed), tools lists and initializes, each with a uuid from its trace
+and span ids (a retried export is stored once) and its duration from the span; the attributes
+read are listed in package ingest/otlp. The capture API's limits apply: --max-body-bytes,
+--max-decompressed-bytes, and at most 10,000 spans per request (as events per request). The
+answer is an ExportTraceServiceResponse whose partial_success counts the MCP spans rejected,
+with the reason; headers Mcpulse-Spans-Mapped, -Dropped and -Rejected count the spans; a
+malformed body is 400 saying why.
+
 A request's key: api_key or token in the body, api_key or properties.token in its events,
 Authorization: Bearer, or ?api_key= / ?token=; at least one, and every one known. Keys outside
 the body are checked before it is read, and the body's before it is decoded (an unknown key is
@@ -73,7 +89,9 @@ is answered; the queue is flushed on shutdown.
 On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight requests.`,
 		Example: `  MCPULSE_API_KEYS=phc_abc mcpulse gateway --listen :8080 --brokers kafka:9092
   mcpulse gateway --listen 127.0.0.1:8080 --api-keys-file /etc/mcpulse/api-keys
-  # then, in the MCP server: new PostHog(key, { host: "http://127.0.0.1:8080" })`,
+  # then, in the MCP server: new PostHog(key, { host: "http://127.0.0.1:8080" })
+  # or, for OpenTelemetry spans:
+  #   OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:8080 OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20phc_abc"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			keys, err := gatewayAPIKeys(keysFile, os.Getenv(gatewayAPIKeysEnv))

@@ -81,10 +81,15 @@ type toolCallRec struct {
 	sessionID      string
 	source         string
 	errorType      string
-	ignored        []string // as reported: masked, sorted, capped
-	ignoredTotal   int
-	ignoredForm    uint8 // 0: keys+total, 1: keys only (total == len), 2: empty array, 3: absent
-	diag           *diagRec
+	// errorMessage is $mcp_error_message of a failed call, in an MCP SDK's own wording ("" absent);
+	// validation and unknownTool say which misuse it shows (validation_* and unknown_tool).
+	errorMessage string
+	validation   bool
+	unknownTool  bool
+	ignored      []string // as reported: masked, sorted, capped
+	ignoredTotal int
+	ignoredForm  uint8 // 0: keys+total, 1: keys only (total == len), 2: empty array, 3: absent
+	diag         *diagRec
 
 	schemaTool   *tool     // whose schema the arguments follow
 	sessionStart time.Time // when the call's session started
@@ -162,6 +167,9 @@ func (e *event) appendProperties(p []kv) []kv {
 		p = append(p, sv("$session_id", t.sessionID), sv("source", t.source))
 		if t.errorType != "" {
 			p = append(p, sv("$mcp_error_type", t.errorType))
+		}
+		if t.errorMessage != "" {
+			p = append(p, sv("$mcp_error_message", t.errorMessage))
 		}
 		switch t.ignoredForm {
 		case 0, 1:

@@ -24,6 +24,7 @@ var clientInjected = ingest.MustKeyFilter(ingest.DefaultClientInjectedKeys)
 
 type (
 	rateKey struct{ hour, tool, client string }
+	toolKey struct{ hour, tool string }
 	keyKey  struct{ hour, tool, path string }
 	gateKey struct {
 		hour, campaign, reason, client string
@@ -74,6 +75,7 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 
 	rates := map[rateKey]*outcome.IgnoredKeyRate{}
 	keys := map[keyKey]int64{}
+	misuse := map[toolKey]*outcome.ToolMisuse{}
 	gates := map[gateKey]*gateAcc{}
 	funnel := map[funnelKey]*funnelAcc{}
 	byIdentity := map[string][]*event{}
@@ -132,6 +134,22 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 		if t := e.tool; t != nil {
 			o.Tables["tool_calls"]++
 			tool := t.effectiveTool()
+			mk := toolKey{hour, tool}
+			m := misuse[mk]
+			if m == nil {
+				m = &outcome.ToolMisuse{Hour: hour, ToolName: tool}
+				misuse[mk] = m
+			}
+			m.Calls++
+			if t.isError {
+				m.Errors++
+			}
+			if t.validation {
+				m.ValidationErrors++
+			}
+			if t.unknownTool {
+				m.UnknownToolCalls++
+			}
 			rk := rateKey{hour, tool, t.clientName}
 			r := rates[rk]
 			if r == nil {
@@ -209,6 +227,9 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 
 	for _, r := range rates {
 		o.IgnoredKeyRates = append(o.IgnoredKeyRates, *r)
+	}
+	for _, m := range misuse {
+		o.ToolMisuse = append(o.ToolMisuse, *m)
 	}
 	for k, n := range keys {
 		o.IgnoredKeys = append(o.IgnoredKeys, outcome.IgnoredKey{Hour: k.hour, ToolName: k.tool, KeyPath: k.path, Occurrences: n})

@@ -259,6 +259,9 @@ func (g *generator) build() (*corpus, error) {
 		})
 	}
 	byTime()
+	if g.cfg.Shape != ShapeSDK {
+		g.demoErrorPass(events)
+	}
 	if g.cfg.Shape == ShapeSDK {
 		extras, err := g.sdkPass(events)
 		if err != nil {

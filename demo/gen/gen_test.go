@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/demo/outcome"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/misuse"
 	"github.com/mcpulse/mcpulse/suppression"
 )
 
@@ -238,6 +239,7 @@ func recompute(t *testing.T, data []byte, defaultInstance string) *outcome.Outco
 	}
 	rates := map[[3]string]*outcome.IgnoredKeyRate{}
 	keys := map[[3]string]int64{}
+	misused := map[[2]string]*outcome.ToolMisuse{}
 	type gk struct {
 		h, c, r, cl string
 		u, f        string
@@ -289,6 +291,21 @@ func recompute(t *testing.T, data []byte, defaultInstance string) *outcome.Outco
 		if tc := ev.ToolCall; tc != nil {
 			o.Tables["tool_calls"]++
 			k := [3]string{hour, tc.EffectiveTool(), tc.ClientName}
+			m := misused[[2]string{hour, k[1]}]
+			if m == nil {
+				m = &outcome.ToolMisuse{Hour: hour, ToolName: k[1]}
+				misused[[2]string{hour, k[1]}] = m
+			}
+			m.Calls++
+			if tc.IsError {
+				m.Errors++
+			}
+			switch class := misuse.ClassifyError(tc.ErrorMessage); {
+			case class.IsValidation():
+				m.ValidationErrors++
+			case class == misuse.ClassUnknownTool:
+				m.UnknownToolCalls++
+			}
 			r := rates[k]
 			if r == nil {
 				r = &outcome.IgnoredKeyRate{Hour: hour, ToolName: k[1], ClientName: k[2]}
@@ -345,6 +362,9 @@ func recompute(t *testing.T, data []byte, defaultInstance string) *outcome.Outco
 	}
 	for _, r := range rates {
 		o.IgnoredKeyRates = append(o.IgnoredKeyRates, *r)
+	}
+	for _, m := range misused {
+		o.ToolMisuse = append(o.ToolMisuse, *m)
 	}
 	for k, n := range keys {
 		o.IgnoredKeys = append(o.IgnoredKeys, outcome.IgnoredKey{Hour: k[0], ToolName: k[1], KeyPath: k[2], Occurrences: n})
@@ -597,5 +617,27 @@ func TestSpanBoundsTimestamps(t *testing.T) {
 	}
 	if _, err := Generate(Config{Events: 10, End: testEnd, Span: time.Minute}, io.Discard); err == nil {
 		t.Error("a span under an hour was accepted")
+	}
+}
+
+// TestDemoShapeShowsMisuse checks that the demo shape, which `make demo` runs, gives the
+// tool-diagnostics panels validation errors and calls to unlisted tools to draw, each with
+// the SDK wording the pipeline classifies.
+func TestDemoShapeShowsMisuse(t *testing.T) {
+	for _, shape := range []Shape{ShapeDemo, ShapeSDK} {
+		cfg := Config{Events: 20000, Seed: 3, End: testEnd, InstanceURL: DefaultInstanceURL, Shape: shape}
+		_, want := generate(t, cfg)
+		var calls, validation, unknown int64
+		for _, m := range want.ToolMisuse {
+			calls += m.Calls
+			validation += m.ValidationErrors
+			unknown += m.UnknownToolCalls
+		}
+		if calls == 0 || validation == 0 || unknown == 0 {
+			t.Errorf("%s shape: %d calls, %d validation errors, %d unknown-tool calls; want some of each", shape, calls, validation, unknown)
+		}
+		if shape == ShapeDemo && float64(unknown)/float64(calls) < demoUnknownToolRate/2 {
+			t.Errorf("demo shape: %d unknown-tool calls of %d; want about %.1f%%", unknown, calls, demoUnknownToolRate*100)
+		}
 	}
 }

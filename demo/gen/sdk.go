@@ -431,8 +431,10 @@ func (g *generator) sdkArguments(e *event, sc *sdkCall) error {
 			tc.toolName = hallucinatedName(tc.toolName, g.rng.IntN(4))
 			tc.execVerb, tc.execTarget, tc.mode = "", "", "tools"
 			sc.errorMessage = "MCP error -32602: Tool " + tc.toolName + " not found"
+			tc.unknownTool = true
 		case tc.errorType == "validation_error":
 			sc.errorMessage = g.breakArguments(tc.toolName, tc.schemaTool.Schema, args)
+			tc.validation = true
 		default:
 			sc.errorMessage = toolErrorMessages[tc.errorType]
 		}

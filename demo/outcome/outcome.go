@@ -33,6 +33,11 @@ type Outcome struct {
 	GateReasons     []GateReason     `json:"gate_reasons_hourly"`
 	Funnel          []FunnelDay      `json:"recruitment_funnel_daily"`
 
+	// ToolMisuse is v_tool_call_stats_hourly summed per hour and tool: calls, failed calls, the
+	// calls refused for their input (error class validation_*) and the calls to a tool the
+	// server does not list (unknown_tool, or refused as unknown).
+	ToolMisuse []ToolMisuse `json:"tool_misuse_hourly"`
+
 	// ServedSchemas are the tool input schemas served per server name and version, as the
 	// $mcp_tools_list events carried them (v_served_tool_schemas): one row per distinct
 	// schema text, with the first and last time it was listed.
@@ -117,6 +122,17 @@ type GateReason struct {
 	People        int64  `json:"people"`
 }
 
+// ToolMisuse is one hour and tool of v_tool_call_stats_hourly, summed over clients and
+// server versions.
+type ToolMisuse struct {
+	Hour             string `json:"hour"`
+	ToolName         string `json:"tool_name"`
+	Calls            int64  `json:"calls"`
+	Errors           int64  `json:"errors"`
+	ValidationErrors int64  `json:"validation_errors"`
+	UnknownToolCalls int64  `json:"unknown_tool_calls"`
+}
+
 // FunnelDay is one row of v_recruitment_funnel_daily.
 type FunnelDay struct {
 	Day         string `json:"day"`
@@ -160,6 +176,10 @@ func (o *Outcome) Normalize() {
 	sort.Slice(o.Funnel, func(i, j int) bool {
 		a, b := o.Funnel[i], o.Funnel[j]
 		return less(a.Day, b.Day, a.CampaignID, b.CampaignID, a.FeatureFlag, b.FeatureFlag)
+	})
+	sort.Slice(o.ToolMisuse, func(i, j int) bool {
+		a, b := o.ToolMisuse[i], o.ToolMisuse[j]
+		return less(a.Hour, b.Hour, a.ToolName, b.ToolName)
 	})
 	sort.Slice(o.ServedSchemas, func(i, j int) bool { return o.ServedSchemas[i].key() < o.ServedSchemas[j].key() })
 	sort.Slice(o.SDKEvents, func(i, j int) bool { return o.SDKEvents[i].key() < o.SDKEvents[j].key() })
@@ -224,6 +244,8 @@ func Compare(want, got *Outcome, now time.Time) []string {
 		})...)
 	out = append(out, compareRows("recruitment_funnel_daily", want.Funnel, got.Funnel,
 		func(r FunnelDay) string { return r.Day + " " + r.CampaignID + " " + r.FeatureFlag })...)
+	out = append(out, compareRows("tool_misuse_hourly", want.ToolMisuse, got.ToolMisuse,
+		func(r ToolMisuse) string { return r.Hour + " " + r.ToolName })...)
 	out = append(out, compareRows("served_tool_schemas", want.ServedSchemas, got.ServedSchemas, ServedSchema.key)...)
 	out = append(out, compareRows("sdk_events", want.SDKEvents, got.SDKEvents, SDKEvent.key)...)
 

@@ -47,6 +47,9 @@ func Observe(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient) (*o
 	if err := scanSDKEvents(ctx, ch, o); err != nil {
 		return nil, err
 	}
+	if err := scanToolMisuse(ctx, ch, "outcome_tool_misuse", o); err != nil {
+		return nil, err
+	}
 	if err := scanSuppression(ctx, rdb, o.Suppression); err != nil {
 		return nil, err
 	}
@@ -130,12 +133,34 @@ func scanSDKEvents(ctx context.Context, ch driver.Conn, o *outcome.Outcome) erro
 	})
 }
 
+// scanToolMisuse reads the tool-call stats summed per hour and tool, from the rollup
+// (outcome_tool_misuse) or recomputed from the raw table (recompute_tool_misuse).
+func scanToolMisuse(ctx context.Context, ch driver.Conn, query string, o *outcome.Outcome) error {
+	return each(ctx, ch, query, func(r driver.Rows) error {
+		var (
+			row                                    outcome.ToolMisuse
+			hour                                   time.Time
+			calls, errors, validation, unknownTool uint64
+		)
+		if err := r.Scan(&hour, &row.ToolName, &calls, &errors, &validation, &unknownTool); err != nil {
+			return err
+		}
+		row.Hour = hour.UTC().Format(hourFormat)
+		row.Calls, row.Errors, row.ValidationErrors, row.UnknownToolCalls = int64(calls), int64(errors), int64(validation), int64(unknownTool)
+		o.ToolMisuse = append(o.ToolMisuse, row)
+		return nil
+	})
+}
+
 // Recompute derives every rollup row from the deduplicated raw tables (the sql/ queries named
 // recompute_*), independently of the materialized views, so a check can hold each rollup
 // equal to its recomputation (DESIGN.md §4).
 func Recompute(ctx context.Context, ch driver.Conn) (*outcome.Outcome, error) {
 	o := &outcome.Outcome{}
 	if err := readRollups(ctx, ch, "recompute", o); err != nil {
+		return nil, err
+	}
+	if err := scanToolMisuse(ctx, ch, "recompute_tool_misuse", o); err != nil {
 		return nil, err
 	}
 	o.Normalize()

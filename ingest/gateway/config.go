@@ -45,7 +45,7 @@ type Config struct {
 	// Listen is the address ListenAndServe listens on. Default: ":8080".
 	Listen string
 	// APIKeys are the accepted project API keys (PostHog's api_key / token, or a Bearer token
-	// on /v1/events). At least one is required. They are never logged.
+	// on /v1/events and /v1/traces). At least one is required. They are never logged.
 	APIKeys []string
 	// Brokers are the Kafka bootstrap brokers /readyz sends its metadata request to. Required.
 	Brokers []string
@@ -64,7 +64,8 @@ type Config struct {
 	// KafkaTimeout bounds the wait for Kafka's acknowledgement of a request's events; past it
 	// the request is 503 with Retry-After. Default: 10s.
 	KafkaTimeout time.Duration
-	// MaxEvents caps the events of one request (413 above). Default: DefaultMaxEvents.
+	// MaxEvents caps the events of one request, and the spans of one /v1/traces request (413
+	// above). Default: DefaultMaxEvents.
 	MaxEvents int
 	// ReadyTimeout bounds /readyz's metadata request. Default: 2s.
 	ReadyTimeout time.Duration

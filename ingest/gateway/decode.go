@@ -24,6 +24,9 @@ const (
 	formPostHog bodyForm = iota
 	// formEnvelopes is /v1/events: a JSON array or JSON Lines of envelopes.
 	formEnvelopes
+	// formOTLP is the envelopes package ingest/otlp mapped from the spans of a /v1/traces
+	// request: JSON objects it wrote, parsed as they are.
+	formOTLP
 )
 
 // payload is a decoded request body: its events, still raw, and the request-level fields.

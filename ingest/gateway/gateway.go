@@ -1,9 +1,11 @@
 // Package gateway is mcpulse's HTTP ingest gateway: it speaks PostHog's capture API
 // (POST /batch/, /capture/, /e/, /i/v0/e/) so an MCP server already sending analytics through a
 // PostHog SDK adopts mcpulse by changing its host, and takes mcpulse envelopes on
-// POST /v1/events. Events are validated and published to Kafka with ingest.Publisher (the table
-// of kinds, DESIGN.md §2, says where); valid events of names no kind has are published too, so
-// the consumers count them per name, and are reported as unrouted (and forwarded, OnUnrouted).
+// POST /v1/events, and OpenTelemetry traces on POST /v1/traces (OTLP/HTTP: the MCP spans become
+// the same events, package ingest/otlp; see otlpTraces). Events are validated and published to
+// Kafka with ingest.Publisher (the table of kinds, DESIGN.md §2, says where); valid events of
+// names no kind has are published too, so the consumers count them per name, and are reported
+// as unrouted (and forwarded, OnUnrouted).
 //
 // A request is answered only after Kafka acknowledged every event it enqueued: 200 when all
 // events were accepted, 400 naming each bad event by index and field path (its valid events are
@@ -70,6 +72,7 @@ func New(cfg Config, pub *ingest.Publisher) (*Gateway, error) {
 		mux.Handle(strings.TrimSuffix(p, "/"), g.ingestHandler(p, formPostHog))
 	}
 	mux.Handle("/v1/events", g.ingestHandler("/v1/events", formEnvelopes))
+	mux.Handle(OTLPTracesPath, g.instrument(OTLPTracesPath, http.HandlerFunc(g.otlpTraces)))
 	mux.Handle("/healthz", g.instrument("/healthz", http.HandlerFunc(g.healthz)))
 	mux.Handle("/readyz", g.instrument("/readyz", http.HandlerFunc(g.readyz)))
 	mux.Handle("/metrics", g.instrument("/metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{})))
@@ -321,6 +324,12 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 		sentAt = mustJSON(q) // posthog-js: milliseconds since the epoch when the request was sent
 	}
 	res := g.process(p, form, newRequestClock(now, sentAt, g.cfg.TransitAllowance))
+	return g.publish(r, res)
+}
+
+// publish publishes a request's processed events and answers for them: 200, 400 naming the
+// bad events (the valid ones published), or 503 when Kafka did not acknowledge in time.
+func (g *Gateway) publish(r *http.Request, res processed) (int, Response, processed) {
 	if len(res.events) > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.cfg.KafkaTimeout)
 		err := g.pub.Publish(ctx, res.events...)
@@ -450,6 +459,9 @@ func (g *Gateway) event(raw json.RawMessage, form bodyForm, clk requestClock, in
 }
 
 func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, clk requestClock, index int) (*ingest.Event, []Problem, bool, []byte) {
+	if form == formOTLP {
+		return g.checkEvent(raw, clk)
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
 		return nil, []Problem{{Path: "", Problem: "bad JSON: an event must be a JSON object"}}, false, nil
@@ -478,6 +490,11 @@ func (g *Gateway) parseEvent(raw json.RawMessage, form bodyForm, clk requestCloc
 	if err != nil {
 		return nil, []Problem{{Path: "", Problem: "bad JSON: " + err.Error()}}, false, nil
 	}
+	return g.checkEvent(data, clk)
+}
+
+// checkEvent parses and validates an event's normalized JSON.
+func (g *Gateway) checkEvent(data []byte, clk requestClock) (*ingest.Event, []Problem, bool, []byte) {
 	ev, err := ingest.Parse(data)
 	if err == nil {
 		err = ingest.CheckClock(ev, clk.now)

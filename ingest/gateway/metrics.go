@@ -13,6 +13,7 @@ type metrics struct {
 	unrouted    prometheus.Counter       // valid events of other names, acknowledged only
 	duplicates  prometheus.Counter       // events repeating a uuid within their request
 	unavailable prometheus.Counter       // events not acknowledged by Kafka in time (503)
+	otlpSpans   *prometheus.CounterVec   // OTLP spans by outcome (otlp.Outcome)
 }
 
 func newMetrics() *metrics {
@@ -40,8 +41,12 @@ func newMetrics() *metrics {
 		unavailable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpulse_gateway_events_unacknowledged_total", Help: "Events Kafka did not acknowledge in time (answered 503).",
 		}),
+		otlpSpans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpulse_gateway_otlp_spans_total",
+			Help: "OTLP spans received on /v1/traces by outcome: mapped (an MCP tool call, tools/list or initialize), not_mcp and other_method (dropped), rejected (malformed).",
+		}, []string{"outcome"}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.accepted, m.rejected, m.unrouted, m.duplicates, m.unavailable,
+	m.reg.MustRegister(m.requests, m.duration, m.accepted, m.rejected, m.unrouted, m.duplicates, m.unavailable, m.otlpSpans,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
