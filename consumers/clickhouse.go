@@ -106,6 +106,12 @@ var rawTables = []rawTable{
 		func(r *ingest.ExceptionRow) uuid.UUID { return r.UUID }),
 	table("mcpulse.other_events", func(r *ingest.Rows) []ingest.OtherEventRow { return r.OtherEvents },
 		func(r *ingest.OtherEventRow) uuid.UUID { return r.UUID }),
+	table("mcpulse.mcp_feedback", func(r *ingest.Rows) []ingest.FeedbackRow { return r.Feedback },
+		func(r *ingest.FeedbackRow) uuid.UUID { return r.UUID }),
+	table("mcpulse.mcp_resource_prompt_events", func(r *ingest.Rows) []ingest.ResourceRow { return r.Resources },
+		func(r *ingest.ResourceRow) uuid.UUID { return r.UUID }),
+	table("mcpulse.mcp_identify_events", func(r *ingest.Rows) []ingest.IdentifyRow { return r.Identify },
+		func(r *ingest.IdentifyRow) uuid.UUID { return r.UUID }),
 }
 
 func optionalTable(t rawTable) rawTable {

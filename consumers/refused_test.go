@@ -19,10 +19,10 @@ func TestRowRefusedForGoodIsDeadLetteredAndTheBatchCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.publish(ingest.TopicToolCalls,
-		envelope(uuidN(1), "$identify", "ann", base, map[string]any{}),
+		envelope(uuidN(1), "$screen", "ann", base, map[string]any{}),
 		envelope(uuidN(2), "$pageview", "ann", base, map[string]any{}),
-		envelope(uuidN(3), "$identify", "eve", base, map[string]any{}),
-		envelope(uuidN(4), "$identify", "bob", base, map[string]any{}),
+		envelope(uuidN(3), "$screen", "eve", base, map[string]any{}),
+		envelope(uuidN(4), "$screen", "bob", base, map[string]any{}),
 		toolCall(5, "ann", "search"),
 	)
 	c := h.consumer(nil)

@@ -31,6 +31,16 @@ func recordedSDKEvent(t *testing.T, name string) []byte {
 	return data
 }
 
+// sdkShapedEvent returns one event of ingest/testdata/sdk (shaped from the SDK's source).
+func sdkShapedEvent(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "ingest", "testdata", "sdk", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // Every kind the MCP analytics SDK sends is stored, and an event of any other name is counted:
 // nothing is dead-lettered or dropped. Replaying the topic changes nothing.
 func TestSDKEventsAreStoredAndOtherNamesCounted(t *testing.T) {
@@ -39,10 +49,16 @@ func TestSDKEventsAreStoredAndOtherNamesCounted(t *testing.T) {
 	for _, name := range []string{"initialize", "tools_list_zod", "tool_call_ok", "tool_call_wrong_type", "exception_wrong_type"} {
 		values = append(values, recordedSDKEvent(t, name))
 	}
+	// Shaped from the SDK's source, then recorded from the real SDK (record/record.js).
+	for _, name := range []string{"feedback", "missing_capability", "resources_list", "resource_read_error", "prompts_list", "prompt_get", "identify",
+		"recorded_feedback", "recorded_missing_capability", "recorded_resources_list", "recorded_resource_read", "recorded_resource_read_error", "recorded_identify"} {
+		values = append(values, sdkShapedEvent(t, name))
+	}
 	values = append(values,
 		envelope(uuidN(1), "$identify", "ses_1", base, map[string]any{"$set": map[string]any{"email": "a@example.com"}}),
 		envelope(uuidN(2), "$mcp_resource_read", "ses_1", base, map[string]any{"$mcp_resource_name": "file:///x"}),
-		envelope(uuidN(3), "$identify", "ses_2", base, map[string]any{}),
+		envelope(uuidN(3), "$pageview", "ses_2", base, map[string]any{}),
+		envelope(uuidN(4), "$mcp_custom", "ses_2", base, map[string]any{"x": 1}),
 	)
 	h.publish(ingest.TopicToolCalls, values...)
 	c := h.consumer(nil)
@@ -57,15 +73,33 @@ func TestSDKEventsAreStoredAndOtherNamesCounted(t *testing.T) {
 		"SELECT count() FROM mcpulse.tool_calls FINAL WHERE position(properties, '$mcp_server_name') > 0":                                                                     0,
 		"SELECT count() FROM mcpulse.mcp_initialize_events FINAL WHERE client_name = 'mcpulse-fixture-client' AND server_capabilities = '{\"tools\":{\"listChanged\":true}}'": 1,
 		"SELECT count() FROM mcpulse.mcp_exceptions FINAL WHERE tool_name = 'get-sum' AND error_class = 'validation_type'":                                                    1,
-		"SELECT count() FROM mcpulse.other_events FINAL":                                                                                                                      3,
-		"SELECT count() FROM mcpulse.other_events FINAL WHERE event = '$identify'":                                                                                            2,
-		"SELECT count() FROM mcpulse.dead_letters FINAL":                                                                                                                      0,
+		"SELECT count() FROM mcpulse.mcp_feedback FINAL":                                                                                                                      4,
+		"SELECT count() FROM mcpulse.mcp_feedback FINAL WHERE kind = 'feedback' AND feedback_type = 'issue' AND summary LIKE 'query-trends rejects%' AND task_completed = 1 AND sentiment = 'negative' AND feedback_tool = 'query-trends' AND tool_name = 'send_feedback' AND position(details, '[redacted]') > 0 AND position(properties, '$mcp_feedback_team') > 0": 1,
+		"SELECT count() FROM mcpulse.mcp_feedback FINAL WHERE kind = 'missing_capability' AND tool_name = 'get_more_tools' AND intent LIKE 'Needs a tool to delete several cohorts%' AND task_completed IS NULL AND session_id = 'mcp-session-7f3c9a1e' AND client_name = 'claude-code' AND server_version = '2.14.0'":                                                1,
+		"SELECT count() FROM mcpulse.mcp_resource_prompt_events FINAL": 8,
+		"SELECT count() FROM mcpulse.mcp_resource_prompt_events FINAL WHERE kind = 'resource_read' AND is_error = 1 AND name = 'posthog://projects/1/schema' AND error_message LIKE '%Resource not found%' AND listed_count IS NULL": 1,
+		"SELECT count() FROM mcpulse.mcp_resource_prompt_events FINAL WHERE kind = 'resource_read' AND is_error = 0 AND name = 'file:///x' AND distinct_id = 'ses_1'":                                                                1,
+		"SELECT count() FROM mcpulse.mcp_resource_prompt_events FINAL WHERE kind = 'resources_list' AND method = 'resources/list' AND listed_count = 2":                                                                              1,
+		"SELECT count() FROM mcpulse.mcp_resource_prompt_events FINAL WHERE kind = 'prompts_list' AND listed_count = 1":                                                                                                              1,
+		"SELECT count() FROM mcpulse.mcp_resource_prompt_events FINAL WHERE kind = 'prompt_get' AND name = 'weekly-report' AND protocol_version = '2025-06-18'":                                                                      1,
+		"SELECT count() FROM mcpulse.mcp_identify_events FINAL": 3,
+		"SELECT count() FROM mcpulse.mcp_identify_events FINAL WHERE distinct_id = 'user_2f9c' AND set_properties LIKE '%\"plan\":\"team\"%' AND set_once_properties != '' AND position(properties, '[redacted]') > 0":                         1,
+		"SELECT count() FROM mcpulse.mcp_resource_prompt_events FINAL WHERE kind = 'resource_read' AND is_error = 1 AND name = 'posthog://insights/42' AND error_message = 'Insight 42 not found' AND server_name = 'mcpulse-fixture-reports'": 1,
+		"SELECT count() FROM mcpulse.mcp_feedback FINAL WHERE kind = 'missing_capability' AND distinct_id = 'user_2f9c' AND intent LIKE 'Needs a tool%' AND client_name = 'mcpulse-fixture-client'":                                            1,
+		"SELECT count() FROM mcpulse.mcp_identify_events FINAL WHERE distinct_id = 'ses_1' AND set_properties = '{\"email\":\"a@example.com\"}'":                                                                                               1,
+		"SELECT count() FROM mcpulse.other_events FINAL":                                                                     2,
+		"SELECT count() FROM mcpulse.other_events FINAL WHERE event IN ('$identify', '$mcp_resource_read', '$mcp_feedback')": 0,
+		// Every stored event is counted per name.
+		"SELECT sum(events) FROM mcpulse.v_events_by_name_hourly WHERE event IN ('$mcp_feedback', '$mcp_missing_capability', '$mcp_resources_list', '$mcp_resource_read', '$mcp_prompts_list', '$mcp_prompt_get', '$identify')": 15,
+		"SELECT count() FROM mcpulse.dead_letters FINAL": 0,
 	} {
 		if got := h.count(query); got != want {
 			t.Errorf("%s = %d, want %d", query, got, want)
 		}
 	}
-	if s := c.Stats(); s.Stored["tools_list"] != 1 || s.Stored["other"] != 3 || s.Stored["initialize"] != 1 || s.Stored["exception"] != 1 || s.DeadLettered != 0 {
+	if s := c.Stats(); s.Stored["tools_list"] != 1 || s.Stored["other"] != 2 || s.Stored["initialize"] != 1 || s.Stored["exception"] != 1 ||
+		s.Stored["feedback"] != 2 || s.Stored["missing_capability"] != 2 || s.Stored["resource_read"] != 4 || s.Stored["identify"] != 3 ||
+		s.Stored["prompt_get"] != 1 || s.DeadLettered != 0 {
 		t.Errorf("stats %+v", s)
 	}
 

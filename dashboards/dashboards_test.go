@@ -16,7 +16,7 @@ func TestEmbeddedDefinitionsLoad(t *testing.T) {
 	want := map[string][]string{
 		"tool-diagnostics": {"tools", "most-failing", "slowest", "most-misused", "compared-with-previous-period",
 			"error-rate-over-time", "ignored-key-rate-over-time", "top-ignored-key-paths", "clients", "server-versions", "coverage",
-			"schema-vs-ignored-key-rate"},
+			"schema-vs-ignored-key-rate", "missing-capabilities", "agent-feedback", "resource-reads", "prompts"},
 		"recruitment-campaigns": {"funnel", "reach", "gate-reason-shares", "clients", "capabilities"},
 		"schema-ratchet":        {"oversized-vs-ratchet", "coverage-vs-minimum", "offending-tools", "schemas-seen-in-traffic"},
 		"suppression-data-quality": {"identities-by-state", "recent-resets", "dead-letters-by-reason", "dead-letters-over-time",

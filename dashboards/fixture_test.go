@@ -133,8 +133,8 @@ FROM (SELECT arrayJoin([('t1', 'ops-webhook', 'dead-letter-rate', 'firing', 'web
 }
 
 // otherEventNames are names mcpulse does not route, sent after the demo (the demo's comparison
-// with its expected outcome does not count them): 3 $pageview and 1 $identify.
-var otherEventNames = []string{"$pageview", "$pageview", "$pageview", "$identify"}
+// with its expected outcome does not count them): 3 $pageview and 1 $screen.
+var otherEventNames = []string{"$pageview", "$pageview", "$pageview", "$screen"}
 
 // consumeOtherEvents publishes otherEventNames through the real publisher, an hour before end,
 // and consumes them in the demo's consumer group.

@@ -506,7 +506,7 @@ func TestServedSchemasPanelShowsTheDemoVersions(t *testing.T) {
 }
 
 // Events mcpulse does not route are counted per name, not lost: the fixture's 3 $pageview and 1
-// $identify, sent through the publisher and the consumers.
+// $screen, sent through the publisher and the consumers.
 func TestOtherEventsAreCountedPerName(t *testing.T) {
 	withDemoData(t)
 	res := run(t, panelByID(t, "suppression-data-quality", "other-events"), Filters{})
@@ -514,15 +514,15 @@ func TestOtherEventsAreCountedPerName(t *testing.T) {
 	for _, row := range res.Rows {
 		got[row[col(t, res, "event")].(string)] = num(row[col(t, res, "events")])
 	}
-	if got["$pageview"] != 3 || got["$identify"] != 1 || len(got) != 2 {
-		t.Errorf("other events %v, want $pageview 3 and $identify 1", got)
+	if got["$pageview"] != 3 || got["$screen"] != 1 || len(got) != 2 {
+		t.Errorf("other events %v, want $pageview 3 and $screen 1", got)
 	}
 	res = run(t, panelByID(t, "suppression-data-quality", "events-by-name"), Filters{})
 	total := map[string]float64{}
 	for _, row := range res.Rows {
 		total[row[col(t, res, "event")].(string)] += num(row[col(t, res, "events")])
 	}
-	if total["$pageview"] != 3 || total["$identify"] != 1 || total["$mcp_tool_call"] == 0 {
+	if total["$pageview"] != 3 || total["$screen"] != 1 || total["$mcp_tool_call"] == 0 || total["$identify"] == 0 || total["$mcp_feedback"] == 0 {
 		t.Errorf("events per name %v, want the routed kinds and the other names", total)
 	}
 }

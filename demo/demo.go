@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 
 	corpus := filepath.Join(dir, "events.jsonl")
 	step("generating %d events (seed %d) into %s", cfg.Events, cfg.Seed, corpus)
-	genCfg := gen.Config{Events: cfg.Events, Seed: cfg.Seed, End: time.Now().UTC().Truncate(time.Hour), Shape: cfg.Shape}
+	genCfg := gen.Config{Events: cfg.Events, Seed: cfg.Seed, End: time.Now().UTC().Truncate(time.Hour), Shape: cfg.Shape, Reports: true}
 	if _, err := gen.WriteFiles(genCfg, corpus); err != nil {
 		return nil, err
 	}

@@ -36,13 +36,23 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	if expected.Corpus.Duplicates == 0 || expected.Corpus.Malformed == 0 {
 		t.Errorf("corpus has %d duplicates and %d malformed lines; both must be present", expected.Corpus.Duplicates, expected.Corpus.Malformed)
 	}
-	for _, kind := range []string{"tool_call", "invitation_sent", "link_opened", "response"} {
+	for _, kind := range []string{"tool_call", "invitation_sent", "link_opened", "response",
+		"missing_capability", "feedback", "resources_list", "resource_read", "prompts_list", "prompt_get", "identify"} {
 		if expected.EventsByKind[kind] == 0 || summary.EventsByKind[kind] != expected.EventsByKind[kind] {
 			t.Errorf("%s: stored %d, expected %d (must be > 0)", kind, summary.EventsByKind[kind], expected.EventsByKind[kind])
 		}
 	}
 	if len(expected.Suppression) == 0 || len(expected.Funnel) == 0 || len(expected.IgnoredKeys) == 0 || len(expected.GateReasons) == 0 {
 		t.Errorf("expected outcome lacks suppression records, funnel, ignored keys or gate reasons")
+	}
+	failedReads := int64(0)
+	for _, r := range expected.SDKEvents {
+		if r.Kind == "resource_read" {
+			failedReads += r.Errors
+		}
+	}
+	if failedReads == 0 {
+		t.Errorf("expected outcome has no failed resource read: %+v", expected.SDKEvents)
 	}
 	if summary.DuplicatesDropped != int64(expected.Corpus.Duplicates) {
 		t.Errorf("duplicates dropped %d, want %d", summary.DuplicatesDropped, expected.Corpus.Duplicates)
@@ -70,10 +80,11 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not rollups: the counts, the Redis state and the served schemas (a raw store, which also
-	// holds the history the demo left after its comparison) are taken as observed.
+	// Not rollups: the counts, the Redis state, the served schemas (a raw store, which also
+	// holds the history the demo left after its comparison) and the SDK's reports and requests
+	// (raw tables) are taken as observed.
 	recomputed.EventsByKind, recomputed.Tables, recomputed.Suppression = observed.EventsByKind, observed.Tables, observed.Suppression
-	recomputed.ServedSchemas = observed.ServedSchemas
+	recomputed.ServedSchemas, recomputed.SDKEvents = observed.ServedSchemas, observed.SDKEvents
 	for _, m := range outcome.Compare(recomputed, observed, time.Now()) {
 		t.Errorf("rollup differs from its recomputation: %s", m)
 	}

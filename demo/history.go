@@ -112,6 +112,18 @@ var servedVersions = []struct {
 	{"1.0.0", 3 * time.Hour, 0},
 }
 
+// virtualTools are the tools the MCP analytics SDK appends to a server's tools/list when its
+// reportMissing and collectFeedback options are on (@posthog/mcp 0.16.3 src/extensions/tools.ts
+// getReportMissingToolDescriptor, feedback.ts getFeedbackToolDescriptor: names and input
+// schemas as the SDK builds them, descriptions shortened). Agents' calls of them arrive as
+// $mcp_missing_capability and $mcp_feedback, not as tool calls.
+var virtualTools = []servedTool{
+	{Name: gen.VirtualToolGetMoreTools, Description: "Check for additional tools whenever your task might benefit from specialized capabilities.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"context":{"type":"string","description":"A description of your goal and what kind of tool would help accomplish it."}},"required":["context"]}`)},
+	{Name: gen.VirtualToolSendFeedback, Description: "Send feedback about this server to its developers.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"feedback_type":{"type":"string","enum":["missing_capability","issue","praise","other"],"description":"What kind of feedback this is."},"summary":{"type":"string","description":"One self-contained sentence."},"details":{"type":"string","description":"Optional longer context."},"friction_points":{"type":"string","description":"Optional: the moments that slowed you down."},"suggested_improvement":{"type":"string","description":"Optional: the change that would have helped."},"tool_name":{"type":"string","description":"Optional: the existing tool this feedback is about."},"sentiment":{"type":"string","enum":["positive","neutral","negative","mixed"],"description":"Optional: how the experience felt overall."},"task_completed":{"type":"boolean","description":"Optional: whether you still completed the user's task."}},"required":["feedback_type","summary"]}`)},
+}
+
 // servedPage is how many tools one tools/list page lists: the SDK sends one $mcp_tools_list
 // event per page it captures.
 const servedPage = 10
@@ -135,6 +147,10 @@ func PublishServedSchemas(ctx context.Context, pub *ingest.Publisher, end time.T
 		tools := servers[name]
 		for _, v := range servedVersions {
 			listed := tools[:max(len(tools)-v.withheld, 1)]
+			if name == gen.ReportsServer {
+				// Its SDK appends the virtual tools to every listing, after the server's own.
+				listed = append(slices.Clip(listed), virtualTools...)
+			}
 			for page := 0; page*servedPage < len(listed); page++ {
 				chunk := listed[page*servedPage : min((page+1)*servedPage, len(listed))]
 				type servedEntry struct {

@@ -97,6 +97,9 @@ type Event struct {
 	ToolsList   *ToolsList   // set for KindToolsList
 	Initialize  *Initialize  // set for KindInitialize
 	Exception   *Exception   // set for KindException
+	Feedback    *Feedback    // set for KindFeedback and KindMissingCapability
+	Resource    *Resource    // set for KindResourcesList, KindResourceRead, KindPromptsList, KindPromptGet
+	Identify    *Identify    // set for KindIdentify
 }
 
 // Diagnostics are the interview-recruitment gate diagnostics a tool call (and an invitation,

@@ -80,9 +80,14 @@ func TestParseValidKinds(t *testing.T) {
 				ingest.KindBookingLinkOpened: ev.Recruitment != nil, ingest.KindInvitationResponse: ev.Recruitment != nil,
 				ingest.KindToolsList: ev.ToolsList != nil, ingest.KindInitialize: ev.Initialize != nil,
 				ingest.KindException: ev.Exception != nil, ingest.KindOther: true,
+				ingest.KindFeedback: ev.Feedback != nil, ingest.KindMissingCapability: ev.Feedback != nil,
+				ingest.KindResourcesList: ev.Resource != nil, ingest.KindResourceRead: ev.Resource != nil,
+				ingest.KindPromptsList: ev.Resource != nil, ingest.KindPromptGet: ev.Resource != nil,
+				ingest.KindIdentify: ev.Identify != nil,
 			}
 			set := 0
-			for _, p := range []bool{ev.ToolCall != nil, ev.Recruitment != nil, ev.ToolsList != nil, ev.Initialize != nil, ev.Exception != nil} {
+			for _, p := range []bool{ev.ToolCall != nil, ev.Recruitment != nil, ev.ToolsList != nil, ev.Initialize != nil, ev.Exception != nil,
+				ev.Feedback != nil, ev.Resource != nil, ev.Identify != nil} {
 				if p {
 					set++
 				}
@@ -321,7 +326,7 @@ func TestParseOtherEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Kind != ingest.KindOther || ev.Name != "$pageview" || ingest.KindOf("$identify") != ingest.KindOther {
+	if ev.Kind != ingest.KindOther || ev.Name != "$pageview" || ingest.KindOf("$mcp_custom") != ingest.KindOther {
 		t.Fatalf("kind %v, name %q", ev.Kind, ev.Name)
 	}
 	if string(ev.Extra) != `{"$mcp_tool_name":5,"anything":1}` {

@@ -92,6 +92,13 @@ const (
 	EventToolsList          = "$mcp_tools_list"
 	EventInitialize         = "$mcp_initialize"
 	EventException          = "$exception"
+	EventFeedback           = "$mcp_feedback"
+	EventMissingCapability  = "$mcp_missing_capability"
+	EventResourcesList      = "$mcp_resources_list"
+	EventResourceRead       = "$mcp_resource_read"
+	EventPromptsList        = "$mcp_prompts_list"
+	EventPromptGet          = "$mcp_prompt_get"
+	EventIdentify           = "$identify"
 )
 
 // The kinds.
@@ -135,7 +142,48 @@ var (
 		Event: EventException, Name: "exception", Topic: TopicToolCalls,
 		key: distinctIDKey, reads: keySet(exceptionReads...), decode: decodeException, rows: exceptionRows,
 	})
-	// KindOther is every other event name ($identify, $mcp_resource_read, $pageview, ...):
+	// KindFeedback is an agent's report through the SDK's send_feedback virtual tool
+	// (collectFeedback), stored in mcp_feedback.
+	KindFeedback = register(Kind{
+		Event: EventFeedback, Name: "feedback", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: keySet(feedbackReads...), decode: decodeFeedback, rows: feedbackRows,
+	})
+	// KindMissingCapability is an agent's call of the SDK's get_more_tools virtual tool
+	// (reportMissing): what it said was missing is $mcp_intent. Stored in mcp_feedback.
+	KindMissingCapability = register(Kind{
+		Event: EventMissingCapability, Name: "missing_capability", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: keySet(feedbackReads...), decode: decodeFeedback, rows: feedbackRows,
+	})
+	// KindResourcesList is a resources/list or resources/templates/list request, stored in
+	// mcp_resource_prompt_events.
+	KindResourcesList = register(Kind{
+		Event: EventResourcesList, Name: "resources_list", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: keySet(resourceReads...), decode: resourceDecoder("", true), rows: resourceRows,
+	})
+	// KindResourceRead is a resources/read request (its uri, whether it failed), stored in
+	// mcp_resource_prompt_events.
+	KindResourceRead = register(Kind{
+		Event: EventResourceRead, Name: "resource_read", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: keySet(resourceReads...), decode: resourceDecoder("uri", false), rows: resourceRows,
+	})
+	// KindPromptsList is a prompts/list request, stored in mcp_resource_prompt_events.
+	KindPromptsList = register(Kind{
+		Event: EventPromptsList, Name: "prompts_list", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: keySet(resourceReads...), decode: resourceDecoder("", true), rows: resourceRows,
+	})
+	// KindPromptGet is a prompts/get request (the prompt's name), stored in
+	// mcp_resource_prompt_events.
+	KindPromptGet = register(Kind{
+		Event: EventPromptGet, Name: "prompt_get", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: keySet(resourceReads...), decode: resourceDecoder("name", false), rows: resourceRows,
+	})
+	// KindIdentify is a person's identification ($set / $set_once person properties; the SDK
+	// sends one per identified session), stored in mcp_identify_events.
+	KindIdentify = register(Kind{
+		Event: EventIdentify, Name: "identify", Topic: TopicToolCalls,
+		key: distinctIDKey, reads: keySet(identifyReads...), decode: decodeIdentify, rows: identifyRows,
+	})
+	// KindOther is every other event name ($mcp_custom, $pageview, ...):
 	// counted per name in other_events, its properties not kept.
 	KindOther = register(Kind{
 		Name: "other", Topic: TopicToolCalls,

@@ -36,6 +36,9 @@ type Rows struct {
 	Initialize    []InitializeRow   // mcpulse.mcp_initialize_events
 	Exceptions    []ExceptionRow    // mcpulse.mcp_exceptions
 	OtherEvents   []OtherEventRow   // mcpulse.other_events
+	Feedback      []FeedbackRow     // mcpulse.mcp_feedback
+	Resources     []ResourceRow     // mcpulse.mcp_resource_prompt_events
+	Identify      []IdentifyRow     // mcpulse.mcp_identify_events
 }
 
 // Append appends the raw rows of ev (an event Parse returned) to rs.
@@ -43,7 +46,8 @@ func (rs *Rows) Append(ev *Event, at RowContext) { ev.Kind.rows(rs, ev, at) }
 
 // Len is the number of rows in rs, over every table.
 func (rs *Rows) Len() int {
-	return len(rs.ToolCalls) + len(rs.Recruitment) + len(rs.ServedSchemas) + len(rs.Initialize) + len(rs.Exceptions) + len(rs.OtherEvents)
+	return len(rs.ToolCalls) + len(rs.Recruitment) + len(rs.ServedSchemas) + len(rs.Initialize) + len(rs.Exceptions) + len(rs.OtherEvents) +
+		len(rs.Feedback) + len(rs.Resources) + len(rs.Identify)
 }
 
 // Filtered returns a copy of rs holding only the rows of the events keep accepts (by uuid),
@@ -56,6 +60,9 @@ func (rs *Rows) Filtered(keep func(uuid.UUID) bool) Rows {
 		Initialize:    filterRows(rs.Initialize, func(r *InitializeRow) bool { return keep(r.UUID) }),
 		Exceptions:    filterRows(rs.Exceptions, func(r *ExceptionRow) bool { return keep(r.UUID) }),
 		OtherEvents:   filterRows(rs.OtherEvents, func(r *OtherEventRow) bool { return keep(r.UUID) }),
+		Feedback:      filterRows(rs.Feedback, func(r *FeedbackRow) bool { return keep(r.UUID) }),
+		Resources:     filterRows(rs.Resources, func(r *ResourceRow) bool { return keep(r.UUID) }),
+		Identify:      filterRows(rs.Identify, func(r *IdentifyRow) bool { return keep(r.UUID) }),
 	}
 }
 

@@ -47,7 +47,7 @@ replicas) before answering:
 
 Every event is validated and published: tool calls, the MCP analytics SDK's tools lists,
 initializes and exceptions, and the interview recruitment events, each to its topic; valid events
-of other names ($identify, ...) are published too, to be counted per name, and reported as
+of other names ($pageview, ...) are published too, to be counted per name, and reported as
 unrouted, never an error. A batch with invalid events is answered 400 naming
 each by index and field, and its valid events are still published. Kafka unavailable or too
 slow: 503 with Retry-After.
@@ -164,7 +164,7 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", gateway.DefaultShutdownTimeout, "how long shutdown waits for in-flight requests")
 	f.StringVar(&posthogHost, "posthog-host", "", "PostHog instance to forward to (e.g. https://us.i.posthog.com)")
 	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")
-	f.BoolVar(&forwardUnhandled, "forward-unhandled", false, "forward the events the gateway does not route ($identify, ...) to --posthog-host")
+	f.BoolVar(&forwardUnhandled, "forward-unhandled", false, "forward the events the gateway does not route ($pageview, ...) to --posthog-host")
 	f.StringVar(&logFmt, "log-format", "text", "log format: text or json")
 	f.StringVar(&metricsListen, "metrics-listen", "", "also serve /metrics, /healthz and /readyz on this host:port, apart from --listen (\"\" = only on --listen)")
 	return cmd

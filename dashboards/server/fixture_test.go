@@ -50,6 +50,13 @@ const (
 	// hostileCalls is how many hostile tool calls are published: enough for the hostile keys,
 	// client and tool to rank among the top rows of every "top N" panel and chart.
 	hostileCalls = 1000
+	// hostileEvents is how many events of hostileEvent are published: enough to rank among the
+	// 8 names the events-per-name chart draws (the SDK's resources, prompts and identify events
+	// are routed names of their own, each a few hundred in the demo data).
+	hostileEvents = 400
+	// hostileReports is how many missing-capability reports and failed resource reads with
+	// hostile text are published, so the agent-report panels show caller text too.
+	hostileReports = 5
 )
 
 var (
@@ -217,7 +224,25 @@ func publishHostile(ctx context.Context, pub *ingest.Publisher, ts time.Time) er
 		}
 		events = append(events, ev)
 	}
-	for i := range 3 {
+	for i := range hostileReports {
+		for _, r := range []struct{ event, key string }{{"$mcp_missing_capability", "$mcp_intent"}, {"$mcp_resource_read", "$mcp_resource_name"}} {
+			data, err := json.Marshal(map[string]any{
+				"uuid":  uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "dashserver-hostile-report-%s-%d", r.event, i)).String(),
+				"event": r.event, "distinct_id": hostileDistinctID, "timestamp": ts.Add(time.Duration(i) * time.Second).Format(time.RFC3339),
+				"properties": map[string]any{r.key: hostileTool, "$mcp_client_name": hostileClient, "$mcp_server_name": "posthog",
+					"$mcp_is_error": r.event == "$mcp_resource_read", "$mcp_error_message": hostileKeyLS, "$session_id": hostileDistinctID},
+			})
+			if err != nil {
+				return err
+			}
+			ev, err := ingest.Parse(data)
+			if err != nil {
+				return err
+			}
+			events = append(events, ev)
+		}
+	}
+	for i := range hostileEvents {
 		data, err := json.Marshal(map[string]any{
 			"uuid":  uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "dashserver-hostile-event-%d", i)).String(),
 			"event": hostileEvent, "distinct_id": hostileDistinctID, "timestamp": ts.Add(time.Duration(i) * time.Second).Format(time.RFC3339),

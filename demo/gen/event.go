@@ -27,6 +27,8 @@ type event struct {
 	tool *toolCallRec
 	rec  *recruitRec
 	sdk  *sdkExtra // an SDK session event ($mcp_initialize, $mcp_tools_list, $exception)
+	// report is an SDK report or request ($mcp_feedback, $mcp_resource_read, $identify, ...).
+	report *reportRec
 }
 
 // tri is an optional boolean property: absent, JSON null, false or true.
@@ -133,6 +135,9 @@ func (e *event) properties() []kv { return e.appendProperties(make([]kv, 0, 24))
 func (e *event) appendProperties(p []kv) []kv {
 	if e.sdk != nil {
 		return e.sdkExtraProperties(p)
+	}
+	if e.report != nil {
+		return e.reportProperties(p)
 	}
 	if t := e.tool; t != nil && t.sdk != nil {
 		return e.sdkToolCallProperties(p)

@@ -80,10 +80,30 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 	funnel := map[funnelKey]*funnelAcc{}
 	byIdentity := map[string][]*event{}
 	served := map[outcome.ServedSchema]outcome.ServedSchema{} // key fields only → the row
+	sdkEvents := map[outcome.SDKEvent]*outcome.SDKEvent{}     // key fields only → the row
 
 	// events holds each event once (duplicate lines are copies made at write time, and
 	// newUUID never repeats a uuid), so counting events counts distinct uuids.
 	for _, e := range events {
+		if r := e.report; r != nil {
+			kind := ingest.KindOf(e.name).Name
+			o.EventsByKind[kind]++
+			subject := r.subject
+			if e.name == evResourcesList || e.name == evPromptsList || e.name == evIdentify {
+				subject = ""
+			}
+			k := outcome.SDKEvent{Kind: kind, Subject: subject, ClientName: r.client}
+			row := sdkEvents[k]
+			if row == nil {
+				row = &outcome.SDKEvent{Kind: kind, Subject: subject, ClientName: r.client}
+				sdkEvents[k] = row
+			}
+			row.Events++
+			if r.isError {
+				row.Errors++
+			}
+			continue
+		}
 		if e.sdk != nil {
 			if e.name == evToolsList {
 				// A listing is stored as its tools' served schemas, not counted as an event.
@@ -231,6 +251,9 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 	}
 	for _, row := range served {
 		o.ServedSchemas = append(o.ServedSchemas, row)
+	}
+	for _, row := range sdkEvents {
+		o.SDKEvents = append(o.SDKEvents, *row)
 	}
 	for h, responses := range byIdentity {
 		if s, ok := foldSuppression(responses); ok {

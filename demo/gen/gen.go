@@ -35,6 +35,9 @@ const (
 	// ToolCallShare is the share of valid events that are $mcp_tool_call events; the rest are
 	// recruitment events (invitations, booking-link opens, responses).
 	ToolCallShare = 0.80
+	// ReportShare is the share of valid events that are the SDK's reports and requests
+	// (Config.Reports), taken from the tool calls' share.
+	ReportShare = 0.06
 	// ToolErrorRate is the share of tool calls with $mcp_is_error true (exec calls to an
 	// unrecognized tool fail more often, 70%, so the overall rate is slightly higher).
 	ToolErrorRate = 0.05
@@ -88,6 +91,10 @@ type Config struct {
 	// list less often: the SDK's listings (13 to 100 KB each) would otherwise outweigh the
 	// calls, and a call then finds its server's schemas only once some listing was consumed.
 	ListEvery int
+	// Reports, when set, spends ReportShare of the valid events on the MCP analytics SDK's
+	// reports and requests besides tool calls (missing capabilities, feedback, resources,
+	// prompts, identifies) in the tool calls' sessions, instead of on tool calls.
+	Reports bool
 	// End bounds the corpus: events span the Span before it. The zero value means the
 	// current time truncated to the hour (which makes the output depend on the clock).
 	End time.Time
@@ -238,7 +245,11 @@ func (g *generator) build() (*corpus, error) {
 
 	recruitBudget := int(math.Round(float64(valid) * (1 - ToolCallShare)))
 	events := g.recruitment(recruitBudget)
-	events = append(events, g.toolCalls(valid-len(events))...)
+	reports := 0
+	if g.cfg.Reports {
+		reports = roundCount(valid, ReportShare)
+	}
+	events = append(events, g.toolCalls(valid-len(events)-reports)...)
 	byTime := func() {
 		sort.SliceStable(events, func(i, j int) bool {
 			if !events[i].ts.Equal(events[j].ts) {
@@ -257,6 +268,14 @@ func (g *generator) build() (*corpus, error) {
 			return nil, err
 		}
 		events = append(events, extras...)
+		byTime()
+	}
+	if reports > 0 {
+		extra, err := g.reportsPass(events, reports)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, extra...)
 		byTime()
 	}
 

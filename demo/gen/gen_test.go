@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -192,8 +193,17 @@ func TestMalformedKinds(t *testing.T) {
 // in the written lines (deduplicated by uuid), so what the generator says it wrote and what
 // it wrote cannot drift apart.
 func TestOutcomeMatchesParsedCorpus(t *testing.T) {
-	cfg := Config{Events: 6000, Seed: 11, End: testEnd, InstanceURL: DefaultInstanceURL}
+	for _, reports := range []bool{false, true} {
+		t.Run(fmt.Sprint("reports=", reports), func(t *testing.T) { outcomeMatchesParsedCorpus(t, reports) })
+	}
+}
+
+func outcomeMatchesParsedCorpus(t *testing.T, reports bool) {
+	cfg := Config{Events: 6000, Seed: 11, End: testEnd, InstanceURL: DefaultInstanceURL, Reports: reports}
 	data, want := generate(t, cfg)
+	if reports != (len(want.SDKEvents) > 0) {
+		t.Fatalf("reports %v: %d SDK event rows expected", reports, len(want.SDKEvents))
+	}
 	got := recompute(t, data, cfg.InstanceURL)
 	if diff := outcome.Compare(want, got, time.Time{}); len(diff) > 0 {
 		t.Fatalf("%d differences, first: %v", len(diff), diff[:min(8, len(diff))])
@@ -246,9 +256,38 @@ func recompute(t *testing.T, data []byte, defaultInstance string) *outcome.Outco
 		}
 		return "0"
 	}
+	sdkEvents := map[outcome.SDKEvent]int{} // key fields only → index in o.SDKEvents
+	sdkEvent := func(kind, subject, client string, failed bool) {
+		k := outcome.SDKEvent{Kind: kind, Subject: subject, ClientName: client}
+		i, ok := sdkEvents[k]
+		if !ok {
+			i = len(o.SDKEvents)
+			sdkEvents[k] = i
+			o.SDKEvents = append(o.SDKEvents, k)
+		}
+		o.SDKEvents[i].Events++
+		if failed {
+			o.SDKEvents[i].Errors++
+		}
+	}
 	for _, ev := range evs {
 		o.EventsByKind[ev.Kind.String()]++
 		hour := ev.Timestamp.Truncate(time.Hour).Format(hourLayout)
+		switch {
+		case ev.Feedback != nil:
+			subject := ev.Feedback.Type
+			if ev.Kind == ingest.KindMissingCapability {
+				subject = ev.Feedback.Intent
+			}
+			sdkEvent(ev.Kind.Name, subject, ev.Feedback.ClientName, ev.Feedback.IsError)
+			continue
+		case ev.Resource != nil:
+			sdkEvent(ev.Kind.Name, ev.Resource.Name, ev.Resource.ClientName, ev.Resource.IsError)
+			continue
+		case ev.Identify != nil:
+			sdkEvent(ev.Kind.Name, "", ev.Identify.ClientName, false)
+			continue
+		}
 		if tc := ev.ToolCall; tc != nil {
 			o.Tables["tool_calls"]++
 			k := [3]string{hour, tc.EffectiveTool(), tc.ClientName}

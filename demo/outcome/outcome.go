@@ -43,6 +43,11 @@ type Outcome struct {
 	// schema text, with the first and last time it was listed.
 	ServedSchemas []ServedSchema `json:"served_tool_schemas,omitempty"`
 
+	// SDKEvents count the MCP analytics SDK's reports and requests besides tool calls
+	// (sql/queries/outcome_sdk_events.sql): per kind, subject and client, the events stored and
+	// the failed ones.
+	SDKEvents []SDKEvent `json:"sdk_events,omitempty"`
+
 	// Suppression maps identity hash to the record Redis must hold at the end of the run.
 	Suppression map[string]Suppression `json:"suppression"`
 }
@@ -62,6 +67,20 @@ type ServedSchema struct {
 func (s ServedSchema) key() string {
 	return s.ServerName + " " + s.ServerVersion + " " + s.ToolName + " " + s.SchemaSHA256
 }
+
+// SDKEvent is one row of outcome_sdk_events. Kind is the event kind's short name
+// (missing_capability, feedback, resources_list, resource_read, prompts_list, prompt_get,
+// identify); Subject is what the event is about: the text of a missing capability, a
+// feedback's type, a resource's uri, a prompt's name, ” for listings and identifies.
+type SDKEvent struct {
+	Kind       string `json:"kind"`
+	Subject    string `json:"subject"`
+	ClientName string `json:"client_name"`
+	Events     int64  `json:"events"`
+	Errors     int64  `json:"errors"`
+}
+
+func (s SDKEvent) key() string { return s.Kind + " " + s.Subject + " " + s.ClientName }
 
 // Corpus describes a generated JSONL corpus.
 type Corpus struct {
@@ -163,6 +182,7 @@ func (o *Outcome) Normalize() {
 		return less(a.Hour, b.Hour, a.ToolName, b.ToolName)
 	})
 	sort.Slice(o.ServedSchemas, func(i, j int) bool { return o.ServedSchemas[i].key() < o.ServedSchemas[j].key() })
+	sort.Slice(o.SDKEvents, func(i, j int) bool { return o.SDKEvents[i].key() < o.SDKEvents[j].key() })
 }
 
 func flag(p *uint8) string {
@@ -227,6 +247,7 @@ func Compare(want, got *Outcome, now time.Time) []string {
 	out = append(out, compareRows("tool_misuse_hourly", want.ToolMisuse, got.ToolMisuse,
 		func(r ToolMisuse) string { return r.Hour + " " + r.ToolName })...)
 	out = append(out, compareRows("served_tool_schemas", want.ServedSchemas, got.ServedSchemas, ServedSchema.key)...)
+	out = append(out, compareRows("sdk_events", want.SDKEvents, got.SDKEvents, SDKEvent.key)...)
 
 	live := map[string]Suppression{}
 	for h, s := range want.Suppression {

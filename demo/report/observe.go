@@ -44,6 +44,9 @@ func Observe(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient) (*o
 	if err := scanServedSchemas(ctx, ch, o); err != nil {
 		return nil, err
 	}
+	if err := scanSDKEvents(ctx, ch, o); err != nil {
+		return nil, err
+	}
 	if err := scanToolMisuse(ctx, ch, "outcome_tool_misuse", o); err != nil {
 		return nil, err
 	}
@@ -110,6 +113,22 @@ func scanServedSchemas(ctx context.Context, ch driver.Conn, o *outcome.Outcome) 
 		}
 		row.FirstSeen, row.LastSeen = first.UTC().Format(hourFormat), last.UTC().Format(hourFormat)
 		o.ServedSchemas = append(o.ServedSchemas, row)
+		return nil
+	})
+}
+
+// scanSDKEvents reads the SDK's reports and requests per kind, subject and client.
+func scanSDKEvents(ctx context.Context, ch driver.Conn, o *outcome.Outcome) error {
+	return each(ctx, ch, "outcome_sdk_events", func(r driver.Rows) error {
+		var (
+			row            outcome.SDKEvent
+			events, errors uint64
+		)
+		if err := r.Scan(&row.Kind, &row.Subject, &row.ClientName, &events, &errors); err != nil {
+			return err
+		}
+		row.Events, row.Errors = int64(events), int64(errors)
+		o.SDKEvents = append(o.SDKEvents, row)
 		return nil
 	})
 }

@@ -78,7 +78,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (tests). Default: time.Now.
 	Now func() time.Time
-	// OnUnrouted, when set, receives the valid events of other names ($identify, ...) that a
+	// OnUnrouted, when set, receives the valid events of other names ($pageview, ...) that a
 	// request acknowledged (normalized: project key removed, uuid and timestamp filled in;
 	// they are also published, to be counted per name), after the request was answered, on the request's goroutine. It
 	// is not called for a request answered 503 (the client retries it). Optional.

@@ -183,7 +183,7 @@ type Response struct {
 	Status string `json:"status"`
 	// Accepted is how many events were acknowledged by Kafka (0 on 503).
 	Accepted int `json:"accepted"`
-	// Unrouted is how many valid events of other names ($identify, ...) were acknowledged:
+	// Unrouted is how many valid events of other names ($pageview, ...) were acknowledged:
 	// published to be counted per name (not in Accepted), and forwarded when configured.
 	Unrouted int `json:"unrouted"`
 	// Duplicates is how many events repeated an earlier uuid of the same request.
@@ -541,6 +541,17 @@ func normalizePostHog(top map[string]json.RawMessage) map[string]json.RawMessage
 		}
 	}
 	delete(props, "token")
+	// posthog-go sends an identify's person properties as top-level $set (and $set_once); like
+	// PostHog's capture, the gateway moves them into properties, where the identify kind
+	// reads them (properties sent there win).
+	for _, name := range []string{"$set", "$set_once"} {
+		if v, ok := top[name]; ok {
+			if _, has := props[name]; !has && !isNull(v) {
+				props[name] = v
+			}
+			delete(top, name)
+		}
+	}
 	// The gateway's own clock properties mean "the gateway re-dated this event": a client's
 	// copy of one would pass for the gateway's word.
 	for _, name := range gatewayProperties {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -102,19 +104,19 @@ func TestRecruitmentIsRoutedByIdentityHash(t *testing.T) {
 
 func TestUnroutedEventsAreAcknowledged(t *testing.T) {
 	f := newFixture(t, nil)
-	identify := map[string]any{"event": "$identify", "distinct_id": "user-9", "uuid": uuidN(90),
-		"timestamp": base.Format(time.RFC3339), "properties": map[string]any{"$set": map[string]any{"email": "a@b.c"}}}
+	identify := map[string]any{"event": "$pageview", "distinct_id": "user-9", "uuid": uuidN(90),
+		"timestamp": base.Format(time.RFC3339), "properties": map[string]any{"$current_url": "https://example.com/"}}
 	toolsList := map[string]any{"event": "$mcp_tools_list", "distinct_id": "user-9", "uuid": uuidN(91)} // no timestamp, no properties
 	res, r := f.post("/batch/", batchBody(t, "", identify, toolsList, toolCall(1)))
 	if res.StatusCode != 200 || r.Accepted != 2 || r.Unrouted != 1 || len(r.Errors) != 0 {
 		t.Fatalf("%d %+v, want 200 with 2 accepted (the tool call and the tools list), 1 unrouted", res.StatusCode, r)
 	}
-	// The unrouted $identify is published too, so that the consumers count it per name.
+	// The unrouted $pageview is published too, so that the consumers count it per name.
 	published := map[string]bool{}
 	for _, m := range f.messages(ingest.TopicToolCalls) {
 		published[envelopeOf(t, m).Event] = true
 	}
-	if !published["$identify"] || !published["$mcp_tools_list"] || !published[ingest.EventToolCall] {
+	if !published["$pageview"] || !published["$mcp_tools_list"] || !published[ingest.EventToolCall] {
 		t.Errorf("published events %v, want all three names", published)
 	}
 	body := scrape(t, f)
@@ -409,5 +411,42 @@ func TestConfigValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error %q does not name %s", err, field)
 		}
+	}
+}
+
+// posthog-go sends an identify's person properties as top-level $set and $set_once: the gateway
+// moves them into properties (where the identify kind reads them), and $set sent in properties
+// wins over a top-level one.
+func TestTopLevelPersonPropertiesMoveIntoProperties(t *testing.T) {
+	f := newFixture(t, nil)
+	top := map[string]any{"event": "$identify", "distinct_id": "user-7", "uuid": uuidN(70), "timestamp": base.Format(time.RFC3339),
+		"$set": map[string]any{"plan": "team"}, "$set_once": map[string]any{"first_seen_via": "go"}, "properties": map[string]any{"$lib": "posthog-go"}}
+	both := map[string]any{"event": "$identify", "distinct_id": "user-8", "uuid": uuidN(71), "timestamp": base.Format(time.RFC3339),
+		"$set": map[string]any{"plan": "top"}, "properties": map[string]any{"$set": map[string]any{"plan": "properties"}}}
+	res, r := f.post("/batch/", batchBody(t, "", top, both))
+	if res.StatusCode != 200 || r.Accepted != 2 || len(r.Errors) != 0 {
+		t.Fatalf("%d %+v, want both identifies accepted", res.StatusCode, r)
+	}
+	got := map[string][2]string{}
+	for _, m := range f.messages(ingest.TopicToolCalls) {
+		ev, err := ingest.Parse(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Identify == nil {
+			t.Fatalf("%s: not an identify", m.Value)
+		}
+		got[ev.DistinctID] = [2]string{ev.Identify.Set, ev.Identify.SetOnce}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(m.Value, &raw); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := raw["$set"]; ok {
+			t.Errorf("%s: $set left at the top level", m.Value)
+		}
+	}
+	want := map[string][2]string{"user-7": {`{"plan":"team"}`, `{"first_seen_via":"go"}`}, "user-8": {`{"plan":"properties"}`, ""}}
+	if !maps.Equal(got, want) {
+		t.Errorf("person properties %v, want %v", got, want)
 	}
 }

@@ -33,7 +33,7 @@ func newMetrics() *metrics {
 			Name: "mcpulse_gateway_events_rejected_total", Help: "Invalid events answered with a 400.",
 		}),
 		unrouted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "mcpulse_gateway_events_unrouted_total", Help: "Valid events of other names ($identify, ...) acknowledged (published to be counted per name, forwarded when configured).",
+			Name: "mcpulse_gateway_events_unrouted_total", Help: "Valid events of other names ($pageview, ...) acknowledged (published to be counted per name, forwarded when configured).",
 		}),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpulse_gateway_events_duplicate_total", Help: "Events repeating a uuid within one request, published once.",

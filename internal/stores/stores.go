@@ -64,8 +64,9 @@ func ParseBrokers(s string) ([]string, error) {
 // of them kept when idle, unless the DSN sets max_open_conns (or max_idle_conns). A consumer
 // holds one per raw table open for the life of a batch (its rows are streamed into one INSERT
 // per table), as many for the batch before while its INSERTs end, and its other inserts and
-// queries use a few more.
-const DefaultClickHouseConns = 16
+// queries use a few more: 2 × 9 raw tables + 4 = 22 (consumers' asyncEndConns, which a test
+// holds this to).
+const DefaultClickHouseConns = 24
 
 // OpenClickHouse connects over the native protocol (the HTTP protocol fails on 18.16:
 // DESIGN.md §4) and pings. dsn is clickhouse://user:password@host:port/database?options.

@@ -10,3 +10,9 @@ UNION ALL
 SELECT 'exception', count() FROM mcpulse.mcp_exceptions FINAL
 UNION ALL
 SELECT 'other', count() FROM mcpulse.other_events FINAL
+UNION ALL
+SELECT kind, count() FROM mcpulse.mcp_feedback FINAL GROUP BY kind
+UNION ALL
+SELECT kind, count() FROM mcpulse.mcp_resource_prompt_events FINAL GROUP BY kind
+UNION ALL
+SELECT 'identify', count() FROM mcpulse.mcp_identify_events FINAL

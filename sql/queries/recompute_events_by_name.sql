@@ -15,5 +15,14 @@ FROM
     SELECT toStartOfHour(timestamp) AS hour, '$exception' AS event FROM mcpulse.mcp_exceptions FINAL
     UNION ALL
     SELECT toStartOfHour(timestamp) AS hour, event FROM mcpulse.other_events FINAL
+    UNION ALL
+    SELECT toStartOfHour(timestamp) AS hour, if(kind = 'feedback', '$mcp_feedback', '$mcp_missing_capability') AS event
+    FROM mcpulse.mcp_feedback FINAL
+    UNION ALL
+    SELECT toStartOfHour(timestamp) AS hour, multiIf(kind = 'resources_list', '$mcp_resources_list',
+        kind = 'resource_read', '$mcp_resource_read', kind = 'prompts_list', '$mcp_prompts_list', '$mcp_prompt_get') AS event
+    FROM mcpulse.mcp_resource_prompt_events FINAL
+    UNION ALL
+    SELECT toStartOfHour(timestamp) AS hour, '$identify' AS event FROM mcpulse.mcp_identify_events FINAL
 )
 GROUP BY hour, event

@@ -117,7 +117,7 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	end := now.Truncate(time.Hour)
 	var corpus bytes.Buffer
-	if _, err := gen.Generate(gen.Config{Events: harnessEvents, Seed: 12, End: end}, &corpus); err != nil {
+	if _, err := gen.Generate(gen.Config{Events: harnessEvents, Seed: 12, End: end, Reports: true}, &corpus); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ingest.PublishFile(ctx, env.Publisher, &corpus, "chdb-harness.jsonl", nil); err != nil {
