@@ -198,10 +198,11 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 
 	if !cfg.NoLive {
 		step("running live MCP servers (official Go SDK): per-session tool sets, a paginated tools/list, a tool removed at run time; one reports PostHog events, one OpenTelemetry spans")
-		mismatches, calls, err := runLive(ctx, st.KafkaBrokers, pub, ch, cfg.Logger, func() error { return waitDrained(ctx, consumer, cfg.Progress) })
+		mismatches, calls, got, err := runLive(ctx, st.KafkaBrokers, pub, ch, cfg.Logger, func() error { return waitDrained(ctx, consumer, cfg.Progress) })
 		if err != nil {
 			return nil, err
 		}
+		summary.Live = got
 		step("live servers: %d calls through the gateway (capture API and /v1/traces), %d figures differ", calls, len(mismatches))
 		summary.Mismatches = append(summary.Mismatches, mismatches...)
 	}
@@ -240,36 +241,36 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 // runLive serves an in-process gateway on loopback, runs the live servers against it (their
 // reports published with pub), waits for the consumers to store them (drained) and compares
 // what ClickHouse holds of them with what the script implies. It returns the differences and
-// the number of tool calls made.
-func runLive(ctx context.Context, brokers []string, pub *ingest.Publisher, ch driver.Conn, logger *slog.Logger, drained func() error) ([]string, int, error) {
+// the number of tool calls made, and the figures observed.
+func runLive(ctx context.Context, brokers []string, pub *ingest.Publisher, ch driver.Conn, logger *slog.Logger, drained func() error) ([]string, int, []live.Figure, error) {
 	const key = "phc_demo_live_servers"
 	gw, err := gateway.New(gateway.Config{APIKeys: []string{key}, Brokers: brokers, Logger: logger}, pub)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	hs := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
 	defer hs.Close()
 	want, err := live.Run(ctx, live.Config{GatewayURL: "http://" + ln.Addr().String(), APIKey: key, Logger: logger})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	if err := drained(); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	got, err := live.Observe(ctx, ch)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	calls := 0
 	for _, f := range want {
 		calls += int(f.Calls)
 	}
-	return live.Compare(want, got), calls, nil
+	return live.Compare(want, got), calls, got, nil
 }
 
 func storedSoFar(c *consumers.Consumer) int64 {

@@ -12,22 +12,27 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/mcpulse/mcpulse/demo/live"
 	"github.com/mcpulse/mcpulse/demo/outcome"
 	"github.com/mcpulse/mcpulse/suppression"
 )
 
 // Summary is what `mcpulse demo` prints: the figures a newcomer checks against the corpus.
 type Summary struct {
-	EventsByKind      map[string]int64         `json:"events_by_kind"`
-	Tables            map[string]int64         `json:"tables"`
-	DuplicatesDropped int64                    `json:"duplicates_dropped"`
-	DeadLettered      int64                    `json:"dead_lettered"`
-	WorstTools        []ToolRate               `json:"worst_tools"`
-	GateReasonShares  map[string][]ReasonShare `json:"gate_reason_shares"`
-	Funnel            []CampaignFunnel         `json:"funnel"`
-	Suppression       map[string]int64         `json:"suppression"`
-	Throughput        Throughput               `json:"throughput"`
-	Mismatches        []string                 `json:"mismatches"`
+	EventsByKind      map[string]int64 `json:"events_by_kind"`
+	Tables            map[string]int64 `json:"tables"`
+	DuplicatesDropped int64            `json:"duplicates_dropped"`
+	DeadLettered      int64            `json:"dead_lettered"`
+	WorstTools        []ToolRate       `json:"worst_tools"`
+	MostMisused       []ToolMisuse     `json:"most_misused_tools"`
+	// Live are the demo's live MCP servers' figures as ClickHouse holds them (demo/live), set
+	// by the demo when it ran them.
+	Live             []live.Figure            `json:"live_servers,omitempty"`
+	GateReasonShares map[string][]ReasonShare `json:"gate_reason_shares"`
+	Funnel           []CampaignFunnel         `json:"funnel"`
+	Suppression      map[string]int64         `json:"suppression"`
+	Throughput       Throughput               `json:"throughput"`
+	Mismatches       []string                 `json:"mismatches"`
 }
 
 // ToolRate is one of the tools with the highest ignored-key rate.
@@ -37,6 +42,15 @@ type ToolRate struct {
 	CallsWithIgnoredKeys int64      `json:"calls_with_ignored_keys"`
 	IgnoredKeyRate       float64    `json:"ignored_key_rate"`
 	TopKeys              []KeyCount `json:"top_ignored_keys"`
+}
+
+// ToolMisuse is one of the tools with the most calls refused for their input or made to it
+// while unlisted, over the whole run.
+type ToolMisuse struct {
+	Tool             string `json:"tool_name"`
+	Calls            int64  `json:"calls"`
+	ValidationErrors int64  `json:"validation_errors"`
+	UnknownToolCalls int64  `json:"unknown_tool_calls"`
 }
 
 // KeyCount is an ignored key path and how many calls sent it.
@@ -85,6 +99,7 @@ func BuildSummary(ctx context.Context, ch driver.Conn, observed *outcome.Outcome
 	for _, rec := range observed.Suppression {
 		s.Suppression[rec.Response]++
 	}
+	s.MostMisused = mostMisused(observed.ToolMisuse, worst)
 	err := each(ctx, ch, "worst_tools_by_ignored_key_rate", func(r driver.Rows) error {
 		var (
 			t    ToolRate
@@ -154,6 +169,35 @@ func BuildSummary(ctx context.Context, ch driver.Conn, observed *outcome.Outcome
 	return s, nil
 }
 
+// mostMisused sums the hours of each tool and keeps the n with the most validation errors
+// and unlisted-tool calls together (ties by name), leaving out tools with neither.
+func mostMisused(rows []outcome.ToolMisuse, n int) []ToolMisuse {
+	by := map[string]*ToolMisuse{}
+	for _, r := range rows {
+		t := by[r.ToolName]
+		if t == nil {
+			t = &ToolMisuse{Tool: r.ToolName}
+			by[r.ToolName] = t
+		}
+		t.Calls += r.Calls
+		t.ValidationErrors += r.ValidationErrors
+		t.UnknownToolCalls += r.UnknownToolCalls
+	}
+	var out []ToolMisuse
+	for _, t := range by {
+		if t.ValidationErrors+t.UnknownToolCalls > 0 {
+			out = append(out, *t)
+		}
+	}
+	slices.SortFunc(out, func(a, b ToolMisuse) int {
+		if d := (b.ValidationErrors + b.UnknownToolCalls) - (a.ValidationErrors + a.UnknownToolCalls); d != 0 {
+			return int(max(min(d, 1), -1))
+		}
+		return strings.Compare(a.Tool, b.Tool)
+	})
+	return out[:min(n, len(out))]
+}
+
 // display quotes caller-chosen text (tool names, key paths, campaign ids) for a terminal:
 // control characters and line separators are escaped so a crafted key cannot rewrite the
 // report.
@@ -186,6 +230,28 @@ func (s *Summary) Print(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f%%\t%s\n", display(t.Tool), t.SuccessfulCalls, t.CallsWithIgnoredKeys, 100*t.IgnoredKeyRate, strings.Join(top, ", "))
 	}
 	tw.Flush()
+
+	fmt.Fprintln(w, "\n== tools agents misuse most (input refused by validation, calls while unlisted)")
+	fmt.Fprintf(tw, "  tool\tcalls\tvalidation errors\tunlisted-tool calls\n")
+	for _, t := range s.MostMisused {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\n", display(t.Tool), t.Calls, t.ValidationErrors, t.UnknownToolCalls)
+	}
+	tw.Flush()
+
+	if len(s.Live) > 0 {
+		fmt.Fprintln(w, "\n== live MCP servers (per-session tool sets, a paginated list, a tool removed at run time)")
+		fmt.Fprintf(tw, "  server\ttool\tcalls\terrors\tvalidation\tunlisted\tmeasured\twith ignored keys\tignored keys\n")
+		for _, f := range s.Live {
+			keys := make([]string, len(f.IgnoredKeys))
+			for i, k := range f.IgnoredKeys {
+				keys[i] = display(k)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", display(f.Server), display(f.Tool), f.Calls, f.Errors,
+				f.ValidationErrors, f.UnknownToolCalls, f.MeasurableCalls, f.CallsWithIgnoredKeys, strings.Join(keys, ", "))
+		}
+		tw.Flush()
+		fmt.Fprintln(w, "  (radar-posthog reports PostHog events through the capture API, radar-otel only OpenTelemetry spans)")
+	}
 
 	fmt.Fprintln(w, "\n== gate-reason shares per campaign (tool calls that carried a reason)")
 	for _, c := range slices.Sorted(maps.Keys(s.GateReasonShares)) {
