@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpulse/mcpulse/demo/live"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/suppression"
 )
@@ -488,7 +489,8 @@ func TestResetsAndSchemaBesideRates(t *testing.T) {
 }
 
 // The schemas seen in traffic: each demo server's two versions, the older one listing three
-// tools fewer, none cut (the demo sends whole listings).
+// tools fewer, none cut (the demo sends whole listings); and the two live servers (demo/live),
+// four tools each, beta_radar served with one schema per plan (a change within the version).
 func TestServedSchemasPanelShowsTheDemoVersions(t *testing.T) {
 	withDemoData(t)
 	res := run(t, panelByID(t, "schema-ratchet", "schemas-seen-in-traffic"), Filters{})
@@ -496,12 +498,18 @@ func TestServedSchemasPanelShowsTheDemoVersions(t *testing.T) {
 	for _, row := range res.Rows {
 		key := row[col(t, res, "server_name")].(string) + "@" + row[col(t, res, "server_version")].(string)
 		tools[key] = num(row[col(t, res, "tools")])
-		if num(row[col(t, res, "truncated_tools")]) != 0 || num(row[col(t, res, "schema_changes")]) != 0 {
-			t.Errorf("%s: %v, want whole snapshots and no change within the version", key, row)
+		changes := 0.
+		if strings.HasPrefix(key, live.ServerPrefix) {
+			changes = 1
+		}
+		if num(row[col(t, res, "truncated_tools")]) != 0 || num(row[col(t, res, "schema_changes")]) != changes {
+			t.Errorf("%s: %v, want whole snapshots and %v schema changes within the version", key, row, changes)
 		}
 	}
-	if len(tools) != 8 || tools["posthog@1.0.0"]-tools["posthog@0.9.0"] != 3 || tools["sentry-mcp@1.0.0"] < 10 {
-		t.Errorf("versions seen in traffic %v; want 4 servers × 2 versions, the older three tools short", tools)
+	liveVersion := "@" + live.ServerVersion
+	if len(tools) != 10 || tools["posthog@1.0.0"]-tools["posthog@0.9.0"] != 3 || tools["sentry-mcp@1.0.0"] < 10 ||
+		tools[live.ServerPostHog+liveVersion] != 4 || tools[live.ServerOTel+liveVersion] != 4 {
+		t.Errorf("versions seen in traffic %v; want 4 servers × 2 versions, the older three tools short, and the 2 live servers' 4 tools", tools)
 	}
 }
 

@@ -113,9 +113,9 @@ func TestForwardingReceivedByGateway(t *testing.T) {
 		Source: "traffic", ServerVersion: "1.4.0",
 		Report: &schemacheck.Report{Tools: 40, Oversized: 2, MaxOversized: 44, Violations: []string{"oversized: 2 > 1"},
 			NameRule: schemacheck.NameRuleMCP, TruncatedTools: 3, PerTool: []schemacheck.ToolResult{{}}}})
-	identify := ingest.Envelope{UUID: "0192f2a0-0000-7000-8000-00000000c001", Event: "$identify", DistinctID: "user-1",
+	identify := ingest.Envelope{UUID: "0192f2a0-0000-7000-8000-00000000c001", Event: "$groupidentify", DistinctID: "user-1",
 		Timestamp: "2026-11-29T11:00:00.5Z", Properties: map[string]json.RawMessage{"$set": raw(map[string]any{"plan": "pro"})}}
-	listed := ingest.Envelope{UUID: "not-a-uuid", Event: "$mcp_resource_read", DistinctID: "user-2",
+	listed := ingest.Envelope{UUID: "not-a-uuid", Event: "$screen", DistinctID: "user-2",
 		Timestamp: "2026-11-29T11:00:01Z", Properties: map[string]json.RawMessage{"tools": raw(12)}}
 	p.Unhandled(identify, listed)
 
@@ -137,8 +137,8 @@ func TestForwardingReceivedByGateway(t *testing.T) {
 	want := map[string]string{ // uuid → event
 		reset.UUID:                             forward.SuppressionResetEvent,
 		"0192f2a0-0000-7000-8000-00000000b001": forward.SchemaCheckEvent,
-		identify.UUID:                          "$identify",
-		listedUUID:                             "$mcp_resource_read",
+		identify.UUID:                          "$groupidentify",
+		listedUUID:                             "$screen",
 	}
 	got := r.events()
 	if len(got) != len(want) {
@@ -183,11 +183,11 @@ func TestForwardingReceivedByGateway(t *testing.T) {
 
 	id := byUUID[identify.UUID]
 	if id.DistinctID != "user-1" || id.Timestamp != "2026-11-29T11:00:00.5Z" || string(id.Properties["$set"]) != `{"plan":"pro"}` {
-		t.Errorf("$identify not forwarded unchanged: %+v", id)
+		t.Errorf("$groupidentify not forwarded unchanged: %+v", id)
 	}
 	ls := byUUID[listedUUID]
 	if ls.DistinctID != "user-2" || ls.Timestamp != "2026-11-29T11:00:01Z" || string(ls.Properties["tools"]) != "12" {
-		t.Errorf("$mcp_resource_read not forwarded unchanged: %+v", ls)
+		t.Errorf("$screen not forwarded unchanged: %+v", ls)
 	}
 }
 
@@ -202,7 +202,7 @@ func TestGatewayForwardsUnrouted(t *testing.T) {
 	}
 	upstream := newReceiver(t, func(evs []ingest.Envelope) { p.Unhandled(evs...) })
 	body := raw(map[string]any{"api_key": receiverKey, "batch": []any{
-		map[string]any{"event": "$identify", "distinct_id": "user-9", "timestamp": "2026-11-29T10:00:00Z",
+		map[string]any{"event": "$groupidentify", "distinct_id": "user-9", "timestamp": "2026-11-29T10:00:00Z",
 			"properties": map[string]any{"token": receiverKey, "$set": map[string]any{"email_domain": "example.com"}}},
 		map[string]any{"uuid": "0192f2a0-0000-7000-8000-00000000d001", "event": "$pageview", "distinct_id": "user-9",
 			"timestamp": "2026-11-29T10:00:01Z", "properties": map[string]any{}},
@@ -255,7 +255,7 @@ func TestForwardingFailuresCounted(t *testing.T) {
 	p.SuppressionReset(&ingest.AuditEvent{UUID: "0192f2a0-0000-7000-8000-00000000a002", Action: ingest.AuditActionReset, At: at,
 		IdentityHash: strings.Repeat("cd", 32), Actor: "ops", Reason: "test"})
 	p.SchemaCheck(forward.SchemaCheck{RunID: "0192f2a0-0000-7000-8000-00000000b002", Server: "down", StartedAt: at, Err: errors.New("connection refused")})
-	p.Unhandled(ingest.Envelope{UUID: "0192f2a0-0000-7000-8000-00000000c002", Event: "$identify", DistinctID: "u", Timestamp: "2026-11-29T11:00:00Z"})
+	p.Unhandled(ingest.Envelope{UUID: "0192f2a0-0000-7000-8000-00000000c002", Event: "$groupidentify", DistinctID: "u", Timestamp: "2026-11-29T11:00:00Z"})
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- p.Close() }()
