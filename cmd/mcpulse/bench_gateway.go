@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/testkit/bench"
@@ -30,14 +28,7 @@ capture API takes events.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if !jsonOnly {
-				res.Print(out)
-				fmt.Fprintln(out)
-			}
-			enc := newJSONEncoder(out)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
+			return printBenchResult(cmd.OutOrStdout(), res, jsonOnly)
 		},
 	}
 	f := cmd.Flags()

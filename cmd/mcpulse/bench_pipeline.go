@@ -132,14 +132,7 @@ so its profile can be taken; no RSS is reported).`,
 			if heapErr != nil {
 				return heapErr
 			}
-			out := cmd.OutOrStdout()
-			if !jsonOnly {
-				res.Print(out)
-				fmt.Fprintln(out)
-			}
-			enc := newJSONEncoder(out)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
+			return printBenchResult(cmd.OutOrStdout(), res, jsonOnly)
 		},
 	}
 	f := cmd.Flags()

@@ -102,6 +102,18 @@ func openStores(ctx context.Context, redisURL, clickhouseDSN string) (rdb redis.
 // controls, private-use and unassigned code points) in caller-chosen strings is written as a
 // \uXXXX escape (a surrogate pair above U+FFFF), so a hostile distinct id or tool name cannot
 // reorder or hide what is shown. The output is the same JSON value.
+// printBenchResult writes a benchmark's result: its readable report then its JSON, or only the
+// JSON when jsonOnly.
+func printBenchResult(out io.Writer, res interface{ Print(io.Writer) }, jsonOnly bool) error {
+	if !jsonOnly {
+		res.Print(out)
+		fmt.Fprintln(out)
+	}
+	enc := newJSONEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
 func newJSONEncoder(w io.Writer) *json.Encoder { return json.NewEncoder(escapeInvisible{w}) }
 
 type escapeInvisible struct{ w io.Writer }
