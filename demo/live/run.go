@@ -205,43 +205,41 @@ func runServer(ctx context.Context, name string, pageSize int, instrument func(*
 		}
 	}
 
+	// listThenCall lists every page of the session's tools, then makes the steps' calls.
+	listThenCall := func(cs *mcp.ClientSession, steps []step) error {
+		if err := listAll(ctx, cs); err != nil {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond) // every call is later than the listing before it
+		if err := call(ctx, cs, steps); err != nil {
+			return err
+		}
+		add(steps)
+		return nil
+	}
 	basic, err := connect(ctx, url, planBasic)
 	if err != nil {
 		return nil, err
 	}
 	defer basic.Close()
-	if err := listAll(ctx, basic); err != nil {
+	if err := listThenCall(basic, basicBefore); err != nil {
 		return nil, err
 	}
-	if err := call(ctx, basic, basicBefore); err != nil {
-		return nil, err
-	}
-	add(basicBefore)
 	// The server withdraws legacy_export (it tells the session, list_changed); the client
 	// lists again, and a later call of the tool is to a tool no longer listed.
 	time.Sleep(5 * time.Millisecond) // the re-list is later than every call before it
 	servers[planBasic].RemoveTools(toolExport)
-	if err := listAll(ctx, basic); err != nil {
+	if err := listThenCall(basic, basicAfterRemoval); err != nil {
 		return nil, err
 	}
-	time.Sleep(5 * time.Millisecond)
-	if err := call(ctx, basic, basicAfterRemoval); err != nil {
-		return nil, err
-	}
-	add(basicAfterRemoval)
-
 	betaSession, err := connect(ctx, url, planBeta)
 	if err != nil {
 		return nil, err
 	}
 	defer betaSession.Close()
-	if err := listAll(ctx, betaSession); err != nil {
+	if err := listThenCall(betaSession, beta); err != nil {
 		return nil, err
 	}
-	if err := call(ctx, betaSession, beta); err != nil {
-		return nil, err
-	}
-	add(beta)
 
 	out := make([]Figure, 0, len(acc))
 	for _, f := range acc {
