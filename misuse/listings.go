@@ -28,7 +28,8 @@ import (
 //     sessionless call (no $session_id: stateless servers, MCP 2026-07-28) and a call of a
 //     session that listed nothing are judged;
 //  3. the server version's stored listing (PutStored: what the consumer read from
-//     served_tool_schemas for a version it has not seen in the stream).
+//     served_tool_schemas for a version it has not seen in the stream, or whose listing named
+//     a called tool without its schema).
 //
 // A tool is unknown only when the listing that decides is complete: its first page and its
 // last page (no nextCursor) were seen, and every page carried $mcp_listed_tool_names. A listing
@@ -558,8 +559,9 @@ func (t *timeline) inEffect(at int64, pos Position) *listing {
 
 // Judge returns the schema of tool for call c and whether the tool is unknown, from the
 // listings in effect at the call (see the order above: the first listing that has the tool or
-// is complete decides unknown; the first that has the tool's schema gives it). A call without a server name is
-// judged against the listings without one (the caller decides which calls those may judge).
+// is complete decides unknown; the first that has the tool's schema gives it). A call without
+// a server name is judged against the listings without one (the caller decides which calls
+// those may judge).
 func (l *Listings) Judge(c CallAt, tool string) Verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
