@@ -152,8 +152,8 @@ type ServedSchemaRow struct {
 // version served, seen at seenAt: schema_sha256 is the hex SHA-256 of its InputSchema text as
 // served, truncated says the text holds the MCP analytics SDK's cut or redaction markers
 // (misuse.SchemaTruncated), event is the event (or schema check run) that saw it. The consumer
-// writes a $mcp_tools_list event's tools with it, the schema check (schemacheck.
-// StoreServedSchemas) the tools it fetched from the server.
+// writes a $mcp_tools_list event's tools with it, and the schema check
+// (schemacheck.StoreServedSchemas) the tools it fetched from the server.
 func NewServedSchemaRow(server, version string, tool ServedTool, seenAt time.Time, event uuid.UUID) ServedSchemaRow {
 	sum := sha256.Sum256(tool.InputSchema)
 	return ServedSchemaRow{
