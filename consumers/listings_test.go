@@ -2,13 +2,23 @@ package consumers_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/consumers/chwrite"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/ingest/otlp"
+	mcsql "github.com/mcpulse/mcpulse/sql"
 )
 
 // objectSchema is an input schema declaring keys (strings), as a zod object serves it.
@@ -209,5 +219,113 @@ func TestListingsSurviveARestart(t *testing.T) {
 		if keys != want {
 			t.Errorf("call %d after the restart: ignored %q, want %q", n, keys, want)
 		}
+	}
+}
+
+// storedQueries wraps the consumer's ClickHouse connection and counts its reads of a server
+// version's stored listing (sql/queries/served_tool_schemas_for_server.sql).
+type storedQueries struct {
+	driver.Conn
+	n atomic.Int64
+}
+
+func (s *storedQueries) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	if query == mcsql.Query("served_tool_schemas_for_server") {
+		s.n.Add(1)
+	}
+	return s.Conn.Query(ctx, query, args...)
+}
+
+// A client traced by @traceloop/instrumentation-mcp (the recorded export of the real 0.27):
+// its tools/list span names the tools without schemas, its calls carry the raw arguments. The
+// schemas the server version serves are in served_tool_schemas (as the scheduled schema
+// check's fetch stores them): each call listed by the span is judged against the stored
+// schema, its ignored keys derived from the schema; a call to a tool the span's complete
+// listing lacks is unknown. The stored listing is read once.
+func TestNamesOnlyListingTakesTheStoredSchemas(t *testing.T) {
+	h := newHarness(t)
+	if h.count("SELECT count() FROM system.tables WHERE database = 'mcpulse' AND name = 'served_tool_schemas_in'") == 0 {
+		t.Skip("served_tool_schemas_in (the schema workstream's migration) is not there yet")
+	}
+	data, err := os.ReadFile(filepath.Join("..", "ingest", "otlp", "testdata", "exports", "traceloop-client.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := otlp.Decode(otlp.JSON, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := otlp.Map(req)
+	var listed []string
+	for _, raw := range mapped.Events {
+		ev, err := ingest.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.ToolsList != nil {
+			if len(ev.ToolsList.Tools) != 0 || ev.ToolsList.ServerName != "otel-fixture-server" || ev.ToolsList.ServerVersion != "3.0.0" {
+				t.Fatalf("the span's listing: %+v, want otel-fixture-server 3.0.0's tools named without schemas", ev.ToolsList)
+			}
+			listed = ev.ToolsList.ListedToolNames
+		}
+	}
+	if !slices.Equal(listed, []string{"lookup", "explode"}) {
+		t.Fatalf("listed %v", listed)
+	}
+	served := func(tool, schema string) ingest.ServedSchemaRow {
+		sum := sha256.Sum256([]byte(schema))
+		return ingest.ServedSchemaRow{ServerName: "otel-fixture-server", ServerVersion: "3.0.0", ToolName: tool,
+			SchemaSHA256: hex.EncodeToString(sum[:]), InputSchema: schema, SeenAt: base}
+	}
+	in, err := chwrite.NewTable[ingest.ServedSchemaRow]("mcpulse.served_tool_schemas_in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Insert(context.Background(), h.ch, []ingest.ServedSchemaRow{
+		served("lookup", `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`),
+		served("explode", `{"type":"object","properties":{}}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var values [][]byte
+	for _, raw := range mapped.Events {
+		values = append(values, raw)
+	}
+	h.publish(ingest.TopicToolCalls, values...)
+	reads := &storedQueries{Conn: h.ch}
+	h.drain(h.consumer(func(cfg *consumers.Config) { cfg.ClickHouse = reads }))
+
+	type derived struct {
+		tool, source, reason, keys string
+		unknown                    uint8
+	}
+	rows, err := h.ch.Query(context.Background(), `SELECT tool_name, ignored_keys_source, ignored_keys_reason,
+		arrayStringConcat(ignored_keys, ',') AS keys, unknown_tool FROM mcpulse.tool_calls FINAL ORDER BY tool_name, keys`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []derived
+	for rows.Next() {
+		var d derived
+		if err := rows.Scan(&d.tool, &d.source, &d.reason, &d.keys, &d.unknown); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []derived{
+		{"explode", "schema", "", "", 0}, // {}
+		{"ghost", "not_measurable", "no_schema", "", 1},
+		{"lookup", "schema", "", "", 0},        // {"city":"Oslo"}
+		{"lookup", "schema", "", "", 0},        // {"city":5}: refused by validation
+		{"lookup", "schema", "", "country", 0}, // {"city":"Bergen","country":"NO"}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("derived per call, by tool and keys:\n got %+v\nwant %+v", got, want)
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Errorf("the stored listing of otel-fixture-server 3.0.0 was read %d times, want once", n)
 	}
 }

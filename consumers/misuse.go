@@ -19,8 +19,9 @@ import (
 // call's own session was served it last before the call, classify its error, and tell a call
 // to a tool that listing lacks. The consumer feeds the batch's $mcp_tools_list events to its
 // listing state (misuse.Listings) in event-time order and asks it to judge each call; for a
-// server version the state knows no listing of, the stored listing is read from ClickHouse
-// (sql/queries/served_tool_schemas_for_server.sql).
+// server version the state knows no listing of, or whose listing names a called tool without
+// its schema, the stored listing is read from ClickHouse
+// (sql/queries/served_tool_schemas_for_server.sql), once per version per batch at most.
 
 // listingPage is a tools list event as the listing state takes it; pos is its place in the log.
 func listingPage(ev *ingest.Event, pos misuse.Position) misuse.ListingPage {
@@ -88,9 +89,10 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 		return misuse.CallAt{Server: r.ServerName, Version: r.ServerVersion, Session: ev.ToolCall.SessionID, At: ev.Timestamp,
 			Pos: misuse.Position{Partition: r.KafkaPartition, Offset: r.KafkaOffset}}
 	}
-	// Calls nothing in the stream judges: their versions' stored listings, read once.
+	// Calls the stream gives no schema for (no listing of their version, or one that names the
+	// tool without its schema): their versions' stored listings, read at most once per batch.
 	type versionKey struct{ server, version string }
-	loaded := map[versionKey]bool{}
+	asked, read := map[versionKey]bool{}, map[versionKey]bool{}
 	now := c.now()
 	for i := range rows {
 		r := &rows[i]
@@ -100,14 +102,15 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 		}
 		verdicts[i] = c.listings.Judge(at(r, ev), r.RawToolName)
 		k := versionKey{r.ServerName, r.ServerVersion}
-		if verdicts[i].From != misuse.ServedNone || loaded[k] {
+		if !wantsStored(verdicts[i]) || asked[k] {
 			continue
 		}
-		loaded[k] = true
+		asked[k] = true
 		if c.listings.NeedsStored(k.server, k.version, now) {
 			if err := c.loadStored(ctx, c.cfg.ClickHouse, k.server, k.version, now); err != nil {
 				return err
 			}
+			read[k] = true
 		}
 	}
 	for i := range rows {
@@ -116,7 +119,7 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 		if ev == nil {
 			continue
 		}
-		if judgedByListing(r) && verdicts[i].From == misuse.ServedNone && loaded[versionKey{r.ServerName, r.ServerVersion}] {
+		if judgedByListing(r) && wantsStored(verdicts[i]) && read[versionKey{r.ServerName, r.ServerVersion}] {
 			verdicts[i] = c.listings.Judge(at(r, ev), r.RawToolName)
 		}
 		v := verdicts[i]
@@ -136,6 +139,14 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 		}
 	}
 	return nil
+}
+
+// wantsStored reports whether a call's verdict may change once its version's stored listing is
+// read: no listing judged it, or the listing that did names the tool without a schema (as
+// @traceloop/instrumentation-mcp's tools/list span does), and the stored listing may hold the
+// schema (the same server's PostHog events, or the scheduled schema check's fetch).
+func wantsStored(v misuse.Verdict) bool {
+	return v.Schema == nil && !v.Unknown
 }
 
 // judgedByListing reports whether a tool call is judged against the listings of its server

@@ -244,6 +244,10 @@ func RecordSchemaChecks(ctx context.Context, ch driver.Conn, end time.Time) (int
 				Server: schemacheck.ServerConfig{
 					Name: name, URL: "http://" + ln.Addr().String() + "/" + name + "/mcp",
 					MaxOversized: &maxOversized, MinNestedCoverage: &minCoverage,
+					// Every corpus server is the same stand-in (serverInfo mcptest-corpus 1):
+					// stored, their listings would mix under that one name. The demo's served
+					// schemas come from its traffic (PublishServedSchemas).
+					StoreServedSchemas: new(false),
 				},
 				ClickHouse: ch,
 				Now:        func() time.Time { return startedAt.Add(time.Since(began)) },

@@ -148,15 +148,25 @@ type ServedSchemaRow struct {
 	EventUUID uuid.UUID `ch:"event_uuid"`
 }
 
+// NewServedSchemaRow is the served_tool_schemas_in row of one tool that server name and
+// version served, seen at seenAt: schema_sha256 is the hex SHA-256 of its InputSchema text as
+// served, truncated says the text holds the MCP analytics SDK's cut or redaction markers
+// (misuse.SchemaTruncated), event is the event (or schema check run) that saw it. The consumer
+// writes a $mcp_tools_list event's tools with it, and the schema check
+// (schemacheck.StoreServedSchemas) the tools it fetched from the server.
+func NewServedSchemaRow(server, version string, tool ServedTool, seenAt time.Time, event uuid.UUID) ServedSchemaRow {
+	sum := sha256.Sum256(tool.InputSchema)
+	return ServedSchemaRow{
+		ServerName: server, ServerVersion: version, ToolName: tool.Name,
+		SchemaSHA256: hex.EncodeToString(sum[:]), InputSchema: string(tool.InputSchema), Description: tool.Description,
+		Truncated: flag(truncated.of(sum, tool.InputSchema)), SeenAt: seenAt, EventUUID: event,
+	}
+}
+
 func toolsListRows(rs *Rows, ev *Event, _ RowContext) {
 	t := ev.ToolsList
 	for _, tool := range t.Tools {
-		sum := sha256.Sum256(tool.InputSchema)
-		rs.ServedSchemas = append(rs.ServedSchemas, ServedSchemaRow{
-			ServerName: t.ServerName, ServerVersion: t.ServerVersion, ToolName: tool.Name,
-			SchemaSHA256: hex.EncodeToString(sum[:]), InputSchema: string(tool.InputSchema), Description: tool.Description,
-			Truncated: flag(truncated.of(sum, tool.InputSchema)), SeenAt: ev.Timestamp, EventUUID: ev.UUID,
-		})
+		rs.ServedSchemas = append(rs.ServedSchemas, NewServedSchemaRow(t.ServerName, t.ServerVersion, tool, ev.Timestamp, ev.UUID))
 	}
 }
 

@@ -13,12 +13,21 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/schemacheck"
 )
 
 // SchemaRatchet is the scheduled schema check of one MCP server: list its tools (or, for a
 // traffic server, read the snapshots of the version seen most recently), check the ratchets,
 // store the run in schema_check_runs and its tools in schema_check_tools.
+//
+// A url or command server's listed tools are also stored in served_tool_schemas
+// (schemacheck.StoreServedSchemas), under the name and version the server gives itself in its
+// initialize result's serverInfo, seen at the run's start: the consumer reads a server
+// version's schemas there for calls whose listing named the tool without a schema (the spans
+// of @traceloop/instrumentation-mcp), so such a server's calls get their ignored keys. On by
+// default; ratchets.yaml's store_served_schemas: false turns it off for a server. A server
+// whose serverInfo has no name is logged and nothing is stored for it.
 type SchemaRatchet struct {
 	Server     schemacheck.ServerConfig
 	ClickHouse driver.Conn
@@ -48,6 +57,7 @@ func (j *SchemaRatchet) RunOnce(ctx context.Context) (Run, error) {
 	ctx, cancel := context.WithTimeout(ctx, j.Timeout)
 	defer cancel()
 	var tools []schemacheck.Tool
+	var listing *schemacheck.Listing // what a url or command server was listed
 	var err error
 	if t := j.Server.Traffic; t != nil {
 		run.Source = schemacheck.RunFromTraffic
@@ -57,7 +67,10 @@ func (j *SchemaRatchet) RunOnce(ctx context.Context) (Run, error) {
 	} else {
 		var src schemacheck.Source
 		if src, err = j.Server.Source(j.Getenv); err == nil {
-			tools, err = schemacheck.LoadFromServer(ctx, src)
+			var l schemacheck.Listing
+			if l, err = schemacheck.LoadListing(ctx, src); err == nil {
+				tools, listing = l.Tools, &l
+			}
 		}
 	}
 	if err == nil {
@@ -67,6 +80,18 @@ func (j *SchemaRatchet) RunOnce(ctx context.Context) (Run, error) {
 	run.Duration = j.Now().Sub(started)
 	if serr := schemacheck.StoreRun(context.WithoutCancel(ctx), j.ClickHouse, run); serr != nil {
 		return run, fmt.Errorf("store schema check of %s: %w", j.Server.Name, serr)
+	}
+	if listing != nil && j.Server.StoresServedSchemas() {
+		n, serr := schemacheck.StoreServedSchemas(context.WithoutCancel(ctx), j.ClickHouse, run, *listing)
+		switch {
+		case errors.Is(serr, schemacheck.ErrNoServerName):
+			j.Logger.Warn("schema check: served schemas not stored", "server", j.Server.Name, "err", serr)
+		case serr != nil:
+			return run, fmt.Errorf("store the served schemas of %s: %w", j.Server.Name, serr)
+		default:
+			j.Logger.Info("schema check: served schemas stored", "server", j.Server.Name,
+				"server_info_name", safetext.Escape(listing.Server.Name), "server_info_version", safetext.Escape(listing.Server.Version), "tools", n)
+		}
 	}
 	if j.Summary != nil {
 		j.Summary(run)

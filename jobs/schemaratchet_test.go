@@ -3,6 +3,8 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"net"
 	"net/http"
@@ -224,5 +226,100 @@ func TestMissingTokenIsNamedAtStartupAndInEachRun(t *testing.T) {
 	run, err := job.RunOnce(context.Background())
 	if err != nil || run.Err != nil || run.Report.Tools != len(tools) {
 		t.Fatalf("run with the token: %v / %v, report %+v", err, run.Err, run.Report)
+	}
+}
+
+// A url server's check also stores the tools it listed in served_tool_schemas, under the name
+// and version the server gives itself in its initialize result (here the official Go SDK's
+// serverInfo "mcptest-corpus" "1", not the configured name), each schema as served, its
+// description, seen at the run's start (its seconds): the stored listing the consumer reads
+// (served_tool_schemas_for_server.sql) for calls traced without schemas. With
+// store_served_schemas: false nothing is stored; a traffic server's run stores nothing either.
+func TestServerRunStoresServedSchemas(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	tools, err := mcptest.LoadSet(filepath.Join("..", "testdata", "mcp-tool-schemas"), "sentry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcptest.NewServer(tools, 5) // paged: every page's tools are stored
+	web := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.Server }, nil))
+	defer web.Close()
+	stored := func() uint64 {
+		var n uint64
+		if err := e.ClickHouse.QueryRow(ctx, "SELECT count() FROM mcpulse.v_served_tool_schemas").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	started := time.Date(2026, 12, 1, 9, 30, 15, 0, time.UTC)
+	server := schemacheck.ServerConfig{Name: "sentry-prod", URL: web.URL + "/mcp", StoreServedSchemas: new(false)}
+	off := &SchemaRatchet{Server: server, ClickHouse: e.ClickHouse, Now: func() time.Time { return started }}
+	if run, err := off.RunOnce(ctx); err != nil || run.Err != nil {
+		t.Fatalf("run: %v / %v", err, run.Err)
+	}
+	if n := stored(); n != 0 {
+		t.Fatalf("store_served_schemas: false stored %d served schemas", n)
+	}
+
+	server.StoreServedSchemas = nil // the default: on
+	job := &SchemaRatchet{Server: server, ClickHouse: e.ClickHouse, Now: func() time.Time { return started }}
+	run, err := job.RunOnce(ctx)
+	if err != nil || run.Err != nil || run.Report.Tools != len(tools) {
+		t.Fatalf("run: %v / %v, report %+v", err, run.Err, run.Report)
+	}
+	if srv.ListCalls() < 2 {
+		t.Fatalf("%d tools/list pages served, want the listing paged", srv.ListCalls())
+	}
+	type row struct{ sha, schema, description, first, last string }
+	got := map[string]row{}
+	rows, err := e.ClickHouse.Query(ctx, `SELECT server_name, server_version, tool_name, schema_sha256, input_schema, description,
+		toString(first_seen), toString(last_seen) FROM mcpulse.v_served_tool_schemas`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, version, tool string
+		var r row
+		if err := rows.Scan(&name, &version, &tool, &r.sha, &r.schema, &r.description, &r.first, &r.last); err != nil {
+			t.Fatal(err)
+		}
+		if name != "mcptest-corpus" || version != "1" {
+			t.Errorf("%s stored under server %q version %q, want the serverInfo's mcptest-corpus 1", tool, name, version)
+		}
+		got[tool] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(tools) {
+		t.Fatalf("%d tools stored, want the %d listed", len(got), len(tools))
+	}
+	for _, tool := range tools {
+		raw, err := mcptest.Compact(tool.InputSchema) // the SDK serves the corpus file's JSON compacted
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(raw)
+		want := row{hex.EncodeToString(sum[:]), string(raw), tool.Description, "2026-12-01 09:30:15", "2026-12-01 09:30:15"}
+		if got[tool.Name] != want {
+			t.Errorf("%s stored as %+v, want %+v", tool.Name, got[tool.Name], want)
+		}
+	}
+	// The consumer's read of the stored listing finds them.
+	snap, err := schemacheck.LoadFromTraffic(ctx, e.ClickHouse, schemacheck.TrafficSource{ServerName: "mcptest-corpus"})
+	if err != nil || snap.ServerVersion != "1" || len(snap.Tools) != len(tools) {
+		t.Fatalf("stored listing read back: version %q, %d tools, %v", snap.ServerVersion, len(snap.Tools), err)
+	}
+
+	// A traffic server's check stores nothing more: its tools were read from the table.
+	traffic := &SchemaRatchet{Server: schemacheck.ServerConfig{Name: "corpus-traffic",
+		Traffic: &schemacheck.TrafficConfig{ServerName: "mcptest-corpus"}}, ClickHouse: e.ClickHouse, Now: func() time.Time { return started.Add(time.Hour) }}
+	if run, err := traffic.RunOnce(ctx); err != nil || run.Err != nil {
+		t.Fatalf("traffic run: %v / %v", err, run.Err)
+	}
+	var last string
+	if err := e.ClickHouse.QueryRow(ctx, "SELECT toString(max(last_seen)) FROM mcpulse.v_served_tool_schemas").Scan(&last); err != nil || last != "2026-12-01 09:30:15" {
+		t.Fatalf("after a traffic run, last seen %s (%v): want the server run's time", last, err)
 	}
 }

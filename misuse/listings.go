@@ -17,8 +17,9 @@ import (
 // list_changed, then a new tools/list), so a call is judged against what its own session was
 // listed last before it, not against one listing per server version.
 //
-// How a call is judged (Listings.Judge): the tool's schema, and whether the tool is listed, are
-// taken from the first of these that has the call's tool or a complete listing:
+// How a call is judged (Listings.Judge): whether the tool is listed is taken from the first of
+// these that has the call's tool or a complete listing, and the tool's schema from the first
+// that has one for it:
 //
 //  1. the session's listing in effect at the call: the latest of the session's listings at or
 //     before the call's event time, among those not after the call in its Kafka partition;
@@ -27,10 +28,16 @@ import (
 //     sessionless call (no $session_id: stateless servers, MCP 2026-07-28) and a call of a
 //     session that listed nothing are judged;
 //  3. the server version's stored listing (PutStored: what the consumer read from
-//     served_tool_schemas for a version it has not seen in the stream).
+//     served_tool_schemas for a version it has not seen in the stream, or whose listing named
+//     a called tool without its schema).
 //
 // A tool is unknown only when the listing that decides is complete: its first page and its
-// last page (no nextCursor) were seen, and every page carried $mcp_listed_tool_names.
+// last page (no nextCursor) were seen, and every page carried $mcp_listed_tool_names. A listing
+// that names the tool without its schema decides that the tool is listed, and the later levels
+// are still asked for the schema: @traceloop/instrumentation-mcp's tools/list span names the
+// tools without schemas, and the stored listing (the same server's PostHog events, a
+// semantic-convention tools/list span, or the scheduled schema check's own fetch) has them. A
+// later level that lacks the tool does not make it unknown then.
 //
 // Pages: a tools/list request without a cursor starts a listing; one with a cursor continues
 // the listing of the same session (of the same server version when sessionless) whose last
@@ -106,7 +113,8 @@ const (
 	// ServedSession: the listing the call's own session was served last before the call.
 	ServedSession ServedFrom = "session"
 	// ServedVersion: the server version's listing in effect at the call (a sessionless call,
-	// or a session that listed nothing, or whose listing lacked the tool and was incomplete).
+	// or a session that listed nothing, or whose listing lacked the tool and was incomplete,
+	// or named it without its schema).
 	ServedVersion ServedFrom = "version"
 	// ServedStored: the server version's stored listing (PutStored).
 	ServedStored ServedFrom = "stored"
@@ -114,12 +122,13 @@ const (
 
 // Verdict is what Judge found for one call.
 type Verdict struct {
-	// Schema is the tool's compiled input schema, nil when the listing that judged the call
-	// has no schema for it (then Derive reports ReasonNoSchema).
+	// Schema is the tool's compiled input schema, nil when no listing of the call's levels
+	// has a schema for it (then Derive reports ReasonNoSchema).
 	Schema *Schema
 	// Unknown says the tool is not in the complete listing that judged the call.
 	Unknown bool
-	// From is which listing judged the call.
+	// From is the listing the schema came from; without a schema, the listing that decided
+	// whether the tool is listed (ServedNone: none did).
 	From ServedFrom
 }
 
@@ -549,8 +558,10 @@ func (t *timeline) inEffect(at int64, pos Position) *listing {
 }
 
 // Judge returns the schema of tool for call c and whether the tool is unknown, from the
-// listing in effect at the call (see the order above). A call without a server name is
-// judged against the listings without one (the caller decides which calls those may judge).
+// listings in effect at the call (see the order above: the first listing that has the tool or
+// is complete decides unknown; the first that has the tool's schema gives it). A call without
+// a server name is judged against the listings without one (the caller decides which calls
+// those may judge).
 func (l *Listings) Judge(c CallAt, tool string) Verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -566,20 +577,25 @@ func (l *Listings) Judge(c CallAt, tool string) Verdict {
 		levels[1] = v.inEffect(at, c.Pos)
 		levels[2] = v.stored
 	}
+	listedBy := ServedNone // the first listing that named the tool without a schema
 	for i, lst := range levels {
 		if lst == nil {
 			continue
 		}
 		from := []ServedFrom{ServedSession, ServedVersion, ServedStored}[i]
 		t, listed := lst.lookup(tool)
-		if t.schema != nil {
+		switch {
+		case t.schema != nil:
 			return Verdict{Schema: l.compiled(t.schema), From: from}
-		}
-		if lst.complete {
-			return Verdict{Unknown: !listed, From: from}
+		case listedBy != ServedNone:
+			// Listed already: only a schema is looked for.
+		case listed:
+			listedBy = from
+		case lst.complete:
+			return Verdict{Unknown: true, From: from}
 		}
 	}
-	return Verdict{}
+	return Verdict{From: listedBy}
 }
 
 // NeedsStored reports whether the server version's stored listing should be read (PutStored):

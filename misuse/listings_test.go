@@ -338,3 +338,56 @@ func TestListingsRelistsCollapse(t *testing.T) {
 		t.Errorf("stats %+v: re-lists that changed nothing dropped listings", st)
 	}
 }
+
+// names is a first page of session's listing at second s naming tools without their schemas,
+// as @traceloop/instrumentation-mcp's tools/list span is mapped.
+func names(session string, s int, tools ...string) misuse.ListingPage {
+	return misuse.ListingPage{Server: "srv", Version: "1.0", Session: session, At: at(s), Pos: misuse.NoPosition, Names: tools}
+}
+
+// TestListingsSchemaFromLaterLevel: a listing that names the tool without its schema decides
+// that it is listed, and the schema comes from the version's listing or the stored one; a
+// later level lacking the tool does not make it unknown, and a complete listing lacking the
+// tool still decides unknown.
+func TestListingsSchemaFromLaterLevel(t *testing.T) {
+	l := misuse.NewListings(misuse.ListingsConfig{})
+	l.Observe(names("span", 10, "search", "fetch"))
+	// Names only, nothing else known: listed, no schema.
+	if v := l.Judge(call("span", 11), "search"); v.Unknown || v.Schema != nil || v.From != misuse.ServedSession {
+		t.Errorf("names only: %+v, want listed by the session, no schema", v)
+	}
+	l.PutStored("srv", "1.0", []misuse.ServedTool{tool("search", "q")}, at(0))
+	v := l.Judge(call("span", 11), "search")
+	if v.Unknown || v.Schema == nil || v.From != misuse.ServedStored {
+		t.Fatalf("names only, schema stored: %+v, want the stored schema", v)
+	}
+	if got := ignored(t, v, `{"q":"x","limit":"5"}`); got.Source != misuse.SourceSchema || !reflect.DeepEqual(got.Keys, []string{"limit"}) {
+		t.Errorf("names only, schema stored: %+v, want limit ignored (from the schema)", got)
+	}
+	// fetch is listed by the session though the (complete) stored listing lacks it.
+	if v := l.Judge(call("span", 11), "fetch"); v.Unknown || v.Schema != nil || v.From != misuse.ServedSession {
+		t.Errorf("listed by the session, not stored: %+v, want listed, no schema", v)
+	}
+	// A tool the session's complete listing lacks is unknown, whatever is stored.
+	l.PutStored("srv", "1.0", []misuse.ServedTool{tool("search", "q"), tool("gone", "q")}, at(1))
+	if v := l.Judge(call("span", 11), "gone"); !v.Unknown || v.From != misuse.ServedSession {
+		t.Errorf("not in the session's complete listing: %+v, want unknown from the session", v)
+	}
+	// The version's listing in effect gives a schema before the stored one does.
+	l.Observe(page("posthog", 20, tool("search", "q", "limit"), tool("fetch", "url")))
+	v = l.Judge(call("span", 21), "search")
+	if v.Schema == nil || v.From != misuse.ServedVersion {
+		t.Fatalf("names only, another session listed the schema: %+v, want the version's schema", v)
+	}
+	if got := ignored(t, v, `{"q":"x","limit":"5"}`); got.Source != misuse.SourceSchema || len(got.Keys) != 0 {
+		t.Errorf("the version's schema declares limit: %+v, want nothing ignored", got)
+	}
+	// An incomplete listing naming the tool decides it is listed: a later complete level
+	// lacking it does not make it unknown.
+	p := names("paged", 30, "extra")
+	p.NextCursor = "more"
+	l.Observe(p)
+	if v := l.Judge(call("paged", 31), "extra"); v.Unknown || v.Schema != nil || v.From != misuse.ServedSession {
+		t.Errorf("named by an incomplete listing only: %+v, want listed by the session, no schema", v)
+	}
+}

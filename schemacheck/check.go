@@ -34,6 +34,9 @@ const (
 type Tool struct {
 	Name        string
 	InputSchema json.RawMessage
+	// Description is the tool's description as served ("" when absent or not a string); the
+	// check does not read it (served_tool_schemas keeps it beside the schema).
+	Description string
 	// Truncated says the schema is a snapshot the PostHog MCP analytics SDK cut or redacted
 	// before sending it (LoadFromTraffic): its size is a lower bound (an oversized one is
 	// certainly oversized), properties the SDK replaced are left out of the coverage counts,

@@ -45,6 +45,11 @@ type ServerConfig struct {
 	Schedule string `yaml:"schedule"`
 	// Timeout bounds one listing of the server's tools; zero means DefaultTimeout.
 	Timeout time.Duration `yaml:"timeout"`
+	// StoreServedSchemas says whether each check that listed the server's tools also stores
+	// them in served_tool_schemas under the server's serverInfo name and version
+	// (StoreServedSchemas), where the consumer finds the schemas of calls traced without them.
+	// Default (nil) true; url and command servers only.
+	StoreServedSchemas *bool `yaml:"store_served_schemas"`
 
 	CharLimit          *int     `yaml:"char_limit"`
 	MaxOversized       *int     `yaml:"max_oversized"`
@@ -214,6 +219,9 @@ func (s ServerConfig) validate() []string {
 		if s.AuthHeaderEnv != "" || len(s.Headers) > 0 || s.Timeout != 0 {
 			p = append(p, "auth_header_env, headers and timeout apply to url servers only (traffic is read from ClickHouse)")
 		}
+		if s.StoreServedSchemas != nil {
+			p = append(p, "store_served_schemas applies to url and command servers only (traffic is read from served_tool_schemas)")
+		}
 	case s.URL != "":
 		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p = append(p, fmt.Sprintf("url %q is not an http(s) URL", s.URL))
@@ -262,6 +270,12 @@ func (s ServerConfig) validate() []string {
 	}
 	p = append(p, s.Limits().Problems(YAMLKey, s.Traffic != nil)...)
 	return p
+}
+
+// StoresServedSchemas reports whether a check of this server stores the tools it listed in
+// served_tool_schemas: store_served_schemas, true when absent; never for a traffic server.
+func (s ServerConfig) StoresServedSchemas() bool {
+	return s.Traffic == nil && (s.StoreServedSchemas == nil || *s.StoreServedSchemas)
 }
 
 // Settings are the checker's settings for this server. A traffic source's snapshots are the

@@ -31,7 +31,7 @@ func TestLoadConfigExample(t *testing.T) {
 	maxOversized, minCoverage, inject := 44, 0.55, true
 	want := ServerConfig{
 		Name: "posthog", URL: "https://mcp.posthog.com/mcp", AuthHeaderEnv: "POSTHOG_MCP_TOKEN",
-		Headers: map[string]string{"X-Team": "1"}, Schedule: "@every 6h", Timeout: 30 * time.Second,
+		Headers: map[string]string{"X-Team": "1"}, Schedule: "@every 6h", Timeout: 30 * time.Second, StoreServedSchemas: new(true),
 		CharLimit: new(16384), MaxOversized: &maxOversized, MinNestedCoverage: &minCoverage, NameMaxLen: new(52),
 		NameRule: new("posthog"), MaxTools: new(0), MaxToolChars: new(0), InjectContext: &inject, ContextDescription: new(""),
 	}
@@ -107,6 +107,15 @@ func TestLoadConfigTraffic(t *testing.T) {
 	if _, err := tr.Source(nil); err == nil {
 		t.Fatal("Source() of a traffic server: no error")
 	}
+	// A traffic server's tools come from served_tool_schemas: nothing to store back.
+	if tr.StoresServedSchemas() {
+		t.Error("a traffic server stores served schemas")
+	}
+	for i, want := range map[int]bool{0: true, 1: false} { // the example's posthog (default) and my-local-server (off)
+		if got := cfg.Servers[i].StoresServedSchemas(); got != want {
+			t.Errorf("server %s: StoresServedSchemas() = %v, want %v", cfg.Servers[i].Name, got, want)
+		}
+	}
 	pinned, err := LoadConfig(writeConfig(t, "servers:\n  - name: t\n    traffic: {server_name: s, server_version: \"\"}\n    name_rule: mcp\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +132,7 @@ func TestLoadConfigTraffic(t *testing.T) {
     inject_context: true
     context_description: mine
     auth_header_env: TOKEN
+    store_served_schemas: true
     name_rule: kebab
     char_limit: 0
     name_max_len: 0
@@ -138,7 +148,8 @@ func TestLoadConfigTraffic(t *testing.T) {
 		`:2: server "t": name_max_len is 0: want a positive length`,
 		`:2: server "t": inject_context does not apply to traffic`,
 		`:2: server "t": context_description does not apply to traffic`,
-		`:10: server "u": more than one source`,
+		`:2: server "t": store_served_schemas applies to url and command servers only`,
+		`:11: server "u": more than one source`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("problems %v lack %q", err, want)

@@ -74,9 +74,32 @@ func (s Source) String() string {
 	return "stdio server " + strings.Join(s.Command, " ")
 }
 
-// LoadFromServer connects to the server, initializes an MCP session, lists every tool
-// (following nextCursor until it is empty) and closes the session. Each Tool's InputSchema is
-// the raw JSON of the server's tools/list result, byte for byte.
+// ServerInfo is how an MCP server names itself: the serverInfo (an Implementation: name and
+// version) of its initialize result (MCP specification, "Lifecycle"). The MCP analytics SDK
+// reports it as $mcp_server_name and $mcp_server_version, Traceloop's spans name the server by
+// it, and served_tool_schemas keeps a server's schemas under it.
+type ServerInfo struct {
+	Name, Version string
+}
+
+// Listing is what LoadListing got of a server: how it names itself and the tools it lists.
+type Listing struct {
+	Server ServerInfo
+	Tools  []Tool
+}
+
+// LoadFromServer is LoadListing's tools: the server's tools as listed, with their raw input
+// schemas.
+func LoadFromServer(ctx context.Context, src Source) ([]Tool, error) {
+	l, err := LoadListing(ctx, src)
+	return l.Tools, err
+}
+
+// LoadListing connects to the server, initializes an MCP session, lists every tool
+// (following nextCursor until it is empty) and closes the session. Server is the initialize
+// result's serverInfo; each Tool's InputSchema is the raw JSON of the server's tools/list
+// result, byte for byte. The error wraps one of ErrUnreachable, ErrAuth, ErrTimeout and
+// ErrInvalidTools when it is one of those.
 //
 // The SDK client decodes a tool's inputSchema into a map[string]any, which loses the key order,
 // turns numbers into float64 and, marshalled back, HTML-escapes <, > and & — all of which
@@ -84,9 +107,18 @@ func (s Source) String() string {
 // x-mcp-header annotations it rejects. So the SDK drives the protocol (initialize, the
 // tools/list calls, pagination, the transports) while a thin wrapper around its connection
 // keeps the raw result of every tools/list response, and the tools are read from that.
-func LoadFromServer(ctx context.Context, src Source) ([]Tool, error) {
+func LoadListing(ctx context.Context, src Source) (Listing, error) {
+	tools, info, err := loadListing(ctx, src)
+	if err != nil {
+		return Listing{}, err
+	}
+	return Listing{Server: info, Tools: tools}, nil
+}
+
+func loadListing(ctx context.Context, src Source) ([]Tool, ServerInfo, error) {
+	var info ServerInfo
 	if (src.URL == "") == (len(src.Command) == 0) {
-		return nil, errors.New("schemacheck: a source needs exactly one of a URL and a command")
+		return nil, info, errors.New("schemacheck: a source needs exactly one of a URL and a command")
 	}
 	timeout := src.Timeout
 	if timeout <= 0 {
@@ -102,11 +134,11 @@ func LoadFromServer(ctx context.Context, src Source) ([]Tool, error) {
 	if src.URL != "" {
 		u, err := url.Parse(src.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("schemacheck: server URL %q is not an http(s) URL", src.URL)
+			return nil, info, fmt.Errorf("schemacheck: server URL %q is not an http(s) URL", src.URL)
 		}
 		for name, value := range src.Headers {
 			if !validHeaderName(name) || strings.ContainsAny(value, "\r\n\x00") {
-				return nil, fmt.Errorf("schemacheck: invalid HTTP header %q", name)
+				return nil, info, fmt.Errorf("schemacheck: invalid HTTP header %q", name)
 			}
 		}
 		base := http.DefaultTransport.(*http.Transport).Clone()
@@ -121,7 +153,7 @@ func LoadFromServer(ctx context.Context, src Source) ([]Tool, error) {
 		defer base.CloseIdleConnections()
 	} else {
 		if src.Command[0] == "" {
-			return nil, errors.New("schemacheck: empty stdio command")
+			return nil, info, errors.New("schemacheck: empty stdio command")
 		}
 		cmd = exec.Command(src.Command[0], src.Command[1:]...)
 		stderr = &tailBuffer{max: 2048}
@@ -143,7 +175,10 @@ func LoadFromServer(ctx context.Context, src Source) ([]Tool, error) {
 	fail := func(err error) error { return classifyLoadError(ctx, src, timeout, phase, wire, stderr, err) }
 	session, err := client.Connect(ctx, captured, &mcp.ClientSessionOptions{ProtocolVersion: clientProtocolVersion})
 	if err != nil {
-		return nil, fail(err)
+		return nil, info, fail(err)
+	}
+	if init := session.InitializeResult(); init != nil && init.ServerInfo != nil {
+		info = ServerInfo{Name: init.ServerInfo.Name, Version: init.ServerInfo.Version}
 	}
 	closed := false
 	closeSession := func() {
@@ -161,33 +196,33 @@ func LoadFromServer(ctx context.Context, src Source) ([]Tool, error) {
 		phase = fmt.Sprintf("tools/list (page %d)", page)
 		wire.startList()
 		if _, err := session.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor}); err != nil {
-			return nil, fail(err)
+			return nil, info, fail(err)
 		}
 		raw, ok := wire.listResult()
 		if !ok {
-			return nil, fmt.Errorf("schemacheck: %s: %s: the tools/list response was not seen on the connection", src, phase)
+			return nil, info, fmt.Errorf("schemacheck: %s: %s: the tools/list response was not seen on the connection", src, phase)
 		}
 		pageTools, next, err := decodeToolsPage(raw)
 		if err != nil {
-			return nil, fmt.Errorf("schemacheck: %s: %s: %w: %v", src, phase, ErrInvalidTools, err)
+			return nil, info, fmt.Errorf("schemacheck: %s: %s: %w: %v", src, phase, ErrInvalidTools, err)
 		}
 		tools = append(tools, pageTools...)
 		if len(tools) > MaxListedTools {
-			return nil, fmt.Errorf("schemacheck: %s: %w: more than %d tools listed (at page %d); refusing to go on",
+			return nil, info, fmt.Errorf("schemacheck: %s: %w: more than %d tools listed (at page %d); refusing to go on",
 				src, ErrInvalidTools, MaxListedTools, page)
 		}
 		if next == "" {
 			break
 		}
 		if seenCursors[next] {
-			return nil, fmt.Errorf("schemacheck: %s: %w: page %d repeats the cursor %q of an earlier page (pagination loops)",
+			return nil, info, fmt.Errorf("schemacheck: %s: %w: page %d repeats the cursor %q of an earlier page (pagination loops)",
 				src, ErrInvalidTools, page, shorten(next, 80))
 		}
 		seenCursors[next] = true
 		cursor = next
 	}
 	closeSession()
-	return tools, nil
+	return tools, info, nil
 }
 
 // decodeToolsPage reads one tools/list result: its tools, with their raw input schemas, and
@@ -219,7 +254,8 @@ func decodeToolsPage(raw json.RawMessage) ([]Tool, string, error) {
 	return tools, next, nil
 }
 
-// decodeTool reads one tool object: a non-empty string name and its inputSchema, raw.
+// decodeTool reads one tool object: a non-empty string name, its inputSchema, raw, and its
+// description.
 func decodeToolObject(raw json.RawMessage) (Tool, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
@@ -228,6 +264,7 @@ func decodeToolObject(raw json.RawMessage) (Tool, error) {
 	var t struct {
 		Name        json.RawMessage `json:"name"`
 		InputSchema json.RawMessage `json:"inputSchema"`
+		Description json.RawMessage `json:"description"`
 	}
 	if err := json.Unmarshal(raw, &t); err != nil {
 		return Tool{}, err
@@ -240,7 +277,10 @@ func decodeToolObject(raw json.RawMessage) (Tool, error) {
 		return Tool{}, fmt.Errorf(`"name" is not a non-empty string: %s`, shorten(string(t.Name), 60))
 	}
 	// A missing inputSchema stays empty (the checker reports it); "inputSchema": null stays null.
-	return Tool{Name: name, InputSchema: bytes.Clone(t.InputSchema)}, nil
+	// A description that is not a string is left out.
+	var desc string
+	_ = json.Unmarshal(t.Description, &desc)
+	return Tool{Name: name, InputSchema: bytes.Clone(t.InputSchema), Description: desc}, nil
 }
 
 // classify turns a failed session step into a clear error wrapping one of the Err* values.

@@ -316,6 +316,30 @@ func newCorpusHTTPServer(t *testing.T, tools []mcptest.Tool) *corpusHTTPServer {
 	return s
 }
 
+// LoadListing also says how the server names itself: its initialize result's serverInfo (the
+// official Go SDK server's Implementation), and keeps each tool's description as served.
+func TestLoadListingServerInfo(t *testing.T) {
+	served, err := mcptest.LoadSet(corpusRoot, "sentry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newCorpusHTTPServer(t, served)
+	l, err := LoadListing(context.Background(), Source{URL: srv.URL + "/mcp",
+		Headers: map[string]string{"Authorization": "Bearer test-token"}, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Server != (ServerInfo{Name: "mcptest-corpus", Version: "1"}) {
+		t.Errorf("server info %+v, want mcptest-corpus 1", l.Server)
+	}
+	sameTools(t, l.Tools, corpusTools(t, "sentry"))
+	for i, tool := range served {
+		if l.Tools[i].Name != tool.Name || l.Tools[i].Description != tool.Description || tool.Description == "" {
+			t.Errorf("tool %d: %s described %q, want %s's %q", i, l.Tools[i].Name, l.Tools[i].Description, tool.Name, tool.Description)
+		}
+	}
+}
+
 func TestLoadFromServerHTTP(t *testing.T) {
 	for set := range mcptest.Sets {
 		t.Run(set, func(t *testing.T) {

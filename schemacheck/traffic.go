@@ -97,7 +97,7 @@ func LoadFromTraffic(ctx context.Context, ch driver.Conn, src TrafficSource) (Sn
 		if err := rows.Scan(&name, &sha, &schema, &description, &truncated, &first, &last); err != nil {
 			return snap, fmt.Errorf("schemacheck: reading the schemas seen in traffic: %w", err)
 		}
-		snap.Tools = append(snap.Tools, Tool{Name: name, InputSchema: []byte(schema), Truncated: truncated != 0})
+		snap.Tools = append(snap.Tools, Tool{Name: name, InputSchema: []byte(schema), Description: description, Truncated: truncated != 0})
 		if snap.FirstSeen.IsZero() || first.Before(snap.FirstSeen) {
 			snap.FirstSeen = first.UTC()
 		}

@@ -44,7 +44,11 @@ func newSchedulerCmd() *cobra.Command {
                  ratchets; every run lands in schema_check_runs and schema_check_tools. A
                  server whose token variable (auth_header_env, $NAME in headers) is not set
                  is named at start-up (server, variable), and each of its runs fails saying so
-                 without asking the server
+                 without asking the server. The tools a url or command server listed are also
+                 stored in served_tool_schemas under the name and version its initialize
+                 result gives (serverInfo), where the consumer finds the schemas of calls
+                 traced without them (@traceloop/instrumentation-mcp); on by default,
+                 store_served_schemas: false in ratchets.yaml turns it off per server
   alerts         evaluates the alert rules (dashboards/alerts/*.yaml, plus --alert-rules DIR)
                  and notifies their receivers (--alert-receivers FILE: Alertmanager-format
                  webhooks, Slack incoming webhooks) once when an alert fires and once when it

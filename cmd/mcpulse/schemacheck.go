@@ -90,7 +90,13 @@ same rows the scheduler's ratchet job writes for each of its runs (schema_check_
 schema_check_tools), under the server name (--server-name, or the --config server's name), so
 the Schema ratchet dashboard of "mcpulse dashboards" shows it beside the scheduled runs. The
 run records where its tools came from: "file" for --tools-file, "traffic" for --from-traffic
-(with the version checked), "server" for a listing. A check that could not run stores nothing.
+(with the version checked), "server" for a listing. A listing (--server, --stdio, a url or
+command server of --config) also stores the tools served in served_tool_schemas, under the
+name and version the server gives itself in its initialize result (serverInfo), as the
+scheduled check does: the consumer reads a server version's schemas there for calls traced
+without them (@traceloop/instrumentation-mcp's spans), so their ignored keys are measured
+(store_served_schemas: false in --config's file leaves them out). A check that could not run
+stores nothing.
 The ratchet-broken alert watches production: it counts listings and traffic, not files.
 
 Text output lists the offenders first (oversized tools by size, tools with low coverage, name
@@ -140,7 +146,7 @@ or flags) or, with --store, could not be stored.`,
 	f.StringVar(&o.serverName, "server-name", "", "server name: the one clients prefix tool names with, for the name limits (default: --config's name); with --from-traffic, the server whose snapshots are read ($mcp_server_name)")
 	f.StringVar(&o.serverVersion, "server-version", "", `with --from-traffic: the server version to check ($mcp_server_version; "" is a server that reports none; default: the version seen most recently)`)
 	f.StringVar(&o.clickhouse, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN for --from-traffic, traffic servers of --config and --store, native protocol (default $"+stores.EnvClickHouseDSN+")")
-	f.BoolVar(&o.store, "store", false, "also record the check in ClickHouse (schema_check_runs, schema_check_tools: the rows the scheduler writes) under --server-name or the --config server's name, for the Schema ratchet dashboard")
+	f.BoolVar(&o.store, "store", false, "also record the check in ClickHouse (schema_check_runs, schema_check_tools: the rows the scheduler writes) under --server-name or the --config server's name, for the Schema ratchet dashboard; a server's listing also goes to served_tool_schemas under its serverInfo name and version")
 	f.IntVar(&o.charLimit, "char-limit", schemacheck.DefaultCharLimit, "serialized size at which a tool is oversized")
 	f.IntVar(&o.maxOversized, "max-oversized", schemacheck.DefaultMaxOversized, "ratchet: most oversized tools allowed")
 	f.Float64Var(&o.minNestedCoverage, "min-nested-coverage", schemacheck.DefaultMinNestedCoverage, "ratchet: least share (0 to 1) of nested parameters with a description")
@@ -238,6 +244,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 	var traffic *schemacheck.TrafficSource
 	var what string
 	source := schemacheck.RunFromServer // where the tools come from, for --store
+	storeServed := true                 // --store also stores a listing's served schemas
 	switch {
 	case o.config != "":
 		server, err := schemacheck.PickServer(o.config, o.name)
@@ -245,6 +252,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 			return schemacheckCannotRun(cmd, err)
 		}
 		settings = server.Settings()
+		storeServed = server.StoresServedSchemas()
 		if server.Traffic != nil {
 			t := server.Traffic.Source()
 			traffic = &t
@@ -311,6 +319,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 	run := schemacheck.NewRun(settings.ServerName, source, time.Now())
 
 	var tools []schemacheck.Tool
+	var listing *schemacheck.Listing // what a server was listed
 	switch {
 	case o.toolsFile != "":
 		var warnings []string
@@ -321,7 +330,10 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 	case traffic != nil:
 		tools, run.ServerVersion, what, err = loadTraffic(cmd, o, *traffic, what)
 	default:
-		tools, err = schemacheck.LoadFromServer(cmd.Context(), src)
+		var l schemacheck.Listing
+		if l, err = schemacheck.LoadListing(cmd.Context(), src); err == nil {
+			tools, listing = l.Tools, &l
+		}
 	}
 	if err != nil {
 		return schemacheckCannotRun(cmd, err)
@@ -341,7 +353,10 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 		schemacheck.WriteText(out, what, settings, report, o.limit)
 	}
 	if o.store {
-		if err := storeRun(cmd, o, run); err != nil {
+		if !storeServed {
+			listing = nil
+		}
+		if err := storeRun(cmd, o, run, listing); err != nil {
 			return schemacheckCannotRun(cmd, fmt.Errorf("the check ran but was not stored: %w", err))
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: stored as run %s of server %q (source %s) in schema_check_runs and schema_check_tools\n",
@@ -375,8 +390,11 @@ func loadTraffic(cmd *cobra.Command, o *schemacheckOptions, t schemacheck.Traffi
 		snap.FirstSeen.Format(time.RFC3339), snap.LastSeen.Format(time.RFC3339)), nil
 }
 
-// storeRun records a check that ran (--store) through schemacheck.StoreRun, within --timeout.
-func storeRun(cmd *cobra.Command, o *schemacheckOptions, run schemacheck.Run) error {
+// storeRun records a check that ran (--store) through schemacheck.StoreRun and, when listing
+// is not nil (tools listed from a server), its served schemas through
+// schemacheck.StoreServedSchemas, as the scheduler's ratchet job does, within --timeout. A
+// server whose serverInfo has no name gets a warning, not a failure.
+func storeRun(cmd *cobra.Command, o *schemacheckOptions, run schemacheck.Run, listing *schemacheck.Listing) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 	defer cancel()
 	ch, err := stores.OpenClickHouse(ctx, o.clickhouse)
@@ -384,5 +402,21 @@ func storeRun(cmd *cobra.Command, o *schemacheckOptions, run schemacheck.Run) er
 		return err
 	}
 	defer ch.Close()
-	return schemacheck.StoreRun(ctx, ch, run)
+	if err := schemacheck.StoreRun(ctx, ch, run); err != nil {
+		return err
+	}
+	if listing == nil {
+		return nil
+	}
+	n, err := schemacheck.StoreServedSchemas(ctx, ch, run, *listing)
+	switch {
+	case errors.Is(err, schemacheck.ErrNoServerName):
+		fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: warning: served schemas not stored: %v\n", err)
+	case err != nil:
+		return fmt.Errorf("served schemas: %w", err)
+	default:
+		fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse schemacheck: stored the %d tools served in served_tool_schemas under the server's serverInfo %q version %q\n",
+			n, safetext.Escape(listing.Server.Name), safetext.Escape(listing.Server.Version))
+	}
+	return nil
 }

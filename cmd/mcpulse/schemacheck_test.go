@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,8 +16,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/demo/mcptest"
 	"github.com/mcpulse/mcpulse/sql"
 	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
@@ -290,5 +295,46 @@ schema_sha256, input_schema, description, truncated, seen_at, event_uuid)`)
 		if exitCode(err) != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%q: exit %d, %s", tc.args, exitCode(err), stderr)
 		}
+	}
+}
+
+// A server checked by hand with --store also stores the tools it listed in
+// served_tool_schemas, under the server's own serverInfo name and version (not --server-name),
+// as the scheduled check does; a file check stores none.
+func TestSchemacheckStoreServedSchemas(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	dsn := e.Stack.ClickHouseDSN
+	root := filepath.Join("..", "..", "testdata", "mcp-tool-schemas")
+	served := func() uint64 {
+		var n uint64
+		if err := e.ClickHouse.QueryRow(ctx, "SELECT count() FROM mcpulse.v_served_tool_schemas WHERE server_name = 'mcptest-corpus' AND server_version = '1'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err, _, stderr := runSchemacheckCmd(t, "--tools-file", filepath.Join(root, "sentry-mcp", "toolDefinitions.json"), "--server-name", "sentry-file",
+		"--store", "--clickhouse", dsn, "--max-oversized", "100", "--min-nested-coverage", "0"); err != nil {
+		t.Fatalf("file check --store: %v %s", err, stderr)
+	}
+	var all uint64
+	if err := e.ClickHouse.QueryRow(ctx, "SELECT count() FROM mcpulse.v_served_tool_schemas").Scan(&all); err != nil || all != 0 {
+		t.Fatalf("a file check stored %d served schemas (%v), want none", all, err)
+	}
+
+	tools, err := mcptest.LoadSet(root, "sentry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcptest.NewServer(tools, 0)
+	web := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.Server }, nil))
+	defer web.Close()
+	err, _, stderr := runSchemacheckCmd(t, "--server", web.URL+"/mcp", "--server-name", "sentry-by-hand", "--store", "--clickhouse", dsn,
+		"--max-oversized", "100", "--min-nested-coverage", "0")
+	if err != nil || !strings.Contains(stderr, fmt.Sprintf(`stored the %d tools served in served_tool_schemas under the server's serverInfo "mcptest-corpus" version "1"`, len(tools))) {
+		t.Fatalf("server check --store: %v\n%s", err, stderr)
+	}
+	if n := served(); n != uint64(len(tools)) {
+		t.Fatalf("%d served schemas stored under mcptest-corpus 1, want the %d listed", n, len(tools))
 	}
 }
