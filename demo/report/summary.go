@@ -35,10 +35,11 @@ type Summary struct {
 	Mismatches       []string                 `json:"mismatches"`
 }
 
-// ToolRate is one of the tools with the highest ignored-key rate.
+// ToolRate is one of the tools with the highest ignored-key rate: calls with ignored keys ÷
+// the successful calls whose ignored keys could be measured.
 type ToolRate struct {
 	Tool                 string     `json:"tool_name"`
-	SuccessfulCalls      int64      `json:"successful_calls"`
+	MeasurableCalls      int64      `json:"measurable_calls"`
 	CallsWithIgnoredKeys int64      `json:"calls_with_ignored_keys"`
 	IgnoredKeyRate       float64    `json:"ignored_key_rate"`
 	TopKeys              []KeyCount `json:"top_ignored_keys"`
@@ -108,7 +109,7 @@ func BuildSummary(ctx context.Context, ch driver.Conn, observed *outcome.Outcome
 		if err := r.Scan(&t.Tool, &c, &w, &t.IgnoredKeyRate); err != nil {
 			return err
 		}
-		t.SuccessfulCalls, t.CallsWithIgnoredKeys = int64(c), int64(w)
+		t.MeasurableCalls, t.CallsWithIgnoredKeys = int64(c), int64(w)
 		s.WorstTools = append(s.WorstTools, t)
 		return nil
 	}, uint64(worst))
@@ -220,14 +221,14 @@ func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(tw, "  dead-lettered\t%d\n", s.DeadLettered)
 	tw.Flush()
 
-	fmt.Fprintln(w, "\n== tools with the highest ignored-key rate (successful calls)")
-	fmt.Fprintf(tw, "  tool\tcalls\twith ignored keys\trate\ttop ignored keys\n")
+	fmt.Fprintln(w, "\n== tools with the highest ignored-key rate (over the successful calls whose keys could be measured)")
+	fmt.Fprintf(tw, "  tool\tmeasured calls\twith ignored keys\trate\ttop ignored keys\n")
 	for _, t := range s.WorstTools {
 		var top []string
 		for _, k := range t.TopKeys {
 			top = append(top, fmt.Sprintf("%s (%d)", display(k.KeyPath), k.Occurrences))
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f%%\t%s\n", display(t.Tool), t.SuccessfulCalls, t.CallsWithIgnoredKeys, 100*t.IgnoredKeyRate, strings.Join(top, ", "))
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f%%\t%s\n", display(t.Tool), t.MeasurableCalls, t.CallsWithIgnoredKeys, 100*t.IgnoredKeyRate, strings.Join(top, ", "))
 	}
 	tw.Flush()
 
@@ -239,7 +240,7 @@ func (s *Summary) Print(w io.Writer) {
 	tw.Flush()
 
 	if len(s.Live) > 0 {
-		fmt.Fprintln(w, "\n== live MCP servers (per-session tool sets, a paginated list, a tool removed at run time)")
+		fmt.Fprintln(w, "\n== live MCP servers (per-session tool sets, a tool removed at run time; radar-posthog pages its tools/list)")
 		fmt.Fprintf(tw, "  server\ttool\tcalls\terrors\tvalidation\tunlisted\tmeasured\twith ignored keys\tignored keys\n")
 		for _, f := range s.Live {
 			keys := make([]string, len(f.IgnoredKeys))
@@ -250,7 +251,8 @@ func (s *Summary) Print(w io.Writer) {
 				f.ValidationErrors, f.UnknownToolCalls, f.MeasurableCalls, f.CallsWithIgnoredKeys, strings.Join(keys, ", "))
 		}
 		tw.Flush()
-		fmt.Fprintln(w, "  (radar-posthog reports PostHog events through the capture API, radar-otel only OpenTelemetry spans)")
+		fmt.Fprintln(w, "  (radar-posthog reports PostHog events through the capture API, radar-otel only OpenTelemetry spans,")
+		fmt.Fprintln(w, "  which name no client)")
 	}
 
 	fmt.Fprintln(w, "\n== gate-reason shares per campaign (tool calls that carried a reason)")
