@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/encoding/json"
 
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/misuse"
 )
 
@@ -411,18 +412,9 @@ func parseTimestamp(s string) (time.Time, error) {
 	return t, nil
 }
 
-// quoteForError renders an untrusted value for an error message: Go-quoted (control
-// characters escaped) and cut to 80 bytes.
-func quoteForError(s string) string {
-	if len(s) > 80 {
-		cut := 80
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return strconv.Quote(s[:cut]) + "…"
-	}
-	return strconv.Quote(s)
-}
+// quoteForError renders an untrusted value for an error message: safetext.Quote, a short
+// escaped prefix and the value's length.
+func quoteForError(s string) string { return safetext.Quote(s) }
 
 const notJSExact = "holds invalid UTF-8 or an unpaired UTF-16 surrogate, which Go cannot keep as JavaScript does: the identity hash would differ from the MCP server's and distinct ids could collapse"
 

@@ -55,7 +55,7 @@ func (a authorizer) allowed(r *http.Request) (ok, queryToken bool) {
 		if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "Bearer ") && equal(a.token, strings.TrimSpace(h[7:])) {
 			return true, false
 		}
-		if t := r.URL.Query().Get(paramToken); t != "" && equal(a.token, t) {
+		if t := tokenInQuery(r); t != "" && equal(a.token, t) {
 			return true, true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // csv answers one panel's result as CSV (RFC 4180, quoted by encoding/csv), with the page's
@@ -18,7 +19,7 @@ import (
 func (s *Server) csv(w http.ResponseWriter, r *http.Request) {
 	d, ok := s.byName[r.PathValue("name")]
 	if !ok {
-		textError(w, http.StatusNotFound, "no dashboard named "+strconv.Quote(r.PathValue("name"))+"; the list is at /")
+		textError(w, http.StatusNotFound, "no dashboard named "+safetext.Quote(r.PathValue("name"))+"; the list is at /")
 		return
 	}
 	var panel *dashboards.Panel
@@ -28,10 +29,10 @@ func (s *Server) csv(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if panel == nil {
-		textError(w, http.StatusNotFound, "dashboard "+strconv.Quote(d.Name)+" has no panel "+strconv.Quote(r.PathValue("panel")))
+		textError(w, http.StatusNotFound, "dashboard "+strconv.Quote(d.Name)+" has no panel "+safetext.Quote(r.PathValue("panel")))
 		return
 	}
-	filters, _, err := parseFilters(r.URL.Query())
+	filters, _, err := requestFilters(r)
 	if err != nil {
 		textError(w, http.StatusBadRequest, err.Error())
 		return

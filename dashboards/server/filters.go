@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpulse/mcpulse/dashboards"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // Filter parameters of a page's URL, so a view can be shared as a link.
@@ -43,6 +45,15 @@ var timeLayouts = []string{
 	time.RFC3339, "2006-01-02T15:04Z07:00",
 }
 
+// maxQueryParams is the most parameters a URL query may hold, counted as net/url counts them
+// (the "&" separators plus one). It is net/url's own default limit (GODEBUG
+// urlmaxqueryparams): past it url.ParseQuery returns no values at all, which a caller that
+// drops the error would read as "no filters".
+const maxQueryParams = 10000
+
+// maxProblems caps how many problems one 400 answer lists; the rest are counted.
+const maxProblems = 10
+
 // filterForm is what the page's filter form shows: the values as the URL gave them.
 type filterForm struct {
 	From, To, Campaign, Client, Tool, Limit, MinCalls string
@@ -52,6 +63,41 @@ type filterForm struct {
 type badRequest struct{ msg string }
 
 func (b *badRequest) Error() string { return b.msg }
+
+// queryValues parses a URL's raw query strictly: more than maxQueryParams parameters, a bad
+// %-escape or a ";" separator is a *badRequest saying so (quoting at most the bad escape
+// itself, never the query), where r.URL.Query() would return what it could parse and drop
+// the error.
+func queryValues(rawQuery string) (url.Values, error) {
+	if n := strings.Count(rawQuery, "&") + 1; n > maxQueryParams {
+		return nil, &badRequest{msg: fmt.Sprintf("bad query: too many query parameters (%d; at most %d)", n, maxQueryParams)}
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, &badRequest{msg: "malformed query: " + safetext.Escape(err.Error()) +
+			" (separate parameters with &, and write % as %25)"}
+	}
+	return q, nil
+}
+
+// tokenInQuery is the ?token= of r's query, "" when there is none or the query is malformed
+// (queryValues).
+func tokenInQuery(r *http.Request) string {
+	q, err := queryValues(r.URL.RawQuery)
+	if err != nil {
+		return ""
+	}
+	return q.Get(paramToken)
+}
+
+// requestFilters reads the filters of r's URL: queryValues, then parseFilters.
+func requestFilters(r *http.Request) (dashboards.Filters, filterForm, error) {
+	q, err := queryValues(r.URL.RawQuery)
+	if err != nil {
+		return dashboards.Filters{}, filterForm{}, err
+	}
+	return parseFilters(q)
+}
 
 // parseFilters reads the filters of q. Empty values mean "not set" (an HTML form submits
 // every field). Unknown and repeated parameters are refused, so a mistyped link does not
@@ -65,7 +111,7 @@ func parseFilters(q url.Values) (dashboards.Filters, filterForm, error) {
 	known := []string{paramFrom, paramTo, paramCampaign, paramClient, paramTool, paramLimit, paramMinCalls, paramToken}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		if !slices.Contains(known, k) {
-			errs = append(errs, fmt.Sprintf("unknown parameter %s (known: %s)", strconv.Quote(k), strings.Join(known[:len(known)-1], ", ")))
+			errs = append(errs, fmt.Sprintf("unknown parameter %s (known: %s)", safetext.Quote(k), strings.Join(known[:len(known)-1], ", ")))
 			continue
 		}
 		if len(q[k]) > 1 {
@@ -86,12 +132,12 @@ func parseFilters(q url.Values) (dashboards.Filters, filterForm, error) {
 		for _, layout := range timeLayouts {
 			if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
 				if t.Year() < 1970 || t.Year() > 2105 {
-					errs = append(errs, fmt.Sprintf("%s=%s is outside 1970-01-01 to 2105-12-31 (ClickHouse DateTime)", k, strconv.Quote(s)))
+					errs = append(errs, fmt.Sprintf("%s=%s is outside 1970-01-01 to 2105-12-31 (ClickHouse DateTime)", k, safetext.Quote(s)))
 				}
 				return t.UTC()
 			}
 		}
-		errs = append(errs, fmt.Sprintf("%s=%s is not a time: use 2006-01-02, 2006-01-02T15:04, 2006-01-02 15:04:05 (UTC) or RFC 3339", k, strconv.Quote(s)))
+		errs = append(errs, fmt.Sprintf("%s=%s is not a time: use 2006-01-02, 2006-01-02T15:04, 2006-01-02 15:04:05 (UTC) or RFC 3339", k, safetext.Quote(s)))
 		return time.Time{}
 	}
 	text := func(k string) string {
@@ -112,7 +158,7 @@ func parseFilters(q url.Values) (dashboards.Filters, filterForm, error) {
 	if s := get(paramLimit); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxLimit {
-			errs = append(errs, fmt.Sprintf("limit=%s must be a whole number from 1 to %d", strconv.Quote(s), maxLimit))
+			errs = append(errs, fmt.Sprintf("limit=%s must be a whole number from 1 to %d", safetext.Quote(s), maxLimit))
 		} else {
 			f.Limit = n
 		}
@@ -120,10 +166,13 @@ func parseFilters(q url.Values) (dashboards.Filters, filterForm, error) {
 	if s := get(paramMinCalls); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxMinCalls {
-			errs = append(errs, fmt.Sprintf("min_calls=%s must be a whole number from 1 to %d", strconv.Quote(s), maxMinCalls))
+			errs = append(errs, fmt.Sprintf("min_calls=%s must be a whole number from 1 to %d", safetext.Quote(s), maxMinCalls))
 		} else {
 			f.MinCalls = n
 		}
+	}
+	if len(errs) > maxProblems {
+		errs = append(errs[:maxProblems], fmt.Sprintf("and %d more problems", len(errs)-maxProblems))
 	}
 	if len(errs) > 0 {
 		return dashboards.Filters{}, form, &badRequest{msg: "bad query parameters: " + strings.Join(errs, "; ")}

@@ -253,7 +253,7 @@ type panelView struct {
 }
 
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
-	_, form, err := parseFilters(r.URL.Query())
+	_, form, err := requestFilters(r)
 	if err != nil {
 		textError(w, http.StatusBadRequest, err.Error())
 		return
@@ -266,7 +266,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 func (s *Server) basePage(r *http.Request, form filterForm) pageData {
 	var token string
 	if _, fromQuery := s.auth.allowed(r); fromQuery {
-		token = r.URL.Query().Get(paramToken)
+		token = tokenInQuery(r)
 	}
 	q := filterQuery(form, token).Encode()
 	p := pageData{Form: form, Token: token, Libraries: Libraries, DefaultMinCalls: dashboards.DefaultMinCalls}
@@ -283,10 +283,10 @@ func (s *Server) basePage(r *http.Request, form filterForm) pageData {
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	d, ok := s.byName[r.PathValue("name")]
 	if !ok {
-		textError(w, http.StatusNotFound, "no dashboard named "+strconv.Quote(r.PathValue("name"))+"; the list is at /")
+		textError(w, http.StatusNotFound, "no dashboard named "+safetext.Quote(r.PathValue("name"))+"; the list is at /")
 		return
 	}
-	filters, form, err := parseFilters(r.URL.Query())
+	filters, form, err := requestFilters(r)
 	if err != nil {
 		textError(w, http.StatusBadRequest, err.Error())
 		return

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // bodyForm is the shape of the events in a request body.
@@ -78,14 +80,14 @@ func gzipped(m meta, body []byte) (bool, error) {
 	case "gzip", "x-gzip":
 		gz = true
 	default:
-		return false, &httpError{Status: http.StatusUnsupportedMediaType, Msg: fmt.Sprintf("unsupported Content-Encoding %q (gzip only)", cut(enc, 40))}
+		return false, &httpError{Status: http.StatusUnsupportedMediaType, Msg: fmt.Sprintf("unsupported Content-Encoding %s (gzip only)", safetext.Quote(enc))}
 	}
 	switch c := strings.ToLower(m.Compression); c {
 	case "", "base64":
 	case "gzip-js", "gzip":
 		gz = true
 	default:
-		return false, &httpError{Status: http.StatusUnsupportedMediaType, Msg: fmt.Sprintf("unsupported compression %q (gzip-js only)", cut(c, 40))}
+		return false, &httpError{Status: http.StatusUnsupportedMediaType, Msg: fmt.Sprintf("unsupported compression %s (gzip-js only)", safetext.Quote(c))}
 	}
 	return gz || bytes.HasPrefix(body, gzipMagic), nil
 }
@@ -258,13 +260,6 @@ func stringField(obj map[string]json.RawMessage, name string) string {
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		return ""
-	}
-	return s
-}
-
-func cut(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,41 @@ func TestShutdownTimeoutMustExceedKafkaTimeout(t *testing.T) {
 		KafkaTimeout: 20 * time.Second, ShutdownTimeout: 5 * time.Second}, &ingest.Publisher{})
 	if err == nil || !strings.Contains(err.Error(), "ShutdownTimeout") {
 		t.Fatalf("error %v, want ShutdownTimeout refused", err)
+	}
+}
+
+// A 100 KB bad value is quoted in the answer by a short escaped prefix and its length, never
+// whole, and the answer still names what is wrong; the valid neighbour is stored.
+func TestGatewayQuotesBadValuesShort(t *testing.T) {
+	f := newFixture(t, nil)
+	long := "\u202e" + strings.Repeat("9", 100*1024)
+	prefix := `"\u202e` + strings.Repeat("9", 63) + `"… (102403 bytes)`
+	for _, field := range []string{"timestamp", "uuid"} {
+		ev := toolCall(2)
+		ev[field] = long
+		res, r := f.post("/batch/", batchBody(t, "", toolCall(1), ev))
+		if res.StatusCode != http.StatusBadRequest || r.Accepted != 1 || len(r.Errors) != 1 || len(r.Errors[0].Problems) != 1 {
+			t.Fatalf("%s: %d %.300v, want 400 with 1 accepted and one problem", field, res.StatusCode, r)
+		}
+		p := r.Errors[0].Problems[0]
+		if p.Path != field || !strings.Contains(p.Problem, prefix) || len(p.Problem) >= 512 {
+			t.Errorf("%s: problem %q at %q (%d bytes), want one under 512 bytes quoting %s", field, p.Problem, p.Path, len(p.Problem), prefix)
+		}
+	}
+	for _, c := range []struct{ path, header, want string }{
+		{"/batch/?compression=" + url.QueryEscape(long), "", "unsupported compression " + prefix},
+		{"/batch/", long, "unsupported Content-Encoding " + prefix},
+	} {
+		var headers []string
+		if c.header != "" {
+			headers = []string{"Content-Encoding", c.header}
+		}
+		res, r := f.post(c.path, batchBody(t, "", toolCall(3)), headers...)
+		if res.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(r.Error, c.want) || len(r.Error) >= 512 {
+			t.Errorf("%.40s: %d %q, want 415 under 512 bytes containing %q", c.path, res.StatusCode, r.Error, c.want)
+		}
+	}
+	if n := len(f.messages(ingest.TopicToolCalls)); n != 2 {
+		t.Errorf("%d tool calls published, want the 2 valid ones", n)
 	}
 }

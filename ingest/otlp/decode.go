@@ -30,6 +30,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // Encoding is the body encoding of an OTLP/HTTP request and of its answer.
@@ -68,7 +70,7 @@ func EncodingOf(contentType string) (Encoding, error) {
 	case "application/json":
 		return JSON, nil
 	}
-	return Protobuf, fmt.Errorf("%w %s: send application/x-protobuf or application/json", ErrUnsupportedMediaType, quote(contentType, 60))
+	return Protobuf, fmt.Errorf("%w %s: send application/x-protobuf or application/json", ErrUnsupportedMediaType, quote(contentType))
 }
 
 // Decode reads an ExportTraceServiceRequest in encoding e. The error says what is wrong and
@@ -167,10 +169,8 @@ func shortErr(err error) string {
 	return clean(err.Error(), 200)
 }
 
-// quote is s cut to n bytes and Go-quoted.
-func quote(s string, n int) string {
-	return fmt.Sprintf("%q", cutUTF8(s, n))
-}
+// quote is s for an error message: safetext.Quote, a short escaped prefix and its length.
+func quote(s string) string { return safetext.Quote(s) }
 
 // clean cuts s to n bytes at a rune boundary and escapes control and invalid bytes.
 func clean(s string, n int) string {

@@ -103,7 +103,7 @@ func Map(req *coltracepb.ExportTraceServiceRequest) Result {
 				events, outcome, why := m.run()
 				res.Counts[outcome]++
 				if outcome == OutcomeRejected && len(res.Rejections) < maxRejections {
-					res.Rejections = append(res.Rejections, fmt.Sprintf("span %s %s: %s", hex.EncodeToString(sp.GetSpanId()), quote(sp.GetName(), 60), why))
+					res.Rejections = append(res.Rejections, fmt.Sprintf("span %s %s: %s", hex.EncodeToString(sp.GetSpanId()), quote(sp.GetName()), why))
 				}
 				res.Events = append(res.Events, events...)
 			}

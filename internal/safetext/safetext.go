@@ -42,3 +42,28 @@ func Escape(s string) string {
 	}
 	return b.String()
 }
+
+// QuoteRunes is how many characters of a caller's value Quote shows.
+const QuoteRunes = 64
+
+// Quote renders a caller's value for an error message that names it: double-quoted with Go
+// escapes (strconv.Quote, so quotes, backslashes, invalid UTF-8 and every character Hidden
+// reports are written as escapes), cut to its first QuoteRunes characters and then followed
+// by "…" and the value's whole length in bytes. A 100 KB value thus costs about a hundred
+// bytes of message: `"2026-01-01xxxx…xxxx"… (102400 bytes)`. A byte of invalid UTF-8 counts
+// as one character.
+func Quote(s string) string {
+	n, cut := 0, len(s)
+	for i := range s {
+		if n == QuoteRunes {
+			cut = i
+			break
+		}
+		n++
+	}
+	q := Escape(strconv.Quote(s[:cut]))
+	if cut < len(s) {
+		q += "… (" + strconv.Itoa(len(s)) + " bytes)"
+	}
+	return q
+}

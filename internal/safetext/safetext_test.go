@@ -46,3 +46,24 @@ func FuzzEscape(f *testing.F) {
 		}
 	})
 }
+
+func TestQuoteShowsAShortEscapedPrefix(t *testing.T) {
+	long := strings.Repeat("x", 100*1024)
+	for in, want := range map[string]string{
+		"yesterday":                   `"yesterday"`,
+		`say "hi"\`:                   `"say \"hi\"\\"`,
+		"hx-rlo\u202egnp\n\xff\ufffd": `"hx-rlo\u202egnp\n\xff\ufffd"`,
+		"":                            `""`,
+		strings.Repeat("é", 64):       `"` + strings.Repeat("é", 64) + `"`,
+		strings.Repeat("é", 65):       `"` + strings.Repeat("é", 64) + `"… (130 bytes)`,
+		long:                          `"` + long[:64] + `"… (102400 bytes)`,
+	} {
+		got := Quote(in)
+		if got != want {
+			t.Errorf("Quote(%.80q) = %q, want %q", in, got, want)
+		}
+		if strings.IndexFunc(got, Hidden) >= 0 || !utf8.ValidString(got) {
+			t.Errorf("Quote(%.80q) = %q holds a hidden character", in, got)
+		}
+	}
+}
