@@ -29,11 +29,19 @@ func newDemoCmd() *cobra.Command {
 processes on free loopback ports), migrates ClickHouse, generates --events realistic MCP
 events from real tool schemas, publishes them, consumes them until drained, and prints a
 summary: events per kind, duplicates dropped, dead-lettered, the tools with the highest
-ignored-key rate and their top ignored keys, gate-reason shares and the funnel per campaign,
-identities suppressed and in cooldown, and the end-to-end throughput.
+ignored-key rate (over the calls whose keys could be measured) and their top ignored keys, the
+tools agents misuse most (input refused by validation, calls to unlisted tools), gate-reason
+shares and the funnel per campaign, identities suppressed and in cooldown, and the end-to-end
+throughput.
 
-Every figure is compared with the corpus's expected outcome; a mismatch is printed and the
-exit status is 1. Needs Debian packages redis-server and clickhouse-server.
+Then it runs two live MCP servers on the official Go SDK, driven by its client, with a tool set
+per session, a paged tools/list and a tool removed at run time: one reports PostHog events
+through an in-process gateway's capture API, the other only OpenTelemetry spans to its
+/v1/traces; the summary shows each tool's calls, errors, unlisted calls and ignored keys.
+
+Every figure, the live servers' included, is compared with what the corpus and the scripted
+calls imply; a mismatch is printed and the exit status is 1. Needs Debian packages
+redis-server and clickhouse-server.
 
 With --serve ADDR the stack keeps running after the summary and the dashboards (see
 "mcpulse dashboards --help") are served on ADDR over the demo's data until Ctrl-C; the URL is

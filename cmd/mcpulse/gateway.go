@@ -46,7 +46,8 @@ replicas) before answering:
   GET  /healthz /readyz /metrics         liveness, Kafka reachability, Prometheus metrics
 
 Every event is validated and published: tool calls, the MCP analytics SDK's tools lists,
-initializes and exceptions, and the interview recruitment events, each to its topic; valid events
+initializes, exceptions, feedback, missing-capability reports, resources and prompts requests
+and identifies, and the interview recruitment events, each to its topic; valid events
 of other names ($pageview, ...) are published too, to be counted per name, and reported as
 unrouted, never an error. A batch with invalid events is answered 400 naming
 each by index and field, and its valid events are still published. Kafka unavailable or too
@@ -72,7 +73,8 @@ read are listed in package ingest/otlp. The capture API's limits apply: --max-bo
 --max-decompressed-bytes, and at most 10,000 spans per request (as events per request). The
 answer is an ExportTraceServiceResponse whose partial_success counts the MCP spans rejected,
 with the reason; headers Mcpulse-Spans-Mapped, -Dropped and -Rejected count the spans; a
-malformed body is 400 saying why.
+malformed body is 400 and a Content-Type other than protobuf or JSON 415, saying why. Semantic-
+convention CLIENT spans are dropped (a server's own spans are the measure): export the server's.
 
 A request's key: api_key or token in the body, api_key or properties.token in its events,
 Authorization: Bearer, or ?api_key= / ?token=; at least one, and every one known. Keys outside
