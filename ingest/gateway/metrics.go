@@ -43,7 +43,7 @@ func newMetrics() *metrics {
 		}),
 		otlpSpans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpulse_gateway_otlp_spans_total",
-			Help: "OTLP spans received on /v1/traces by outcome: mapped (an MCP tool call, tools/list or initialize), not_mcp and other_method (dropped), rejected (malformed).",
+			Help: "OTLP spans received on /v1/traces by outcome: mapped (an MCP tool call, tools/list or initialize, published), not_mcp and other_method (another MCP method, or a semantic-convention client span: dropped), rejected (malformed, or its event refused).",
 		}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.accepted, m.rejected, m.unrouted, m.duplicates, m.unavailable, m.otlpSpans,

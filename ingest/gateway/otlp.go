@@ -99,9 +99,6 @@ func (g *Gateway) otlpTraces(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mapped := otlp.Map(req)
-	for outcome, n := range mapped.Counts {
-		g.metrics.otlpSpans.WithLabelValues(string(outcome)).Add(float64(n))
-	}
 	res := g.process(&payload{Events: mapped.Events}, formOTLP, newRequestClock(g.cfg.Now(), nil, g.cfg.TransitAllowance))
 	code, resp, _ := g.publish(r, res)
 	if code == http.StatusServiceUnavailable {
@@ -134,6 +131,21 @@ func (g *Gateway) otlpTraces(w http.ResponseWriter, r *http.Request) {
 	}
 	if rejected > 0 {
 		notes = append([]string{fmt.Sprintf("%d MCP spans rejected", rejected)}, notes...)
+	}
+	// The metric counts each span once, by what became of it: a span the mapping took whose
+	// event the gateway refused is rejected, not mapped (as the headers and the answer say).
+	refused := rejected - mapped.Counts[otlp.OutcomeRejected]
+	for outcome, n := range mapped.Counts {
+		switch outcome {
+		case otlp.OutcomeMapped:
+			n -= refused
+		case otlp.OutcomeRejected:
+			n = rejected
+		}
+		g.metrics.otlpSpans.WithLabelValues(string(outcome)).Add(float64(n))
+	}
+	if _, ok := mapped.Counts[otlp.OutcomeRejected]; !ok && refused > 0 {
+		g.metrics.otlpSpans.WithLabelValues(string(otlp.OutcomeRejected)).Add(float64(refused))
 	}
 	// The counts go in headers: exporters log any partial_success as a failed export (the
 	// OpenTelemetry Go SDK's otlptracehttp returns it as an error), so dropping the spans that

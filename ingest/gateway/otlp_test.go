@@ -291,6 +291,13 @@ func TestOTLPTracesRefusedEventCountsItsSpan(t *testing.T) {
 	if got := h.Get("Mcpulse-Spans-Mapped") + " " + h.Get("Mcpulse-Spans-Rejected"); got != "2 2" {
 		t.Errorf("mapped, rejected %s, want 2 2", got)
 	}
+	// The metric counts each span once, as the answer does.
+	body := scrape(t, f)
+	for _, line := range []string{`mcpulse_gateway_otlp_spans_total{outcome="mapped"} 2`, `mcpulse_gateway_otlp_spans_total{outcome="rejected"} 2`} {
+		if !strings.Contains(body, line) {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
 	counts := map[string]int{}
 	for _, m := range f.messages(ingest.TopicToolCalls) {
 		counts[envelopeOf(t, m).Event]++
