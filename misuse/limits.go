@@ -11,9 +11,11 @@ import (
 
 // SchemaLimits bounds the input schemas the listing state compiles and the listings it keeps.
 // A schema past a limit is never compiled: github.com/santhosh-tekuri/jsonschema/v6 v6.0.1
-// takes time quadratic in the members of one object ((*Compiler).enqueue; 10,000 properties
-// 1.3 s, 100,000 about 2 minutes), and a compile holds the consumer. Its calls are not
-// measured (ReasonSchemaOverLimit). A zero field takes its default.
+// takes time quadratic in the number of subschemas of a document ((*Compiler).enqueue), in
+// one object or spread over many (one object of 10,000 properties 1.1 s; 120 objects of 250
+// properties, 290 KB, 21 s; one of 100,000 about 2 minutes), and a compile holds the
+// consumer. Its calls are not measured (ReasonSchemaOverLimit). A zero field takes its
+// default.
 type SchemaLimits struct {
 	// MaxBytes is the most bytes of one schema's JSON text (default DefaultSchemaMaxBytes).
 	MaxBytes int
@@ -21,6 +23,9 @@ type SchemaLimits struct {
 	// `$defs` or `patternProperties` map, or a schema object itself (default
 	// DefaultSchemaMaxProperties).
 	MaxProperties int
+	// MaxMembers is the most members of all the JSON objects of a schema together (default
+	// DefaultSchemaMaxMembers): what bounds the subschemas a compile enqueues.
+	MaxMembers int
 	// MaxDepth is the deepest nesting of JSON objects and arrays in a schema, the root object
 	// at depth 1 (default DefaultSchemaMaxDepth).
 	MaxDepth int
@@ -38,9 +43,14 @@ const (
 	// back from served_tool_schemas or sent by other producers.
 	DefaultSchemaMaxBytes = 256 << 10
 	// DefaultSchemaMaxProperties: the SDK keeps 100 keys of an object it captures, and
-	// hand-written tools declare tens. Compiling one object of 2,000 properties takes about
-	// 70 ms (BenchmarkCompileProperties, 2 shared cores), against 1.3 s at 10,000.
-	DefaultSchemaMaxProperties = 2000
+	// hand-written tools declare tens. Compiling one object of 1,000 properties takes about
+	// 50 to 115 ms (BenchmarkCompileProperties, 2 shared cores), against 1.1 to 1.6 s at 10,000.
+	DefaultSchemaMaxProperties = 1000
+	// DefaultSchemaMaxMembers: a tool of 200 properties, each with a type, a description and
+	// a few more keywords, has about 1,000 members. The worst schema within the defaults,
+	// 4,000 members all subschemas, compiles in 0.4 to 0.5 s
+	// (BenchmarkWorstListing/worst_within_limits).
+	DefaultSchemaMaxMembers = 4000
 	// DefaultSchemaMaxDepth: the SDK cuts captures at depth 10; generated schemas of nested
 	// models rarely pass 20.
 	DefaultSchemaMaxDepth = 64
@@ -55,12 +65,13 @@ const (
 	LimitNone       Limit = ""
 	LimitBytes      Limit = "bytes"      // SchemaLimits.MaxBytes
 	LimitProperties Limit = "properties" // SchemaLimits.MaxProperties
+	LimitMembers    Limit = "members"    // SchemaLimits.MaxMembers
 	LimitDepth      Limit = "depth"      // SchemaLimits.MaxDepth
 	LimitTools      Limit = "tools"      // SchemaLimits.MaxToolsPerListing
 )
 
 // Limits lists every Limit, for metrics that export a zero per label.
-var Limits = []Limit{LimitBytes, LimitProperties, LimitDepth, LimitTools}
+var Limits = []Limit{LimitBytes, LimitProperties, LimitMembers, LimitDepth, LimitTools}
 
 // withDefaults returns lim with its zero (or negative) fields set to their defaults.
 func (lim SchemaLimits) withDefaults() SchemaLimits {
@@ -71,6 +82,7 @@ func (lim SchemaLimits) withDefaults() SchemaLimits {
 	}
 	def(&lim.MaxBytes, DefaultSchemaMaxBytes)
 	def(&lim.MaxProperties, DefaultSchemaMaxProperties)
+	def(&lim.MaxMembers, DefaultSchemaMaxMembers)
 	def(&lim.MaxDepth, DefaultSchemaMaxDepth)
 	def(&lim.MaxToolsPerListing, DefaultListingMaxTools)
 	return lim
@@ -80,7 +92,7 @@ func (lim SchemaLimits) withDefaults() SchemaLimits {
 type OverLimit struct {
 	Limit Limit
 	// Max is the limit's value; Seen how far the text went when it was found past it (for
-	// bytes its length, for properties and depth Max+1: the scan stops there).
+	// bytes its length, for the others Max+1: the scan stops there).
 	Max, Seen int
 }
 
@@ -98,6 +110,7 @@ func CheckSchema(inputSchema []byte, lim SchemaLimits) *OverLimit {
 	if len(inputSchema) > lim.MaxBytes {
 		return &OverLimit{Limit: LimitBytes, Max: lim.MaxBytes, Seen: len(inputSchema)}
 	}
+	members := 0
 	dec := jsontext.NewDecoder(bytes.NewReader(inputSchema), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	for {
 		tok, err := dec.ReadToken()
@@ -115,8 +128,11 @@ func CheckSchema(inputSchema []byte, lim SchemaLimits) *OverLimit {
 		case '"':
 			// A member name: the enclosing object's length counts its names and values.
 			if kind, n := dec.StackIndex(dec.StackDepth()); kind == '{' && n%2 == 1 {
-				if members := int(n/2 + 1); members > lim.MaxProperties {
-					return &OverLimit{Limit: LimitProperties, Max: lim.MaxProperties, Seen: members}
+				if inObject := int(n/2 + 1); inObject > lim.MaxProperties {
+					return &OverLimit{Limit: LimitProperties, Max: lim.MaxProperties, Seen: inObject}
+				}
+				if members++; members > lim.MaxMembers {
+					return &OverLimit{Limit: LimitMembers, Max: lim.MaxMembers, Seen: members}
 				}
 			}
 		}

@@ -33,7 +33,14 @@ func deepSchema(depth int) []byte {
 // TestCheckSchemaLimits: each limit is found, named, with its value, and a text just at each
 // limit passes.
 func TestCheckSchemaLimits(t *testing.T) {
-	lim := misuse.SchemaLimits{MaxBytes: 4096, MaxProperties: 10, MaxDepth: 9}
+	lim := misuse.SchemaLimits{MaxBytes: 4096, MaxProperties: 10, MaxMembers: 30, MaxDepth: 9}
+	allOf := func(widths ...int) []byte { // members: 1 + 3 per property + 2 per branch
+		var parts [][]byte
+		for _, w := range widths {
+			parts = append(parts, wideSchema(w))
+		}
+		return []byte(`{"allOf":[` + string(bytes.Join(parts, []byte(","))) + `]}`)
+	}
 	for _, c := range []struct {
 		name   string
 		schema []byte
@@ -41,6 +48,8 @@ func TestCheckSchemaLimits(t *testing.T) {
 	}{
 		{"at properties", wideSchema(10), nil},
 		{"over properties", wideSchema(11), &misuse.OverLimit{Limit: misuse.LimitProperties, Max: 10, Seen: 11}},
+		{"at members", allOf(5, 5, 1), nil}, // 1 + 12 + 12 + 5 members
+		{"over members", allOf(5, 5, 2), &misuse.OverLimit{Limit: misuse.LimitMembers, Max: 30, Seen: 31}},
 		{"at depth", deepSchema(4), nil}, // 9 levels
 		{"over depth", deepSchema(5), &misuse.OverLimit{Limit: misuse.LimitDepth, Max: 9, Seen: 10}},
 		{"over depth in arrays", []byte(`{"allOf":[[[[[[[[[]]]]]]]]]}`), &misuse.OverLimit{Limit: misuse.LimitDepth, Max: 9, Seen: 10}},
@@ -86,7 +95,7 @@ func TestListingsSchemaOverLimit(t *testing.T) {
 		logLine string
 	}{
 		{misuse.SchemaLimits{}, misuse.LimitBytes, "limit=bytes max=262144 seen=2688922"},
-		{misuse.SchemaLimits{MaxBytes: 8 << 20}, misuse.LimitProperties, "limit=properties max=2000 seen=2001"},
+		{misuse.SchemaLimits{MaxBytes: 8 << 20}, misuse.LimitProperties, "limit=properties max=1000 seen=1001"},
 	} {
 		var logs bytes.Buffer
 		l := misuse.NewListings(misuse.ListingsConfig{Schemas: c.lim, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -164,6 +173,43 @@ func TestListingsToolsOverLimit(t *testing.T) {
 	}
 }
 
+// spreadSchema is an object schema of objs properties, each an object schema declaring per
+// properties whose schemas are empty: as many subschemas as members.
+func spreadSchema(objs, per int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"properties":{`)
+	for o := range objs {
+		if o > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"o%d":{"properties":{`, o)
+		for i := range per {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"k%d":{}`, i)
+		}
+		b.WriteString(`}}`)
+	}
+	b.WriteString(`}}`)
+	return b.Bytes()
+}
+
+// TestSchemaWithinLimitsCompiles: the worst schema within the default limits (the most
+// subschemas the members limit allows) compiles, and one member more is refused.
+func TestSchemaWithinLimitsCompiles(t *testing.T) {
+	within := spreadSchema(4, 994) // 1 + 4 + 4*995 = 3,985 members
+	if o := misuse.CheckSchema(within, misuse.SchemaLimits{}); o != nil {
+		t.Fatalf("within limits: %v", o)
+	}
+	if _, err := misuse.CompileSchema(within); err != nil {
+		t.Fatal(err)
+	}
+	if o := misuse.CheckSchema(spreadSchema(5, 994), misuse.SchemaLimits{}); o == nil || o.Limit != misuse.LimitMembers || o.Seen != misuse.DefaultSchemaMaxMembers+1 {
+		t.Errorf("over members: %v", o)
+	}
+}
+
 // BenchmarkWorstListing is the cost per schema of judging a call against the worst listing
 // (one schema of 100,000 properties, 2.7 MB) and against a normal listing's schema: the check
 // alone decides the worst (it is never compiled); a normal schema is checked and compiled.
@@ -172,7 +218,12 @@ func BenchmarkWorstListing(b *testing.B) {
 	for _, c := range []struct {
 		name   string
 		schema []byte
-	}{{"worst_100k_properties", wideSchema(100_000)}, {"normal_10_properties", wideSchema(10)}, {"at_limit_2000_properties", wideSchema(misuse.DefaultSchemaMaxProperties)}} {
+	}{
+		{"worst_100k_properties", wideSchema(100_000)},
+		{"normal_10_properties", wideSchema(10)},
+		{"one_object_at_limit", wideSchema(misuse.DefaultSchemaMaxProperties)},
+		{"worst_within_limits", spreadSchema(4, 994)},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.schema)))
 			for b.Loop() {
@@ -189,7 +240,7 @@ func BenchmarkWorstListing(b *testing.B) {
 // BenchmarkCompileProperties is CompileSchema alone on one object of n properties: the cost
 // the properties limit bounds (quadratic in n in jsonschema/v6's compiler).
 func BenchmarkCompileProperties(b *testing.B) {
-	for _, n := range []int{100, 1000, misuse.DefaultSchemaMaxProperties, 5000} {
+	for _, n := range []int{100, misuse.DefaultSchemaMaxProperties, 2000, 10_000} {
 		schema := wideSchema(n)
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for b.Loop() {
