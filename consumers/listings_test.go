@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // objectSchema is an input schema declaring keys (strings), as a zod object serves it.
@@ -168,6 +169,12 @@ func TestCallsAreJudgedByTheirSessionsListingInEventTime(t *testing.T) {
 	} {
 		if got, ok := gathered(t, reg, name, nil); !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	// Every schema is within the limits: each limit's series is there, at zero.
+	for _, limit := range misuse.Limits {
+		if got, ok := gathered(t, reg, "mcpulse_misuse_schemas_over_limit_total", map[string]string{"limit": string(limit)}); !ok || got != 0 {
+			t.Errorf("mcpulse_misuse_schemas_over_limit_total{limit=%q} = %v (present %v), want 0", limit, got, ok)
 		}
 	}
 	// Another group reads the same log with nothing in memory: the same judgements.
