@@ -2,6 +2,7 @@ package consumers_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -216,5 +217,58 @@ func TestListingsSurviveARestart(t *testing.T) {
 		if keys != want {
 			t.Errorf("call %d after the restart: ignored %q, want %q", n, keys, want)
 		}
+	}
+}
+
+// A listed schema past a limit (1,500 properties in one object: the default allows 1,000) is
+// never compiled: its calls are stored as not measured with reason schema_over_limit and
+// counted in the rollup's not_measurable_other, the schema is counted once in
+// mcpulse_misuse_schemas_over_limit_total{limit="properties"}, and a neighbour tool of the
+// same listing is measured as before.
+func TestSchemaOverLimitIsNotMeasured(t *testing.T) {
+	h := newHarness(t)
+	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
+	wide := make([]string, 1500)
+	for i := range wide {
+		wide[i] = "k" + strconv.Itoa(i)
+	}
+	const srv = "wide-server"
+	h.publish(ingest.TopicToolCalls,
+		sdkListing(1, "agent-w", "ses-w", srv, at(1), nil, "", map[string][]string{"wide": wide, "fine": {"q"}}),
+		sdkCall(2, "agent-w", "ses-w", srv, at(2), "wide", map[string]any{wide[0]: "x", "extra": "1"}),
+		sdkCall(3, "agent-w", "ses-w", srv, at(3), "wide", map[string]any{"extra": "2"}),
+		sdkCall(4, "agent-w", "ses-w", srv, at(4), "fine", map[string]any{"q": "x", "extra": "3"}),
+	)
+	reg := prometheus.NewRegistry()
+	h.drain(h.consumer(func(cfg *consumers.Config) { cfg.Registerer = reg }))
+
+	rows, err := h.ch.Query(context.Background(), `SELECT tool_name, ignored_keys_source, ignored_keys_reason, arrayStringConcat(ignored_keys, ',')
+		FROM mcpulse.tool_calls FINAL ORDER BY uuid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var tool, source, reason, keys string
+		if err := rows.Scan(&tool, &source, &reason, &keys); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tool+" "+source+" "+reason+" "+keys)
+	}
+	want := []string{"wide not_measurable schema_over_limit ", "wide not_measurable schema_over_limit ", "fine schema  extra"}
+	if len(got) != len(want) {
+		t.Fatalf("stored %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("call %d: %q, want %q", i+2, got[i], want[i])
+		}
+	}
+	if n := h.count("SELECT sum(not_measurable_other) FROM mcpulse.v_tool_call_stats_hourly WHERE tool_name = 'wide'"); n != 2 {
+		t.Errorf("not_measurable_other of wide = %d, want 2", n)
+	}
+	if v, ok := gathered(t, reg, "mcpulse_misuse_schemas_over_limit_total", map[string]string{"limit": "properties"}); !ok || v != 1 {
+		t.Errorf(`mcpulse_misuse_schemas_over_limit_total{limit="properties"} = %v (present %v), want 1`, v, ok)
 	}
 }
