@@ -266,5 +266,8 @@ func (c *Config) Validate() error {
 	if _, err := ingest.NewKeyFilter(c.ClientInjectedKeys); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Listings.Schemas.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

@@ -88,6 +88,20 @@ func (lim SchemaLimits) withDefaults() SchemaLimits {
 	return lim
 }
 
+// Validate refuses a negative limit (0 means the default), naming it.
+func (lim SchemaLimits) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxBytes", lim.MaxBytes}, {"MaxProperties", lim.MaxProperties}, {"MaxMembers", lim.MaxMembers}, {"MaxDepth", lim.MaxDepth}, {"MaxToolsPerListing", lim.MaxToolsPerListing}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("misuse: schema limit %s must not be negative (0: the default), got %d", f.name, f.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // OverLimit is the first schema limit an input schema's JSON text passes.
 type OverLimit struct {
 	Limit Limit

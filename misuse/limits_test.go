@@ -251,3 +251,14 @@ func BenchmarkCompileProperties(b *testing.B) {
 		})
 	}
 }
+
+// TestSchemaLimitsValidate: a negative limit is refused by name; zero (the default) is not.
+func TestSchemaLimitsValidate(t *testing.T) {
+	if err := (misuse.SchemaLimits{}).Validate(); err != nil {
+		t.Errorf("zero limits: %v", err)
+	}
+	err := misuse.SchemaLimits{MaxDepth: -1, MaxToolsPerListing: -2}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "MaxDepth must not be negative") || !strings.Contains(err.Error(), "MaxToolsPerListing") {
+		t.Errorf("negative limits: %v", err)
+	}
+}
