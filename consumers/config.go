@@ -140,7 +140,8 @@ type Config struct {
 	RollupCacheCells int
 	// Listings bounds the listing state misuse is judged by (sessions kept, listings per
 	// session and per server version, their window; misuse.ListingsConfig, whose zero fields
-	// take its defaults: 200,000 sessions, 8 listings each, 24 hours).
+	// take its defaults: 200,000 sessions, 8 listings each, 24 hours; its Schemas bound the
+	// input schemas compiled, see misuse.SchemaLimits). Its Logger, when nil, is Logger.
 	Listings misuse.ListingsConfig
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
 	// while the store stays down (consumption pauses; nothing is committed). Default:
@@ -263,6 +264,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("consumer: RollupCacheCells must be positive"))
 	}
 	if _, err := ingest.NewKeyFilter(c.ClientInjectedKeys); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Listings.Schemas.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

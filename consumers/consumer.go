@@ -132,6 +132,9 @@ func New(cfg Config) (*Consumer, error) {
 	}
 	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
 	c.windows = &windows{size: cfg.DedupWindow, byKey: map[topicPartition]*window{}}
+	if cfg.Listings.Logger == nil {
+		cfg.Listings.Logger = cfg.Logger
+	}
 	c.listings = misuse.NewListings(cfg.Listings)
 	var err error
 	if c.metrics, err = newMetrics(cfg.Registerer, c); err != nil { // last: a scrape may come at once

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpulse/mcpulse/consumers/chwrite"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/otlp"
+	"github.com/mcpulse/mcpulse/misuse"
 	mcsql "github.com/mcpulse/mcpulse/sql"
 )
 
@@ -180,6 +182,12 @@ func TestCallsAreJudgedByTheirSessionsListingInEventTime(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
 		}
 	}
+	// Every schema is within the limits: each limit's series is there, at zero.
+	for _, limit := range misuse.Limits {
+		if got, ok := gathered(t, reg, "mcpulse_misuse_schemas_over_limit_total", map[string]string{"limit": string(limit)}); !ok || got != 0 {
+			t.Errorf("mcpulse_misuse_schemas_over_limit_total{limit=%q} = %v (present %v), want 0", limit, got, ok)
+		}
+	}
 	// Another group reads the same log with nothing in memory: the same judgements.
 	if err := h.ch.Exec(context.Background(), "TRUNCATE TABLE mcpulse.tool_calls"); err != nil {
 		t.Fatal(err)
@@ -327,5 +335,58 @@ func TestNamesOnlyListingTakesTheStoredSchemas(t *testing.T) {
 	}
 	if n := reads.n.Load(); n != 1 {
 		t.Errorf("the stored listing of otel-fixture-server 3.0.0 was read %d times, want once", n)
+	}
+}
+
+// A listed schema past a limit (1,500 properties in one object: the default allows 1,000) is
+// never compiled: its calls are stored as not measured with reason schema_over_limit and
+// counted in the rollup's not_measurable_other, the schema is counted once in
+// mcpulse_misuse_schemas_over_limit_total{limit="properties"}, and a neighbour tool of the
+// same listing is measured as before.
+func TestSchemaOverLimitIsNotMeasured(t *testing.T) {
+	h := newHarness(t)
+	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
+	wide := make([]string, 1500)
+	for i := range wide {
+		wide[i] = "k" + strconv.Itoa(i)
+	}
+	const srv = "wide-server"
+	h.publish(ingest.TopicToolCalls,
+		sdkListing(1, "agent-w", "ses-w", srv, at(1), nil, "", map[string][]string{"wide": wide, "fine": {"q"}}),
+		sdkCall(2, "agent-w", "ses-w", srv, at(2), "wide", map[string]any{wide[0]: "x", "extra": "1"}),
+		sdkCall(3, "agent-w", "ses-w", srv, at(3), "wide", map[string]any{"extra": "2"}),
+		sdkCall(4, "agent-w", "ses-w", srv, at(4), "fine", map[string]any{"q": "x", "extra": "3"}),
+	)
+	reg := prometheus.NewRegistry()
+	h.drain(h.consumer(func(cfg *consumers.Config) { cfg.Registerer = reg }))
+
+	rows, err := h.ch.Query(context.Background(), `SELECT tool_name, ignored_keys_source, ignored_keys_reason, arrayStringConcat(ignored_keys, ',')
+		FROM mcpulse.tool_calls FINAL ORDER BY uuid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var tool, source, reason, keys string
+		if err := rows.Scan(&tool, &source, &reason, &keys); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tool+" "+source+" "+reason+" "+keys)
+	}
+	want := []string{"wide not_measurable schema_over_limit ", "wide not_measurable schema_over_limit ", "fine schema  extra"}
+	if len(got) != len(want) {
+		t.Fatalf("stored %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("call %d: %q, want %q", i+2, got[i], want[i])
+		}
+	}
+	if n := h.count("SELECT sum(not_measurable_other) FROM mcpulse.v_tool_call_stats_hourly WHERE tool_name = 'wide'"); n != 2 {
+		t.Errorf("not_measurable_other of wide = %d, want 2", n)
+	}
+	if v, ok := gathered(t, reg, "mcpulse_misuse_schemas_over_limit_total", map[string]string{"limit": "properties"}); !ok || v != 1 {
+		t.Errorf(`mcpulse_misuse_schemas_over_limit_total{limit="properties"} = %v (present %v), want 1`, v, ok)
 	}
 }

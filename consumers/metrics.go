@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // Store label values of the store metrics.
@@ -59,6 +60,7 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_misuse_server_version_evictions_total         counter    server versions evicted at the version cap
 //	mcpulse_misuse_listings_dropped_total                 counter    listings a session or version let go at its cap or window
 //	mcpulse_misuse_schema_compiles_total                  counter    input schemas compiled (on first use; again after leaving the compiled cache)
+//	mcpulse_misuse_schemas_over_limit_total{limit}        counter    input schemas never compiled for passing a misuse.SchemaLimits bound (tools: listings cut)
 //
 // The class label of dead letters is their ingest.DeadLetterClass: a small fixed set, never
 // the reason's free text (which quotes caller-chosen values).
@@ -77,7 +79,7 @@ type Metrics struct {
 	messages, stored, audits, suppression, batches, retries, fetchRetries, rowsLeftOut, storeRefused, insertSplits, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
 	dedupBytes, rollupCells                                                                                                                            *prometheus.Desc
 	// The listing state's (misuse.Listings).
-	listingSessions, listingVersions, listingListings, listingSchemas, listingBytes, listingSessionEvictions, listingVersionEvictions, listingsDropped, listingCompiles *prometheus.Desc
+	listingSessions, listingVersions, listingListings, listingSchemas, listingBytes, listingSessionEvictions, listingVersionEvictions, listingsDropped, listingCompiles, listingOverLimit *prometheus.Desc
 }
 
 // newMetrics wraps c's stores to feed the store metrics (instrumentStores) and registers
@@ -131,6 +133,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		listingVersionEvictions: prometheus.NewDesc("mcpulse_misuse_server_version_evictions_total", "Server versions evicted, least recently used first, at the version cap.", nil, nil),
 		listingCompiles:         prometheus.NewDesc("mcpulse_misuse_schema_compiles_total", "Input schemas compiled (on first use, and again after leaving the cache of the 4,096 most recently used).", nil, nil),
 		listingsDropped:         prometheus.NewDesc("mcpulse_misuse_listings_dropped_total", "Listings a session or server version let go at its cap or window.", nil, nil),
+		listingOverLimit:        prometheus.NewDesc("mcpulse_misuse_schemas_over_limit_total", "Input schemas never compiled because they pass a limit (bytes, properties of one object, members, depth), each counted once; for limit=tools, listings cut at the tools-per-listing limit. Their calls are not measured (schema_over_limit).", []string{"limit"}, nil),
 	}
 	for _, k := range ingest.Kinds() {
 		m.duplicates.WithLabelValues(k.Name) // export zeros, so rate() sees the first one
@@ -153,7 +156,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 // Kafka at scrape time.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc, m.dedupBytes, m.rollupCells,
-		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingBytes, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped, m.listingCompiles} {
+		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingBytes, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped, m.listingCompiles, m.listingOverLimit} {
 		ch <- d
 	}
 }
@@ -189,6 +192,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for d, v := range map[*prometheus.Desc]uint64{m.listingSessionEvictions: ls.SessionEvictions, m.listingVersionEvictions: ls.VersionEvictions, m.listingsDropped: ls.ListingsDropped, m.listingCompiles: ls.Compiles} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	for _, limit := range misuse.Limits { // every label, zeros too, so rate() sees the first one
+		ch <- prometheus.MustNewConstMetric(m.listingOverLimit, prometheus.CounterValue, float64(ls.OverLimit[limit]), string(limit))
 	}
 
 	m.lagMu.Lock()

@@ -1,7 +1,9 @@
 package misuse_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -127,5 +129,82 @@ func FuzzClassifyError(f *testing.F) {
 			t.Fatalf("class %q", c)
 		}
 		_ = utf8.ValidString(msg)
+	})
+}
+
+// overLimitByTokens is CheckSchema's answer computed another way, over encoding/json's
+// tokens: the first limit the text passes in token order; ok false when encoding/json
+// refuses the text.
+func overLimitByTokens(schema []byte, lim misuse.SchemaLimits) (o *misuse.OverLimit, ok bool) {
+	if len(schema) > lim.MaxBytes {
+		return &misuse.OverLimit{Limit: misuse.LimitBytes, Max: lim.MaxBytes, Seen: len(schema)}, true
+	}
+	type level struct {
+		object bool
+		tokens int // names and values read in an object
+	}
+	var stack []level
+	members := 0
+	dec := json.NewDecoder(bytes.NewReader(schema))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil, true
+		}
+		if err != nil {
+			return nil, false
+		}
+		isName := false
+		if n := len(stack); n > 0 && stack[n-1].object {
+			if _, str := tok.(string); str && stack[n-1].tokens%2 == 0 {
+				isName = true
+			}
+		}
+		if d, delim := tok.(json.Delim); delim && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if n := len(stack); n > 0 {
+				stack[n-1].tokens++ // the closed value
+			}
+			continue
+		}
+		if isName {
+			top := &stack[len(stack)-1]
+			if inObject := top.tokens/2 + 1; inObject > lim.MaxProperties {
+				return &misuse.OverLimit{Limit: misuse.LimitProperties, Max: lim.MaxProperties, Seen: inObject}, true
+			}
+			if members++; members > lim.MaxMembers {
+				return &misuse.OverLimit{Limit: misuse.LimitMembers, Max: lim.MaxMembers, Seen: members}, true
+			}
+			top.tokens++
+			continue
+		}
+		if d, delim := tok.(json.Delim); delim {
+			stack = append(stack, level{object: d == '{'})
+			if len(stack) > lim.MaxDepth {
+				return &misuse.OverLimit{Limit: misuse.LimitDepth, Max: lim.MaxDepth, Seen: len(stack)}, true
+			}
+			continue
+		}
+		if n := len(stack); n > 0 {
+			stack[n-1].tokens++
+		}
+	}
+}
+
+// FuzzCheckSchema: CheckSchema, with small limits so that each is reached, agrees with the
+// same limits counted over encoding/json's tokens on every text encoding/json reads.
+func FuzzCheckSchema(f *testing.F) {
+	f.Add([]byte(`{"type":"object","properties":{"a":{"type":"string"},"b":{"items":[{}]}}}`))
+	f.Fuzz(func(t *testing.T, schema []byte) {
+		lim := misuse.SchemaLimits{MaxBytes: 200, MaxProperties: 3, MaxMembers: 6, MaxDepth: 4, MaxToolsPerListing: 1}
+		want, ok := overLimitByTokens(schema, lim)
+		if !ok || !json.Valid(schema) {
+			return // not one JSON text: CompileSchema refuses it whatever CheckSchema says
+		}
+		got := misuse.CheckSchema(schema, lim)
+		if (got == nil) != (want == nil) || got != nil && *got != *want {
+			t.Fatalf("CheckSchema(%q) = %+v, want %+v", schema, got, want)
+		}
 	})
 }

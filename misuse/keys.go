@@ -61,6 +61,10 @@ const (
 	// ReasonSchemaUnsupported: the served schema could not be compiled (not JSON, a remote
 	// $ref, a $ref that resolves nowhere, a pattern Go's regexp cannot run, ...).
 	ReasonSchemaUnsupported Reason = "schema_unsupported"
+	// ReasonSchemaOverLimit: the served schema passes a SchemaLimits bound (bytes, members of
+	// one object, nesting depth) and was never compiled (CheckSchema). Counted with
+	// not_measurable_other.
+	ReasonSchemaOverLimit Reason = "schema_over_limit"
 	// ReasonArgumentsValidated: the arguments were captured after the server's validation had
 	// already dropped the keys its schema does not declare, so none can be found
 	// (@shinzolabs/instrumentation-mcp 1.1 records mcp.request.argument.* inside the tool

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -154,6 +157,11 @@ type ListingsConfig struct {
 	// StoredRecheck is how long a server version whose stored listing was empty is not asked
 	// for again (NeedsStored; default one minute).
 	StoredRecheck time.Duration
+	// Schemas bounds the schemas compiled and the tools per listing (zero fields: defaults).
+	Schemas SchemaLimits
+	// Logger receives one warning per schema hash found over a limit (and per listing cut at
+	// MaxToolsPerListing); nil: none.
+	Logger *slog.Logger
 }
 
 // Defaults of ListingsConfig.
@@ -183,6 +191,9 @@ type ListingStats struct {
 	// Compiles counts schema compilations (a schema is compiled again after it left the
 	// compiled cache).
 	Compiles uint64
+	// OverLimit counts, by limit, the schemas found over a SchemaLimits bound (each once
+	// while it is held) and, for LimitTools, the listings cut at MaxToolsPerListing.
+	OverLimit map[Limit]uint64
 	// SessionEvictions and VersionEvictions count the sessions and versions evicted at their
 	// caps; ListingsDropped the listings a session or version let go at its own bounds.
 	SessionEvictions, VersionEvictions, ListingsDropped uint64
@@ -203,6 +214,9 @@ type Listings struct {
 	// schema texts held and of the compiled schemas' texts.
 	entries, listedTools, textBytes, compiledTextBytes int
 	stats                                              ListingStats
+	// overLogged holds the hashes (of schemas and cut listings) whose over-limit warning was
+	// logged, so each is logged once (bounded: MaxCompiledSchemas of them).
+	overLogged *simplelru.LRU[[sha256.Size]byte, struct{}]
 }
 
 type versionKey struct{ server, version string }
@@ -254,6 +268,10 @@ type schemaRef struct {
 	sum  [sha256.Size]byte
 	text []byte // a copy of the text as served
 	refs int
+	// checked says the text was checked against the SchemaLimits; over is then the
+	// not-measurable Schema it derives when it passed one (nil: within them), decided once.
+	checked bool
+	over    *Schema
 }
 
 // lookup returns tool's entry in the listing.
@@ -283,7 +301,10 @@ func NewListings(cfg ListingsConfig) *Listings {
 	if cfg.StoredRecheck <= 0 {
 		cfg.StoredRecheck = DefaultStoredRecheck
 	}
+	cfg.Schemas = cfg.Schemas.withDefaults()
 	l := &Listings{cfg: cfg, listings: map[[sha256.Size]byte]*listing{}, schemas: map[[sha256.Size]byte]*schemaRef{}}
+	l.stats.OverLimit = map[Limit]uint64{}
+	l.overLogged, _ = simplelru.NewLRU[[sha256.Size]byte, struct{}](cfg.MaxCompiledSchemas, nil)
 	// The eviction callbacks run under l.mu (inside Add).
 	l.sessions, _ = simplelru.NewLRU(cfg.MaxSessions, func(_ sessionKey, t *timeline) {
 		l.stats.SessionEvictions++
@@ -397,6 +418,10 @@ func (l *Listings) build(base *listing, headless bool, p ListingPage) *listing {
 	}
 	tools = out
 	complete := !headless && p.NextCursor == "" && namesKnown
+	cut := len(tools) > l.cfg.Schemas.MaxToolsPerListing
+	if cut {
+		tools, complete = tools[:l.cfg.Schemas.MaxToolsPerListing], false
+	}
 
 	h := sha256.New()
 	h.Write([]byte{flag(headless), flag(complete), flag(namesKnown)})
@@ -407,6 +432,11 @@ func (l *Listings) build(base *listing, headless bool, p ListingPage) *listing {
 	}
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
+	if cut {
+		l.overLimit(sum, OverLimit{Limit: LimitTools, Max: l.cfg.Schemas.MaxToolsPerListing, Seen: len(out)},
+			"tool listing over limit: its first tools by name are kept, and it never decides that a tool is unknown",
+			"server", p.Server, "server_version", p.Version)
+	}
 	if lst := l.listings[sum]; lst != nil {
 		lst.refs++
 		return lst
@@ -443,6 +473,16 @@ func flag(b bool) byte {
 // compiled returns the compiled schema of r, compiling it on first use (and again after it
 // left the bounded cache of compiled schemas).
 func (l *Listings) compiled(r *schemaRef) *Schema {
+	if !r.checked {
+		r.checked = true
+		if o := CheckSchema(r.text, l.cfg.Schemas); o != nil {
+			r.over = &Schema{failed: ReasonSchemaOverLimit}
+			l.overLimit(r.sum, *o, "input schema over limit: never compiled, its calls are not measured (schema_over_limit)")
+		}
+	}
+	if r.over != nil {
+		return r.over
+	}
 	if s, ok := l.compiledLRU.Get(r.sum); ok {
 		return s
 	}
@@ -452,6 +492,19 @@ func (l *Listings) compiled(r *schemaRef) *Schema {
 	l.compiledLRU.Add(r.sum, s)
 	l.stats.Compiles++
 	return s
+}
+
+// overLimit counts o and logs it with msg and args, once per hash sum while the hash stays
+// among the MaxCompiledSchemas most recently logged.
+func (l *Listings) overLimit(sum [sha256.Size]byte, o OverLimit, msg string, args ...any) {
+	if l.overLogged.Contains(sum) {
+		return
+	}
+	l.overLogged.Add(sum, struct{}{})
+	l.stats.OverLimit[o.Limit]++
+	if l.cfg.Logger != nil {
+		l.cfg.Logger.Warn(msg, append(args, "sha256", hex.EncodeToString(sum[:]), "limit", string(o.Limit), "max", o.Max, "seen", o.Seen)...)
+	}
 }
 
 // release drops one reference to lst, letting it (and schemas no other listing holds) go at
@@ -663,6 +716,7 @@ func (l *Listings) Stats() ListingStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
+	s.OverLimit = maps.Clone(l.stats.OverLimit)
 	s.Sessions, s.Versions = l.sessions.Len(), l.versions.Len()
 	s.Listings, s.Schemas, s.Compiled = len(l.listings), len(l.schemas), l.compiledLRU.Len()
 	return s
