@@ -89,13 +89,14 @@ func (g *Gateway) otlpTraces(w http.ResponseWriter, r *http.Request) {
 		fail(he.Status, code, he.Msg)
 		return
 	}
-	req, err := otlp.Decode(enc, data)
+	req, err := otlp.Decode(enc, data, g.cfg.MaxEvents)
 	if err != nil {
+		var tooMany *otlp.TooManySpansError
+		if errors.As(err, &tooMany) {
+			fail(http.StatusRequestEntityTooLarge, codes.ResourceExhausted, err.Error())
+			return
+		}
 		fail(http.StatusBadRequest, codes.InvalidArgument, err.Error())
-		return
-	}
-	if n := otlp.SpanCount(req); n > g.cfg.MaxEvents {
-		fail(http.StatusRequestEntityTooLarge, codes.ResourceExhausted, fmt.Sprintf("%d spans in one request, at most %d: export smaller batches", n, g.cfg.MaxEvents))
 		return
 	}
 	mapped := otlp.Map(req)

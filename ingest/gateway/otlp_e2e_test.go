@@ -123,7 +123,7 @@ func (s *otlpStack) spanDurations(t *testing.T) map[string]float64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, err := otlp.Decode(enc, body)
+		req, err := otlp.Decode(enc, body, 0)
 		if err != nil {
 			t.Fatalf("a recorded export: %v", err)
 		}

@@ -183,7 +183,8 @@ func TestOTLPTracesRefusesBadRequests(t *testing.T) {
 		{"bad json", []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz","name":1}]}]}]}`), []string{"Content-Type", "application/json", "Authorization", auth}, 400, "bad OTLP JSON"},
 		{"not json", []byte(`<xml>` + strings.Repeat("x", 500)), []string{"Content-Type", "application/json", "Authorization", auth}, 400, "bad OTLP JSON"},
 		{"bad gzip", []byte("\x1f\x8bnot gzip"), []string{"Content-Type", "application/x-protobuf", "Authorization", auth, "Content-Encoding", "gzip"}, 400, "gzip"},
-		{"too many spans", pb, []string{"Content-Type", "application/x-protobuf", "Authorization", auth}, 413, "5 spans in one request, at most 4"},
+		{"too many spans", pb, []string{"Content-Type", "application/x-protobuf", "Authorization", auth}, 413, "more than 4 spans in one request, at most 4"},
+		{"too many json spans", []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{},{},{}]},{"spans":[{},{}]}]}]}`), []string{"Content-Type", "application/json", "Authorization", auth}, 413, "more than 4 spans in one request, at most 4"},
 		{"too large", bytes.Repeat([]byte{0}, 5000), []string{"Content-Type", "application/x-protobuf", "Authorization", auth}, 413, "body exceeds 4096 bytes"},
 	} {
 		code, ctype, data := postOTLP(t, f, c.body, c.headers...)

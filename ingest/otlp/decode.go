@@ -29,6 +29,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpulse/mcpulse/internal/safetext"
@@ -73,24 +74,94 @@ func EncodingOf(contentType string) (Encoding, error) {
 	return Protobuf, fmt.Errorf("%w %s: send application/x-protobuf or application/json", ErrUnsupportedMediaType, quote(contentType))
 }
 
-// Decode reads an ExportTraceServiceRequest in encoding e. The error says what is wrong and
-// echoes at most a short, quoted prefix of bad input.
-func Decode(e Encoding, body []byte) (*coltracepb.ExportTraceServiceRequest, error) {
+// TooManySpansError is Decode's error for a request holding more spans than its limit; it is
+// found before any span is decoded, so a request of millions of empty spans (two bytes each in
+// protobuf) costs a scan of its bytes, not their decoded form.
+type TooManySpansError struct {
+	// Spans is how many spans were counted before the limit was passed (Limit + 1), Limit the
+	// limit.
+	Spans, Limit int
+}
+
+func (e *TooManySpansError) Error() string {
+	return fmt.Sprintf("more than %d spans in one request, at most %d: export smaller batches", e.Spans-1, e.Limit)
+}
+
+// Decode reads an ExportTraceServiceRequest in encoding e, holding at most maxSpans spans (a
+// *TooManySpansError past it, counted before decoding; maxSpans <= 0 is no limit). The error
+// says what is wrong and echoes at most a short, quoted prefix of bad input.
+func Decode(e Encoding, body []byte, maxSpans int) (*coltracepb.ExportTraceServiceRequest, error) {
 	req := &coltracepb.ExportTraceServiceRequest{}
 	if e == Protobuf {
+		if n := countProtoSpans(body, maxSpans); maxSpans > 0 && n > maxSpans {
+			return nil, &TooManySpansError{Spans: n, Limit: maxSpans}
+		}
 		if err := proto.Unmarshal(body, req); err != nil {
 			return nil, fmt.Errorf("bad OTLP protobuf: %s", shortErr(err))
 		}
 		return req, nil
 	}
-	data, err := HexIDsToBase64(body)
+	data, err := hexIDsToBase64(body, maxSpans)
 	if err != nil {
+		var tooMany *TooManySpansError
+		if errors.As(err, &tooMany) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("bad OTLP JSON: %s", shortErr(err))
 	}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, req); err != nil {
 		return nil, fmt.Errorf("bad OTLP JSON: %s", shortErr(err))
 	}
 	return req, nil
+}
+
+// Field numbers of the messages that hold spans (opentelemetry-proto trace/v1/trace.proto,
+// collector/trace/v1/trace_service.proto).
+const (
+	fieldRequestResourceSpans = 1 // ExportTraceServiceRequest.resource_spans
+	fieldResourceScopeSpans   = 2 // ResourceSpans.scope_spans
+	fieldScopeSpans           = 2 // ScopeSpans.spans
+)
+
+// countProtoSpans counts the spans of a protobuf ExportTraceServiceRequest by walking its wire
+// format (protowire), without decoding a span, and stops once the count passes limit (limit <=
+// 0: counts all). Malformed input ends the count where it breaks; proto.Unmarshal reports it.
+func countProtoSpans(b []byte, limit int) int {
+	n := 0
+	// each calls f with the value of every length-delimited field number num of message b.
+	each := func(b []byte, num protowire.Number, f func([]byte) bool) {
+		for len(b) > 0 {
+			fn, typ, l := protowire.ConsumeTag(b)
+			if l < 0 {
+				return
+			}
+			b = b[l:]
+			if fn == num && typ == protowire.BytesType {
+				v, l := protowire.ConsumeBytes(b)
+				if l < 0 || !f(v) {
+					return
+				}
+				b = b[l:]
+				continue
+			}
+			l = protowire.ConsumeFieldValue(fn, typ, b)
+			if l < 0 {
+				return
+			}
+			b = b[l:]
+		}
+	}
+	each(b, fieldRequestResourceSpans, func(rs []byte) bool {
+		each(rs, fieldResourceScopeSpans, func(ss []byte) bool {
+			each(ss, fieldScopeSpans, func([]byte) bool {
+				n++
+				return limit <= 0 || n <= limit
+			})
+			return limit <= 0 || n <= limit
+		})
+		return limit <= 0 || n <= limit
+	})
+	return n
 }
 
 // idFields are the JSON names (lowerCamelCase and the proto names protojson also takes) of the
@@ -107,12 +178,17 @@ var idFields = map[string]bool{
 // of a trace or span id field (idFields) that is hex of 8 or 16 bytes becomes base64, the
 // encoding protobuf's JSON mapping gives bytes fields. Other values are copied unchanged
 // (protojson then refuses what is neither). It errors on text that is not JSON.
-func HexIDsToBase64(data []byte) ([]byte, error) {
+func HexIDsToBase64(data []byte) ([]byte, error) { return hexIDsToBase64(data, 0) }
+
+// hexIDsToBase64 is HexIDsToBase64 that also counts the spans (the objects of a "spans" array)
+// as it reads, and stops with a *TooManySpansError once they pass maxSpans (<= 0: no limit).
+func hexIDsToBase64(data []byte, maxSpans int) ([]byte, error) {
 	dec := jsontext.NewDecoder(bytes.NewReader(data))
 	var out bytes.Buffer
 	out.Grow(len(data))
 	enc := jsontext.NewEncoder(&out)
 	var lastName string
+	spansDepth, spans := -1, 0 // the depth of the "spans" array being read, -1 outside one
 	for {
 		tok, err := dec.ReadToken()
 		if err != nil {
@@ -121,8 +197,25 @@ func HexIDsToBase64(data []byte) ([]byte, error) {
 			}
 			return nil, err
 		}
-		kind, n := dec.StackIndex(dec.StackDepth())
+		depth := dec.StackDepth()
+		kind, n := dec.StackIndex(depth)
 		isName := kind == '{' && n%2 == 1 && tok.Kind() == '"'
+		switch tok.Kind() {
+		case '[':
+			if lastName == "spans" && spansDepth < 0 {
+				spansDepth = depth
+			}
+		case ']':
+			if depth < spansDepth {
+				spansDepth = -1
+			}
+		case '{':
+			if spansDepth >= 0 && depth == spansDepth+1 {
+				if spans++; maxSpans > 0 && spans > maxSpans {
+					return nil, &TooManySpansError{Spans: spans, Limit: maxSpans}
+				}
+			}
+		}
 		if tok.Kind() == '"' && !isName && kind == '{' && idFields[lastName] {
 			s := tok.String()
 			if b, err := hex.DecodeString(s); err == nil && (len(b) == 8 || len(b) == 16) {

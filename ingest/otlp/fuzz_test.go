@@ -32,7 +32,7 @@ func FuzzDecodeAndMap(f *testing.F) {
 		if isJSON {
 			enc = otlp.JSON
 		}
-		req, err := otlp.Decode(enc, body)
+		req, err := otlp.Decode(enc, body, 0)
 		if err != nil {
 			if msg := err.Error(); !strings.HasPrefix(msg, "bad OTLP ") || len(msg) > 300 {
 				t.Fatalf("error %q", msg)

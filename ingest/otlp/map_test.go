@@ -2,6 +2,7 @@ package otlp_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/otlp"
@@ -29,7 +31,7 @@ func recorded(t testing.TB, name string) otlp.Result {
 	if strings.HasSuffix(name, ".json") {
 		enc = otlp.JSON
 	}
-	req, err := otlp.Decode(enc, data)
+	req, err := otlp.Decode(enc, data, 0)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -263,5 +265,40 @@ func TestMapRules(t *testing.T) {
 	s.EndTimeUnixNano, s.SpanId = s.StartTimeUnixNano+1, []byte{1}
 	if res := otlp.Map(bad); res.Counts[otlp.OutcomeRejected] != 1 || !strings.Contains(res.Rejections[0], "span id of 1 bytes") {
 		t.Errorf("short span id: %v %v", res.Counts, res.Rejections)
+	}
+}
+
+// Spans are counted before they are decoded: a request of a million empty spans (two bytes
+// each in protobuf, "{}" in JSON) is refused with the count, whichever encoding, and a request
+// within the limit decodes whole.
+func TestDecodeCountsSpansBeforeDecoding(t *testing.T) {
+	const limit = 10_000
+	empty := &tracepb.ScopeSpans{Spans: make([]*tracepb.Span, 1_000_000)}
+	for i := range empty.Spans {
+		empty.Spans[i] = &tracepb.Span{}
+	}
+	pb, err := proto.Marshal(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{empty}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{}` + strings.Repeat(`,{}`, 999_999) + `]}]}]}`)
+	for _, c := range []struct {
+		enc  otlp.Encoding
+		body []byte
+	}{{otlp.Protobuf, pb}, {otlp.JSON, js}} {
+		_, err := otlp.Decode(c.enc, c.body, limit)
+		var tooMany *otlp.TooManySpansError
+		if !errors.As(err, &tooMany) || tooMany.Spans != limit+1 || tooMany.Limit != limit {
+			t.Errorf("encoding %v: %v, want a TooManySpansError at %d", c.enc, err, limit+1)
+		}
+		req, err := otlp.Decode(c.enc, c.body, 0)
+		if err != nil || otlp.SpanCount(req) != 1_000_000 {
+			t.Errorf("encoding %v without a limit: %v", c.enc, err)
+		}
+	}
+	// Spans inside links or events are not spans of the request.
+	req, err := otlp.Decode(otlp.JSON, []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"links":[{}],"events":[{}]},{}]}]}]}`), 2)
+	if err != nil || otlp.SpanCount(req) != 2 {
+		t.Errorf("2 spans with a link and an event at limit 2: %v", err)
 	}
 }
