@@ -403,7 +403,9 @@ func (m *mapper) toolCall(conv Convention, tool string, p map[string]any) {
 				msg = errType
 			}
 		}
-		if args := m.a.str(AttrGenAIToolArguments); m.a.has(AttrGenAIToolArguments) {
+		// An empty value is no arguments recorded (a Go SDK call without arguments), not
+		// arguments that are not JSON.
+		if args := m.a.str(AttrGenAIToolArguments); strings.TrimSpace(args) != "" {
 			p["$mcp_parameters"] = parameters(tool, rawJSON(args))
 		}
 		if r := m.a.str(AttrGenAIToolResult); strings.HasPrefix(strings.TrimSpace(r), "{") && json.Valid([]byte(r)) {
@@ -446,8 +448,14 @@ func (m *mapper) toolCall(conv Convention, tool string, p map[string]any) {
 	}
 }
 
+// maxArgumentDepth is how many levels shinzoArguments nests a dotted path into: the MCP
+// analytics SDK keeps 10 levels of what it captures, and past it the rest of the path stays
+// one key, so a key of a million dots costs one map, not a million nested ones (whose JSON
+// encoding would recurse a million deep).
+const maxArgumentDepth = 10
+
 // shinzoArguments rebuilds the object of mcp.request.argument.<path> attributes (dotted paths
-// of nested objects; arrays stay whole).
+// of nested objects, at most maxArgumentDepth deep; arrays stay whole).
 func (m *mapper) shinzoArguments() map[string]any {
 	out := map[string]any{}
 	for _, kv := range m.span.GetAttributes() {
@@ -455,7 +463,7 @@ func (m *mapper) shinzoArguments() map[string]any {
 		if !ok || path == "" {
 			continue
 		}
-		parts := strings.Split(path, ".")
+		parts := strings.SplitN(path, ".", maxArgumentDepth)
 		obj := out
 		for _, part := range parts[:len(parts)-1] {
 			next, ok := obj[part].(map[string]any)

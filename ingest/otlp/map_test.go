@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -231,6 +232,14 @@ func TestMapRules(t *testing.T) {
 			"mcp.method.name", "tools/call", "gen_ai.tool.name", "a", "gen_ai.tool.call.arguments", "{oops", "mcp.session.id", "s"),
 			otlp.OutcomeMapped, map[string]string{"$mcp_parameters": `{"request":{"method":"tools/call","params":{"arguments":"{oops","name":"a"}}}`,
 				"$session_id": `"s"`, "$mcp_is_error": "false"}},
+		{"empty arguments are none recorded", mk("tools/call a", tracepb.Span_SPAN_KIND_SERVER, nil,
+			"mcp.method.name", "tools/call", "gen_ai.tool.name", "a", "gen_ai.tool.call.arguments", "", "mcp.session.id", "s"),
+			otlp.OutcomeMapped, map[string]string{"$mcp_parameters": "", "$mcp_tool_name": `"a"`}},
+		{"a Shinzo argument path nests at most 10 levels", mk("tools/call a", tracepb.Span_SPAN_KIND_SERVER, nil,
+			"mcp.method.name", "tools/call", "mcp.tool.name", "a", "mcp.session.id", "s",
+			"mcp.request.argument."+strings.Repeat("k.", 200_000)+"k", "v"),
+			otlp.OutcomeMapped, map[string]string{"$mcp_validated_arguments": `{"k":{"k":{"k":{"k":{"k":{"k":{"k":{"k":{"k":{` +
+				strconv.Quote(strings.Repeat("k.", 200_000-9)+"k") + `:"v"}}}}}}}}}}`}},
 		{"a tools/call span without a tool", mk("tools/call", tracepb.Span_SPAN_KIND_SERVER, nil, "mcp.method.name", "tools/call"), otlp.OutcomeRejected, nil},
 		{"not MCP", mk("GET /", tracepb.Span_SPAN_KIND_SERVER, nil, "http.request.method", "GET"), otlp.OutcomeNotMCP, nil},
 	} {

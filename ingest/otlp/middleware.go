@@ -36,8 +36,10 @@ func ServerMiddleware(tracer trace.Tracer) mcp.Middleware {
 			attrs := []attribute.KeyValue{attribute.String(AttrMCPMethodName, method)}
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
 				name += " " + p.Name
-				attrs = append(attrs, attribute.String(AttrGenAIToolName, p.Name), attribute.String(AttrGenAIOperationName, "execute_tool"),
-					attribute.String(AttrGenAIToolArguments, string(p.Arguments)))
+				attrs = append(attrs, attribute.String(AttrGenAIToolName, p.Name), attribute.String(AttrGenAIOperationName, "execute_tool"))
+				if len(p.Arguments) > 0 {
+					attrs = append(attrs, attribute.String(AttrGenAIToolArguments, string(p.Arguments)))
+				}
 			}
 			ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 			defer span.End()
