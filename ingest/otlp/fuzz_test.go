@@ -1,7 +1,9 @@
 package otlp_test
 
 import (
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,10 +13,11 @@ import (
 )
 
 // FuzzDecodeAndMap runs the decoder and the mapping on arbitrary bodies in both encodings: no
-// input may panic; a refused body's error says which encoding was bad and stays short; an
-// accepted one maps every span to exactly one outcome and only to JSON objects carrying a uuid,
-// an event name, a distinct_id and a timestamp. Seeds: the recorded exports of the real
-// instrumentations (testdata/exports) and testdata/fuzz/FuzzDecodeAndMap.
+// input may panic; a refused body's error says which encoding was bad and stays short; the
+// spans counted before decoding are the spans decoded (a limit of that many passes, one fewer
+// refuses); an accepted body maps only to JSON objects carrying an event name, a distinct_id,
+// a timestamp and the uuid its span and name give (EventUUID). Seeds: the recorded exports of
+// the real instrumentations (testdata/exports) and the hostile bodies below.
 func FuzzDecodeAndMap(f *testing.F) {
 	paths, _ := filepath.Glob(filepath.Join("testdata", "exports", "*"))
 	for _, p := range paths {
@@ -39,14 +42,16 @@ func FuzzDecodeAndMap(f *testing.F) {
 			}
 			return
 		}
+		if n := otlp.SpanCount(req); n > 0 {
+			if _, err := otlp.Decode(enc, body, n); err != nil {
+				t.Fatalf("%d spans decoded, refused at a limit of %d: %v", n, n, err)
+			}
+			var tooMany *otlp.TooManySpansError
+			if _, err := otlp.Decode(enc, body, n-1); n > 1 && !errors.As(err, &tooMany) { // 0 is no limit
+				t.Fatalf("%d spans decoded, not refused at a limit of %d: %v", n, n-1, err)
+			}
+		}
 		res := otlp.Map(req)
-		total := 0
-		for _, n := range res.Counts {
-			total += n
-		}
-		if total != otlp.SpanCount(req) {
-			t.Fatalf("%d outcomes for %d spans", total, otlp.SpanCount(req))
-		}
 		for _, raw := range res.Events {
 			var env struct {
 				UUID, Event, Timestamp string
@@ -56,8 +61,16 @@ func FuzzDecodeAndMap(f *testing.F) {
 			if err := json.Unmarshal(raw, &env); err != nil {
 				t.Fatalf("event %s: %v", raw, err)
 			}
-			if env.UUID == "" || env.Event == "" || env.Timestamp == "" || env.Properties == nil {
+			if env.Event == "" || env.DistinctID == "" || env.Timestamp == "" || env.Properties == nil {
 				t.Fatalf("event %s lacks a field", raw)
+			}
+			var trace, span string
+			_ = json.Unmarshal(env.Properties["$otel_trace_id"], &trace)
+			_ = json.Unmarshal(env.Properties["$otel_span_id"], &span)
+			tid, _ := hex.DecodeString(trace)
+			sid, _ := hex.DecodeString(span)
+			if want := otlp.EventUUID(tid, sid, env.Event).String(); env.UUID != want {
+				t.Fatalf("event %s: uuid %s, want %s from its trace, span and name", raw, env.UUID, want)
 			}
 		}
 	})
