@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"golang.org/x/sync/singleflight"
 )
 
 // The listing state: which tools, with which input schemas, an MCP session had been served
@@ -35,7 +36,9 @@ import (
 //     a called tool without its schema).
 //
 // A tool is unknown only when the listing that decides is complete: its first page and its
-// last page (no nextCursor) were seen, and every page carried $mcp_listed_tool_names. A listing
+// last page (no nextCursor) were seen, and every page carried $mcp_listed_tool_names. For a
+// session that listed, only its own listing decides: the version's are other sessions', whose
+// tool sets may differ, and give only the tool's schema. A listing
 // that names the tool without its schema decides that the tool is listed, and the later levels
 // are still asked for the schema: @traceloop/instrumentation-mcp's tools/list span names the
 // tools without schemas, and the stored listing (the same server's PostHog events, a
@@ -210,6 +213,9 @@ type Listings struct {
 	schemas  map[[sha256.Size]byte]*schemaRef
 	// compiledLRU holds the compiled schemas most recently used, by text hash.
 	compiledLRU *simplelru.LRU[[sha256.Size]byte, *Schema]
+	// compiling shares one check and compilation among the callers that need the same schema
+	// text at once (by its hash); it runs without mu.
+	compiling singleflight.Group
 	// For Bytes: the timeline entries held, the tools of the listings held, the bytes of the
 	// schema texts held and of the compiled schemas' texts.
 	entries, listedTools, textBytes, compiledTextBytes int
@@ -471,27 +477,59 @@ func flag(b bool) byte {
 }
 
 // compiled returns the compiled schema of r, compiling it on first use (and again after it
-// left the bounded cache of compiled schemas).
+// left the bounded cache of compiled schemas). The limit check and the compilation, which can
+// take up to about half a second for a schema within the limits, run without l.mu held, so
+// other partitions' calls, pages and the memory budget's reads do not wait for them; callers
+// that need the same schema at once share one compilation (singleflight). It is called
+// without l.mu.
 func (l *Listings) compiled(r *schemaRef) *Schema {
-	if !r.checked {
-		r.checked = true
-		if o := CheckSchema(r.text, l.cfg.Schemas); o != nil {
-			r.over = &Schema{failed: ReasonSchemaOverLimit}
-			l.overLimit(r.sum, *o, "input schema over limit: never compiled, its calls are not measured (schema_over_limit)")
+	l.mu.Lock()
+	if r.checked {
+		if r.over != nil {
+			l.mu.Unlock()
+			return r.over
+		}
+		if s, ok := l.compiledLRU.Get(r.sum); ok {
+			l.mu.Unlock()
+			return s
 		}
 	}
-	if r.over != nil {
+	checked := r.checked
+	l.mu.Unlock()
+
+	type outcome struct {
+		schema *Schema
+		over   *OverLimit
+	}
+	v, _, _ := l.compiling.Do(string(r.sum[:]), func() (any, error) {
+		if !checked {
+			if o := CheckSchema(r.text, l.cfg.Schemas); o != nil { // r.text never changes
+				return outcome{schema: &Schema{failed: ReasonSchemaOverLimit}, over: o}, nil
+			}
+		}
+		s, _ := CompileSchema(r.text) // never nil; a failure derives not_measurable
+		s.textBytes = len(r.text)
+		return outcome{schema: s}, nil
+	})
+	out := v.(outcome)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.checked = true
+	if out.over != nil {
+		if r.over == nil {
+			r.over = out.schema
+			l.overLimit(r.sum, *out.over, "input schema over limit: never compiled, its calls are not measured (schema_over_limit)")
+		}
 		return r.over
 	}
-	if s, ok := l.compiledLRU.Get(r.sum); ok {
-		return s
+	// Kept compiled while the text is still held (a page may have let it go meanwhile).
+	if l.schemas[r.sum] == r && !l.compiledLRU.Contains(r.sum) {
+		l.compiledTextBytes += out.schema.textBytes
+		l.compiledLRU.Add(r.sum, out.schema)
+		l.stats.Compiles++
 	}
-	s, _ := CompileSchema(r.text) // never nil; a failure derives not_measurable
-	s.textBytes = len(r.text)
-	l.compiledTextBytes += s.textBytes
-	l.compiledLRU.Add(r.sum, s)
-	l.stats.Compiles++
-	return s
+	return out.schema
 }
 
 // overLimit counts o and logs it with msg and args, once per hash sum while the hash stays
@@ -616,6 +654,16 @@ func (t *timeline) inEffect(at int64, pos Position) *listing {
 // a server name is judged against the listings without one (the caller decides which calls
 // those may judge).
 func (l *Listings) Judge(c CallAt, tool string) Verdict {
+	v, schema := l.judge(c, tool)
+	if schema != nil {
+		v.Schema = l.compiled(schema)
+	}
+	return v
+}
+
+// judge is Judge under l.mu, without compiling: it returns the verdict and, when a listing has
+// the tool's schema, that schema's text to compile.
+func (l *Listings) judge(c CallAt, tool string) (Verdict, *schemaRef) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	at := c.At.UnixNano()
@@ -639,16 +687,19 @@ func (l *Listings) Judge(c CallAt, tool string) Verdict {
 		t, listed := lst.lookup(tool)
 		switch {
 		case t.schema != nil:
-			return Verdict{Schema: l.compiled(t.schema), From: from}
+			return Verdict{From: from}, t.schema
 		case listedBy != ServedNone:
 			// Listed already: only a schema is looked for.
 		case listed:
 			listedBy = from
-		case lst.complete:
-			return Verdict{Unknown: true, From: from}
+		case lst.complete && (i == 0 || levels[0] == nil):
+			// A session that listed is judged unknown by its own listing only: the version's
+			// listings are other sessions', whose tool sets may differ (they may still give
+			// the tool's schema).
+			return Verdict{Unknown: true, From: from}, nil
 		}
 	}
-	return Verdict{From: listedBy}
+	return Verdict{From: listedBy}, nil
 }
 
 // NeedsStored reports whether the server version's stored listing should be read (PutStored):

@@ -3,6 +3,7 @@ package misuse_test
 import (
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -389,5 +390,63 @@ func TestListingsSchemaFromLaterLevel(t *testing.T) {
 	l.Observe(p)
 	if v := l.Judge(call("paged", 31), "extra"); v.Unknown || v.Schema != nil || v.From != misuse.ServedSession {
 		t.Errorf("named by an incomplete listing only: %+v, want listed by the session, no schema", v)
+	}
+}
+
+// TestListingsOtherSessionsDoNotMakeUnknown: a session whose own listing is incomplete (its
+// first page only, a later one pending) and lacks a tool is not judged unknown by the version's
+// complete listing, which is another session's (a per-user flag may list the tool to this
+// session only); that listing may still give the tool's schema.
+func TestListingsOtherSessionsDoNotMakeUnknown(t *testing.T) {
+	l := misuse.NewListings(misuse.ListingsConfig{})
+	first := page("flagged", 20, tool("alpha", "q"))
+	first.NextCursor = "page-2"
+	l.Observe(first)
+	l.Observe(page("other", 25, tool("alpha", "q"))) // the version's listing in effect from 25 on
+	if v := l.Judge(call("flagged", 26), "beta_radar"); v.Unknown {
+		t.Errorf("beta_radar in the flagged session, its listing incomplete: %+v, want not unknown", v)
+	}
+	if v := l.Judge(call("anon", 26), "beta_radar"); !v.Unknown {
+		t.Errorf("beta_radar in a session that listed nothing: %+v, want unknown by the version's complete listing", v)
+	}
+	rest := misuse.ListingPage{Server: "srv", Version: "1.0", Session: "flagged", At: at(27), Pos: misuse.NoPosition,
+		Cursor: "page-2", HasCursor: true, Names: []string{"gamma"}, Tools: []misuse.ServedTool{tool("gamma", "z")}}
+	l.Observe(rest)
+	if v := l.Judge(call("flagged", 28), "beta_radar"); !v.Unknown {
+		t.Errorf("beta_radar once the flagged session's listing is complete without it: %+v, want unknown", v)
+	}
+}
+
+// TestListingsCompileConcurrently: many calls judged at once against schemas not compiled yet
+// (each compiled without the state's lock held) all get their schema, the same for one text.
+func TestListingsCompileConcurrently(t *testing.T) {
+	l := misuse.NewListings(misuse.ListingsConfig{})
+	var tools []misuse.ServedTool
+	for i := range 20 {
+		tools = append(tools, tool(fmt.Sprint("t", i), "q", fmt.Sprint("k", i)))
+	}
+	l.Observe(page("s", 10, tools...))
+	var wg sync.WaitGroup
+	got := make([][]*misuse.Schema, 8)
+	for g := range got {
+		wg.Go(func() {
+			for i := range tools {
+				got[g] = append(got[g], l.Judge(call("s", 11), tools[i].Name).Schema)
+			}
+		})
+	}
+	wg.Wait()
+	for g := range got {
+		for i, s := range got[g] {
+			if s == nil {
+				t.Fatalf("goroutine %d, tool %d: no schema", g, i)
+			}
+			if k := ignored(t, misuse.Verdict{Schema: s}, fmt.Sprintf(`{"q":"x","k%d":"y","extra":1}`, i)); len(k.Keys) != 1 || k.Keys[0] != "extra" {
+				t.Fatalf("goroutine %d, tool %d: ignored %v, want [extra]", g, i, k.Keys)
+			}
+		}
+	}
+	if st := l.Stats(); st.Compiles != uint64(len(tools)) {
+		t.Errorf("%d compilations for %d schemas, want one each", st.Compiles, len(tools))
 	}
 }
