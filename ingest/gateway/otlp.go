@@ -1,10 +1,10 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"strconv"
@@ -106,53 +106,37 @@ func (g *Gateway) otlpTraces(w http.ResponseWriter, r *http.Request) {
 		fail(code, codes.Unavailable, resp.Error)
 		return
 	}
-	// Events the gateway refused count against the spans they came from (a failed call's
-	// exception shares its span: a span is counted once).
-	rejected := mapped.Counts[otlp.OutcomeRejected]
+	// A span whose own event (its first) the gateway refused is rejected, with the reason; a
+	// failed call's $exception refused beside a stored call leaves its span mapped.
+	counts := maps.Clone(mapped.Counts)
 	notes := append([]string(nil), mapped.Rejections...)
-	refusedSpans := map[string]bool{}
 	for _, e := range resp.Errors {
-		var env struct {
-			Properties struct {
-				SpanID string `json:"$otel_span_id"`
-			} `json:"properties"`
+		span := mapped.Spans[e.Index]
+		if e.Index > 0 && mapped.Spans[e.Index-1] == span {
+			continue
 		}
-		_ = json.Unmarshal(mapped.Events[e.Index], &env)
-		if !refusedSpans[env.Properties.SpanID] {
-			refusedSpans[env.Properties.SpanID] = true
-			rejected++
-		}
+		counts[otlp.OutcomeMapped]--
+		counts[otlp.OutcomeRejected]++
 		if len(notes) < 10 {
 			var why []string
 			for _, p := range e.Problems {
 				why = append(why, strings.TrimPrefix(p.Path+": ", ": ")+p.Problem)
 			}
-			notes = append(notes, fmt.Sprintf("span %s: %s", env.Properties.SpanID, strings.Join(why, "; ")))
+			notes = append(notes, fmt.Sprintf("span %s: %s", otlp.SpanID(req, span), strings.Join(why, "; ")))
 		}
 	}
+	rejected := counts[otlp.OutcomeRejected]
 	if rejected > 0 {
 		notes = append([]string{fmt.Sprintf("%d MCP spans rejected", rejected)}, notes...)
 	}
-	// The metric counts each span once, by what became of it: a span the mapping took whose
-	// event the gateway refused is rejected, not mapped (as the headers and the answer say).
-	refused := rejected - mapped.Counts[otlp.OutcomeRejected]
-	for outcome, n := range mapped.Counts {
-		switch outcome {
-		case otlp.OutcomeMapped:
-			n -= refused
-		case otlp.OutcomeRejected:
-			n = rejected
-		}
+	for outcome, n := range counts {
 		g.metrics.otlpSpans.WithLabelValues(string(outcome)).Add(float64(n))
-	}
-	if _, ok := mapped.Counts[otlp.OutcomeRejected]; !ok && refused > 0 {
-		g.metrics.otlpSpans.WithLabelValues(string(otlp.OutcomeRejected)).Add(float64(refused))
 	}
 	// The counts go in headers: exporters log any partial_success as a failed export (the
 	// OpenTelemetry Go SDK's otlptracehttp returns it as an error), so dropping the spans that
 	// are not MCP spans, which is the normal case, must not look like one.
-	w.Header().Set("Mcpulse-Spans-Mapped", strconv.Itoa(mapped.Counts[otlp.OutcomeMapped]-rejected+mapped.Counts[otlp.OutcomeRejected]))
-	w.Header().Set("Mcpulse-Spans-Dropped", strconv.Itoa(mapped.Counts[otlp.OutcomeNotMCP]+mapped.Counts[otlp.OutcomeOtherMethod]))
+	w.Header().Set("Mcpulse-Spans-Mapped", strconv.Itoa(counts[otlp.OutcomeMapped]))
+	w.Header().Set("Mcpulse-Spans-Dropped", strconv.Itoa(counts[otlp.OutcomeNotMCP]+counts[otlp.OutcomeOtherMethod]))
 	w.Header().Set("Mcpulse-Spans-Rejected", strconv.Itoa(rejected))
 	out := &coltracepb.ExportTraceServiceResponse{}
 	if rejected > 0 {

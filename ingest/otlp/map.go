@@ -40,11 +40,28 @@ type Result struct {
 	// Events are the envelopes, as JSON objects, in span order (a failed tool call is followed
 	// by its $exception).
 	Events []json.RawMessage
+	// Spans holds, for each of Events, the index of the span it was made from (in request
+	// order); a span's first event is its own, a failed call's $exception follows it.
+	Spans []int
 	// Counts is the number of spans per outcome.
 	Counts map[Outcome]int
 	// Rejections say why each rejected span was rejected, in span order (at most
 	// maxRejections kept; Counts[OutcomeRejected] has the total).
 	Rejections []string
+}
+
+// SpanID is the hex id of the i-th span of req in request order (Result.Spans), "" past the end.
+func SpanID(req *coltracepb.ExportTraceServiceRequest, i int) string {
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			if spans := ss.GetSpans(); i < len(spans) {
+				return hex.EncodeToString(spans[i].GetSpanId())
+			} else {
+				i -= len(spans)
+			}
+		}
+	}
+	return ""
 }
 
 // maxRejections bounds Result.Rejections.
@@ -95,6 +112,7 @@ func Map(req *coltracepb.ExportTraceServiceRequest) Result {
 			}
 		}
 	}
+	spanIndex := 0
 	for _, rs := range req.GetResourceSpans() {
 		resource := attrs(rs.GetResource().GetAttributes())
 		for _, ss := range rs.GetScopeSpans() {
@@ -105,7 +123,11 @@ func Map(req *coltracepb.ExportTraceServiceRequest) Result {
 				if outcome == OutcomeRejected && len(res.Rejections) < maxRejections {
 					res.Rejections = append(res.Rejections, fmt.Sprintf("span %s %s: %s", hex.EncodeToString(sp.GetSpanId()), quote(sp.GetName()), why))
 				}
+				for range events {
+					res.Spans = append(res.Spans, spanIndex)
+				}
 				res.Events = append(res.Events, events...)
+				spanIndex++
 			}
 		}
 	}
