@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -242,6 +244,7 @@ func postAll(ctx context.Context, client *http.Client, url, ctype, key string, b
 	next := make(chan []byte)
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
+	var taken atomic.Int64 // events (spans) the gateway answered it took
 	begin := time.Now()
 	for range clients {
 		wg.Add(1)
@@ -266,6 +269,17 @@ func postAll(ctx context.Context, client *http.Client, url, ctype, key string, b
 					errs <- fmt.Errorf("POST %s: %d %.200q", url, res.StatusCode, answer)
 					return
 				}
+				// What the gateway took: the spans mapped (OTLP), else the events accepted.
+				n, err := strconv.Atoi(res.Header.Get("Mcpulse-Spans-Mapped"))
+				if err != nil {
+					var ack struct{ Accepted int }
+					if err := json.Unmarshal(answer, &ack); err != nil {
+						errs <- fmt.Errorf("POST %s: answer %.200q: %w", url, answer, err)
+						return
+					}
+					n = ack.Accepted
+				}
+				taken.Add(int64(n))
 			}
 		}()
 	}
@@ -289,8 +303,12 @@ feed:
 	if failed != nil {
 		return 0, failed
 	}
+	elapsed := time.Since(begin)
 	if len(bodies) == 1 {
 		return 0, nil // the warm-up
 	}
-	return float64(events) / time.Since(begin).Seconds(), nil
+	if int(taken.Load()) != events {
+		return 0, fmt.Errorf("POST %s: the gateway took %d of the %d events: a rate over events it refused would mean nothing", url, taken.Load(), events)
+	}
+	return float64(events) / elapsed.Seconds(), nil
 }
