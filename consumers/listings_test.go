@@ -259,7 +259,7 @@ func TestNamesOnlyListingTakesTheStoredSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := otlp.Decode(otlp.JSON, data)
+	req, err := otlp.Decode(otlp.JSON, data, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
