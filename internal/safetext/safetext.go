@@ -4,6 +4,8 @@
 package safetext
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 	"unicode"
@@ -66,4 +68,59 @@ func Quote(s string) string {
 		q += "… (" + strconv.Itoa(len(s)) + " bytes)"
 	}
 	return q
+}
+
+// The bounds on caller-chosen text that mcpulse stores, in bytes. A value over its bound is
+// stored as Bound makes it.
+const (
+	// MaxName bounds a name or version that is a stored dimension: tool, client and server
+	// names and versions, event names.
+	MaxName = 256
+	// MaxKeyPath bounds an ignored-key path (a dotted path of argument keys).
+	MaxKeyPath = 1024
+	// MaxText bounds a free text that is stored and shown: error and exception messages.
+	MaxText = 8192
+)
+
+// boundHashHex is how many hex digits of the value's SHA-256 a bounded value carries (48 bits).
+const boundHashHex = 12
+
+// Bound returns s when it is at most limit bytes long; otherwise the longest prefix of s that
+// ends on a UTF-8 character boundary and leaves room for a marker, followed by the marker
+// "…[N bytes, sha256:H]", where N is len(s) and H the first 12 hex digits of s's SHA-256. The
+// result is then at most limit bytes. Two long values that share their prefix stay distinct
+// (unless their hashes' first 48 bits agree), and the same value is always bounded the same
+// way, so a bounded value can be a key, a rollup dimension or a join between two sources.
+// Bound(Bound(s, limit), limit) == Bound(s, limit). limit must leave room for the marker (at
+// least 64 bytes); a smaller limit is taken as 64.
+func Bound(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	limit = max(limit, 64)
+	sum := sha256.Sum256([]byte(s))
+	marker := "…[" + strconv.Itoa(len(s)) + " bytes, sha256:" + hex.EncodeToString(sum[:])[:boundHashHex] + "]"
+	cut := limit - len(marker)
+	// Back up to the start of a character: at most utf8.UTFMax-1 bytes, so that invalid
+	// UTF-8 (continuation bytes without a start) cannot make it scan further.
+	for i := 0; i < utf8.UTFMax-1 && cut > 0 && !utf8.RuneStart(s[cut]); i++ {
+		cut--
+	}
+	return s[:cut] + marker
+}
+
+// Bounded reports whether s is a value Bound cut: it ends with Bound's marker.
+func Bounded(s string) bool {
+	i := strings.LastIndex(s, "…[")
+	if i < 0 || !strings.HasSuffix(s, "]") {
+		return false
+	}
+	m := s[i+len("…["):]
+	j := strings.Index(m, " bytes, sha256:")
+	if j < 0 {
+		return false
+	}
+	n, err := strconv.Atoi(m[:j])
+	h := m[j+len(" bytes, sha256:") : len(m)-1]
+	return err == nil && n > 0 && len(h) == boundHashHex && strings.Trim(h, "0123456789abcdef") == ""
 }

@@ -67,3 +67,72 @@ func TestQuoteShowsAShortEscapedPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestBound(t *testing.T) {
+	short := strings.Repeat("a", MaxName)
+	if got := Bound(short, MaxName); got != short {
+		t.Fatalf("a value at the bound changed: %q", got)
+	}
+	if Bounded(short) {
+		t.Fatal("a value at the bound reads as bounded")
+	}
+	long := strings.Repeat("k", 900*1024)
+	got := Bound(long, MaxKeyPath)
+	want := strings.Repeat("k", MaxKeyPath-len("…[921600 bytes, sha256:123456789012]")) + "…[921600 bytes, sha256:"
+	if len(got) > MaxKeyPath || !strings.HasPrefix(got, want) || !Bounded(got) {
+		t.Fatalf("Bound(900 KB, %d) = %d bytes %.80q…, want at most the bound, starting %.80q", MaxKeyPath, len(got), got[len(got)-60:], want[len(want)-60:])
+	}
+	if again := Bound(got, MaxKeyPath); again != got {
+		t.Fatalf("Bound is not idempotent: %q", again)
+	}
+	if Bound(long, MaxKeyPath) != got {
+		t.Fatal("Bound is not deterministic")
+	}
+	// Two values sharing the prefix that is kept stay distinct.
+	other := long[:len(long)-1] + "l"
+	if b := Bound(other, MaxKeyPath); b == got || len(b) != len(got) {
+		t.Fatalf("two long values sharing a prefix bound alike: %q", b[len(b)-60:])
+	}
+	// The cut falls on a character boundary, whatever the width of the characters.
+	for _, unit := range []string{"é", "表", "🙂", "\xff", "a\xbf\xbf\xbf"} {
+		for _, limit := range []int{MaxName, MaxName + 1, MaxName + 2, MaxName + 3, 10} {
+			s := strings.Repeat(unit, 2000)
+			b := Bound(s, limit)
+			if len(b) > max(limit, 64) || !Bounded(b) {
+				t.Errorf("Bound(%q×2000, %d) = %d bytes, not bounded", unit, limit, len(b))
+			}
+			if utf8.ValidString(s) && !utf8.ValidString(b) {
+				t.Errorf("Bound(%q×2000, %d) cut a character: %q", unit, limit, b)
+			}
+		}
+	}
+}
+
+func FuzzBound(f *testing.F) {
+	f.Add("hx-rlo\u202egnp.exe", 70)
+	f.Add(strings.Repeat("表", 100), 64)
+	f.Add(strings.Repeat("\xbf", 100), 65)
+	f.Fuzz(func(t *testing.T, s string, limit int) {
+		limit = 64 + abs(limit)%2048
+		b := Bound(s, limit)
+		switch {
+		case len(s) <= limit && b != s:
+			t.Fatalf("Bound changed a value within its bound: %q", b)
+		case len(b) > limit:
+			t.Fatalf("Bound(%d bytes, %d) = %d bytes", len(s), limit, len(b))
+		case len(s) > limit && (!Bounded(b) || !strings.HasPrefix(s, b[:strings.LastIndex(b, "…[")])):
+			t.Fatalf("Bound(%q, %d) = %q: no marker, or not a prefix", s, limit, b)
+		case utf8.ValidString(s) && !utf8.ValidString(b):
+			t.Fatalf("Bound cut a character: %q", b)
+		case Bound(b, limit) != b:
+			t.Fatalf("Bound not idempotent on %q", b)
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -(n + 1)
+	}
+	return n
+}
