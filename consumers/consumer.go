@@ -29,6 +29,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/misuse"
 	"github.com/mcpulse/mcpulse/suppression"
 )
@@ -568,8 +569,12 @@ func deadLetterRow(m *kafka.Message) row {
 	if len(payload) > maxPayload {
 		payload = payload[:maxPayload]
 	}
-	return row{id, m.Time.UTC(), source, reason, peekString(peek.UUID), peekString(peek.Event), peekString(peek.DistinctID),
-		string(payload), int32(m.Partition), m.Offset, string(class)}
+	// The texts are caller input (a dead letter is malformed by definition; its headers can be
+	// written by anyone who can write the topic): each is bounded as the pipeline bounds a
+	// stored name or text (safetext.Bound), so a 900 KB event name costs a line, not a row.
+	name, text := func(s string) string { return safetext.Bound(s, safetext.MaxName) }, func(s string) string { return safetext.Bound(s, safetext.MaxText) }
+	return row{safetext.Bound(id, safetext.MaxKeyPath), m.Time.UTC(), name(source), text(reason), name(peekString(peek.UUID)),
+		name(peekString(peek.Event)), safetext.Bound(peekString(peek.DistinctID), safetext.MaxKeyPath), string(payload), int32(m.Partition), m.Offset, string(class)}
 }
 
 func peekString(v any) string {

@@ -271,7 +271,7 @@ func ParseIn(data []byte, slot *ToolCallSlot) (*Event, error) {
 	case name == "":
 		v.add("event", "required")
 	default:
-		ev.Name = name
+		ev.Name = safetext.Bound(name, safetext.MaxName) // a stored dimension (events_by_name_hourly)
 	}
 	// The identity hash must equal what JavaScript computes (DESIGN.md §3). Go decodes invalid
 	// UTF-8 and unpaired UTF-16 surrogate escapes to U+FFFD, which JavaScript does not, so a

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/misuse"
 )
 
@@ -74,6 +75,19 @@ func (p propertyReader) str(key propKey) string {
 		p.v.add(path(key), "must be a string")
 	}
 	return s
+}
+
+// name reads an optional string property that is a stored dimension or shown as a label (a
+// tool, client or server name or version, a mode, a source): safetext.Bound to
+// safetext.MaxName bytes, so a long value is kept cut and marked, not refused.
+func (p propertyReader) name(key propKey) string {
+	return safetext.Bound(p.str(key), safetext.MaxName)
+}
+
+// message reads an optional string property that is a stored free text (an error message, an
+// intent): safetext.Bound to safetext.MaxText bytes.
+func (p propertyReader) message(key propKey) string {
+	return safetext.Bound(p.str(key), safetext.MaxText)
 }
 
 // requiredStr reads a string property that must be present and non-empty.
@@ -182,23 +196,23 @@ func decodeToolCall(p *propertyReader, ev *Event) {
 	if t == nil {
 		t = &ToolCall{}
 	}
-	t.ToolName = p.requiredStr(keyToolName)
+	t.ToolName = safetext.Bound(p.requiredStr(keyToolName), safetext.MaxName)
 	t.DurationMs = p.number(keyDurationMs, &t.durationMs)
-	t.ClientName = p.str(keyClientName)
-	t.ClientVersion = p.str(keyClientVersion)
-	t.ExecVerb = p.str(keyExecVerb)
-	t.ExecTargetTool = p.str(keyExecTargetTool)
-	t.Mode = p.str(keyMode)
+	t.ClientName = p.name(keyClientName)
+	t.ClientVersion = p.name(keyClientVersion)
+	t.ExecVerb = p.name(keyExecVerb)
+	t.ExecTargetTool = p.name(keyExecTargetTool)
+	t.Mode = p.name(keyMode)
 	t.ConversationID = p.str(keyConversationID)
 	t.SessionID = p.str(keySessionID)
 	// `source`, or the MCP analytics SDK's name for it; when both are sent, $mcp_source is
 	// checked and kept in properties.
-	if t.Source = p.str(keySource); t.Source == "" {
-		t.Source = p.str(keyMCPSource)
+	if t.Source = p.name(keySource); t.Source == "" {
+		t.Source = p.name(keyMCPSource)
 	} else if _, ok := stringValue(p.peek(keyMCPSource)); !ok {
 		p.v.add(path(keyMCPSource), "must be a string")
 	}
-	t.ErrorType = p.str(keyErrorType)
+	t.ErrorType = p.name(keyErrorType)
 	p.diagnostics(&t.Diagnostics, true)
 	p.boolean(keyIsError, &t.IsError)
 	problems := len(p.v.Problems)
@@ -220,12 +234,12 @@ func decodeToolCall(p *propertyReader, ev *Event) {
 	if t.DurationMs != nil && *t.DurationMs < 0 {
 		p.v.add(path(keyDurationMs), "must not be negative")
 	}
-	t.ServerName = p.str(keyServerName)
-	t.ServerVersion = p.str(keyServerVersion)
-	t.ProtocolVersion = p.str(keyProtocolVersion)
-	t.Intent = p.str(keyIntent)
-	t.IntentSource = p.str(keyIntentSource)
-	t.ErrorMessage = p.str(keyErrorMessage)
+	t.ServerName = p.name(keyServerName)
+	t.ServerVersion = p.name(keyServerVersion)
+	t.ProtocolVersion = p.name(keyProtocolVersion)
+	t.Intent = p.message(keyIntent)
+	t.IntentSource = p.name(keyIntentSource)
+	t.ErrorMessage = p.message(keyErrorMessage)
 	// Read, not peeked: what they hold is in the derived columns (ignored keys, their source,
 	// error class), so Extra leaves them out; a misused call's row keeps $mcp_parameters
 	// (ToolCallProperties).
@@ -239,9 +253,9 @@ func decodeToolCall(p *propertyReader, ev *Event) {
 	ev.ToolCall = t
 }
 
-// ignoredKeys reads $mcp_ignored_keys: an array of at most MaxIgnoredKeys strings. Control
-// characters are masked as '?' (the MCP server already does; a server that does not must not
-// smuggle them into dashboards).
+// ignoredKeys reads $mcp_ignored_keys: an array of at most MaxIgnoredKeys strings, each made a
+// stored path by misuse.KeyPath: control characters masked as '?' (the MCP server already
+// does; a server that does not must not smuggle them into dashboards) and the length bounded.
 func (p propertyReader) ignoredKeys() []string {
 	key := keyIgnoredKeys
 	raw := p.raw(key)
@@ -268,7 +282,7 @@ func (p propertyReader) ignoredKeys() []string {
 			p.v.add(path(key)+"["+itoa(i)+"]", "must not be empty")
 			continue
 		}
-		keys = append(keys, MaskControl(s))
+		keys = append(keys, misuse.KeyPath(s))
 	}
 	return keys
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/encoding/json"
 
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/misuse"
 )
 
@@ -51,11 +52,19 @@ type Session struct {
 
 func (p propertyReader) session(s *Session) {
 	s.SessionID = p.str(keySessionID)
-	s.ServerName = p.str(keyServerName)
-	s.ServerVersion = p.str(keyServerVersion)
-	s.ClientName = p.str(keyClientName)
-	s.ClientVersion = p.str(keyClientVersion)
-	s.ProtocolVersion = p.str(keyProtocolVersion)
+	s.ServerName = p.name(keyServerName)
+	s.ServerVersion = p.name(keyServerVersion)
+	s.ClientName = p.name(keyClientName)
+	s.ClientVersion = p.name(keyClientVersion)
+	s.ProtocolVersion = p.name(keyProtocolVersion)
+}
+
+// bound bounds the names and versions of s that were filled from elsewhere than properties
+// (safetext.MaxName, as propertyReader.name does).
+func (s *Session) bound() {
+	for _, f := range []*string{&s.ServerName, &s.ServerVersion, &s.ClientName, &s.ClientVersion, &s.ProtocolVersion} {
+		*f = safetext.Bound(*f, safetext.MaxName)
+	}
 }
 
 // ToolsList holds a $mcp_tools_list event: the tools an MCP server listed to a client.
@@ -105,7 +114,7 @@ func decodeToolsList(p *propertyReader, ev *Event) {
 				p.v.add(path(listed)+"["+itoa(i)+"]", "must be a string")
 				continue
 			}
-			t.ListedToolNames = append(t.ListedToolNames, s)
+			t.ListedToolNames = append(t.ListedToolNames, safetext.Bound(s, safetext.MaxName))
 		}
 	}
 	tools, _ := arrayItems(objectValue(p.raw(keyResponse), "tools"))
@@ -115,7 +124,7 @@ func decodeToolsList(p *propertyReader, ev *Event) {
 			continue // the SDK's "[MaxProperties ~]" after 100 tools, or something unreadable
 		}
 		desc, _ := stringValue(objectValue(item, "description"))
-		t.Tools = append(t.Tools, ServedTool{Name: name, Description: desc, InputSchema: objectValue(item, "inputSchema")})
+		t.Tools = append(t.Tools, ServedTool{Name: safetext.Bound(name, safetext.MaxName), Description: desc, InputSchema: objectValue(item, "inputSchema")})
 	}
 	t.NextCursor, _ = stringValue(objectValue(p.raw(keyResponse), "nextCursor"))
 	// Peeked: the request stays in properties, as sent.
@@ -151,13 +160,17 @@ type ServedSchemaRow struct {
 // NewServedSchemaRow is the served_tool_schemas_in row of one tool that server name and
 // version served, seen at seenAt: schema_sha256 is the hex SHA-256 of its InputSchema text as
 // served, truncated says the text holds the MCP analytics SDK's cut or redaction markers
-// (misuse.SchemaTruncated), event is the event (or schema check run) that saw it. The consumer
+// (misuse.SchemaTruncated), event is the event (or schema check run) that saw it. The server
+// name, version and tool name are bounded to safetext.MaxName bytes (safetext.Bound), as an
+// event's are when it is parsed, so a listing fetched by the schema check and one reported in
+// events name a long tool alike. The consumer
 // writes a $mcp_tools_list event's tools with it, and the schema check
 // (schemacheck.StoreServedSchemas) the tools it fetched from the server.
 func NewServedSchemaRow(server, version string, tool ServedTool, seenAt time.Time, event uuid.UUID) ServedSchemaRow {
 	sum := sha256.Sum256(tool.InputSchema)
+	b := func(s string) string { return safetext.Bound(s, safetext.MaxName) }
 	return ServedSchemaRow{
-		ServerName: server, ServerVersion: version, ToolName: tool.Name,
+		ServerName: b(server), ServerVersion: b(version), ToolName: b(tool.Name),
 		SchemaSHA256: hex.EncodeToString(sum[:]), InputSchema: string(tool.InputSchema), Description: tool.Description,
 		Truncated: flag(truncated.of(sum, tool.InputSchema)), SeenAt: seenAt, EventUUID: event,
 	}
@@ -317,6 +330,8 @@ func decodeInitialize(p *propertyReader, ev *Event) {
 	fill(&in.ServerVersion, objectValue(server, "version"))
 	fill(&in.ProtocolVersion, objectValue(result, "protocolVersion"))
 	fill(&in.ProtocolVersion, objectValue(params, "protocolVersion"))
+	in.Session.bound()
+	in.RequestedProtocolVersion = safetext.Bound(in.RequestedProtocolVersion, safetext.MaxName)
 	ev.Initialize = in
 }
 
@@ -365,12 +380,13 @@ var exceptionReads = append([]propKey{keyExceptionList, keyExceptionLevel, keyTo
 func decodeException(p *propertyReader, ev *Event) {
 	x := &Exception{}
 	p.session(&x.Session)
-	x.ToolName = p.str(keyToolName)
-	x.Level = p.str(keyExceptionLevel)
+	x.ToolName = p.name(keyToolName)
+	x.Level = p.name(keyExceptionLevel)
 	// Peeked: the list (stack frames, further exceptions) stays in properties.
 	if list, ok := arrayItems(p.peek(keyExceptionList)); ok && len(list) > 0 {
 		x.Type, _ = stringValue(objectValue(list[0], "type"))
 		x.Message, _ = stringValue(objectValue(list[0], "value"))
+		x.Type, x.Message = safetext.Bound(x.Type, safetext.MaxName), safetext.Bound(x.Message, safetext.MaxText)
 	}
 	ev.Exception = x
 }

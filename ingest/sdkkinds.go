@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // The MCP analytics SDK's (@posthog/mcp 0.16.3) events besides tool calls, listings,
@@ -55,18 +57,18 @@ func decodeFeedback(p *propertyReader, ev *Event) {
 	f := &Feedback{}
 	p.session(&f.Session)
 	f.ConversationID = p.str(keyConversationID)
-	f.ToolName = p.str(keyResourceName)
-	f.Type = p.str(keyFeedbackType)
+	f.ToolName = p.name(keyResourceName)
+	f.Type = p.name(keyFeedbackType)
 	f.Summary = p.str(keyFeedbackSummary)
 	f.Details = p.str(keyFeedbackDetails)
 	f.FrictionPoints = p.str(keyFeedbackFrictionPoints)
 	f.SuggestedImprovement = p.str(keyFeedbackSuggestedImprovement)
-	f.Sentiment = p.str(keyFeedbackSentiment)
-	f.AboutTool = p.str(keyFeedbackTool)
+	f.Sentiment = p.name(keyFeedbackSentiment)
+	f.AboutTool = p.name(keyFeedbackTool)
 	f.TaskCompleted = p.boolean(keyFeedbackTaskCompleted, &f.taskCompleted)
 	f.Intent = p.str(keyIntent)
-	f.IntentSource = p.str(keyIntentSource)
-	f.LLMModel = p.str(keyLLMModel)
+	f.IntentSource = p.name(keyIntentSource)
+	f.LLMModel = p.name(keyLLMModel)
 	var isError bool
 	if p.boolean(keyIsError, &isError) != nil {
 		f.IsError = isError
@@ -164,8 +166,8 @@ func resourceDecoder(nameParam string, listing bool) func(*propertyReader, *Even
 		if p.boolean(keyIsError, &isError) != nil {
 			r.IsError = isError
 		}
-		r.ErrorType = p.str(keyErrorType)
-		r.ErrorMsg = p.str(keyErrorMessage)
+		r.ErrorType = p.name(keyErrorType)
+		r.ErrorMsg = p.message(keyErrorMessage)
 		r.DurationMs = p.number(keyDurationMs, &r.durationMs)
 		// Peeked: the captured request and listing stay in properties.
 		request := objectValue(p.peek(keyParameters), "request")
@@ -173,6 +175,9 @@ func resourceDecoder(nameParam string, listing bool) func(*propertyReader, *Even
 		if r.Name == "" && nameParam != "" {
 			r.Name, _ = stringValue(objectValue(objectValue(request, "params"), nameParam))
 		}
+		// A resource's uri is a path rather than a name: bounded as a key path is.
+		r.Name = safetext.Bound(r.Name, safetext.MaxKeyPath)
+		r.Method = safetext.Bound(r.Method, safetext.MaxName)
 		if listing {
 			result := p.peek(keyResponse)
 			for _, field := range []string{"resources", "resourceTemplates", "prompts"} {
@@ -239,7 +244,7 @@ var identifyReads = append([]propKey{keyResourceName, keyPersonSet, keyPersonSet
 func decodeIdentify(p *propertyReader, ev *Event) {
 	id := &Identify{}
 	p.session(&id.Session)
-	id.ResourceName = p.str(keyResourceName)
+	id.ResourceName = safetext.Bound(p.str(keyResourceName), safetext.MaxKeyPath)
 	id.Set = p.object(keyPersonSet)
 	id.SetOnce = p.object(keyPersonSetOnce)
 	ev.Identify = id

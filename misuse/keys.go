@@ -2,6 +2,8 @@ package misuse
 
 import (
 	"strings"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // MaxKeys is how many ignored-key paths one tool call keeps; IgnoredKeys.Total counts the rest.
@@ -81,8 +83,8 @@ const MarkerArgumentsValidated = "[mcpulse: arguments seen after validation]"
 // IgnoredKeys is the outcome for one tool call.
 type IgnoredKeys struct {
 	// Keys are dotted paths of the input keys the tool ignored, in the order they appear in
-	// the arguments; array items by index ("series.0.math"); at most MaxKeys; control
-	// characters masked as '?' (MaskControl). Nil when none or not measurable.
+	// the arguments; array items by index ("series.0.math"); at most MaxKeys; each a KeyPath
+	// (control characters masked as '?', at most safetext.MaxKeyPath bytes). Nil when none or not measurable.
 	Keys []string
 	// Total is how many keys were ignored before the cap (>= len(Keys)).
 	Total int
@@ -116,6 +118,13 @@ func MaskControl(s string) string {
 	}, s)
 }
 
+// KeyPath is an ignored-key path as it is stored and shown, whichever source named it (the
+// event's $mcp_ignored_keys, the tool's response, the arguments against the schema):
+// MaskControl, then safetext.Bound to safetext.MaxKeyPath bytes, so that one key of 900 KB
+// is stored as about 1 KB, cut and marked with its length and hash (two long paths that share
+// their first kilobyte stay distinct).
+func KeyPath(s string) string { return safetext.Bound(MaskControl(s), safetext.MaxKeyPath) }
+
 // IsControl reports whether MaskControl masks r: C0 and C1 controls, DEL, U+2028, U+2029.
 func IsControl(r rune) bool {
 	return r < 0x20 || (r >= 0x7f && r < 0xa0) || r == 0x2028 || r == 0x2029
@@ -130,11 +139,11 @@ type keyList struct {
 func (l *keyList) add(path string) {
 	l.total++
 	if len(l.keys) < MaxKeys {
-		l.keys = append(l.keys, MaskControl(path))
+		l.keys = append(l.keys, KeyPath(path))
 	}
 }
 
-// capKeys masks and caps a key list read from elsewhere; total is at least len(keys).
+// capKeys makes stored paths of (KeyPath) and caps a key list read from elsewhere; total is at least len(keys).
 func capKeys(keys []string, total int) ([]string, int) {
 	if total < len(keys) {
 		total = len(keys)
@@ -145,7 +154,7 @@ func capKeys(keys []string, total int) ([]string, int) {
 	n := min(len(keys), MaxKeys)
 	out := make([]string, n)
 	for i := range n {
-		out[i] = MaskControl(keys[i])
+		out[i] = KeyPath(keys[i])
 	}
 	return out, total
 }
