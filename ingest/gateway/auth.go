@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	segjson "github.com/segmentio/encoding/json"
@@ -49,9 +50,10 @@ func (c *keyCheck) add(key string) bool {
 	return !c.unknown
 }
 
-// outsideBody adds the keys the request carries outside its body. It returns an error message
-// for a malformed Authorization header ("" otherwise).
-func (c *keyCheck) outsideBody(r *http.Request) string {
+// outsideBody adds the keys the request carries outside its body: its Authorization header
+// and q, its URL query (parseQuery). It returns an error message for a malformed
+// Authorization header ("" otherwise).
+func (c *keyCheck) outsideBody(r *http.Request, q url.Values) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
@@ -59,7 +61,6 @@ func (c *keyCheck) outsideBody(r *http.Request) string {
 		}
 		c.add(strings.TrimSpace(tok))
 	}
-	q := r.URL.Query()
 	for _, name := range []string{"api_key", "token"} {
 		if k := q.Get(name); k != "" {
 			c.add(k)

@@ -11,7 +11,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/mcpulse/mcpulse/internal/safetext"
@@ -162,9 +161,9 @@ func unwrapForm(contentType string, data []byte, maxInflated int64) ([]byte, err
 	if !isForm {
 		return data, nil
 	}
-	vals, err := url.ParseQuery(string(data))
-	if err != nil {
-		return nil, badRequest("form body: %v", err)
+	vals, qerr := parseQuery(string(data), "form body")
+	if qerr != nil {
+		return nil, qerr
 	}
 	field := strings.TrimSpace(vals.Get("data"))
 	if field == "" {

@@ -259,9 +259,14 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 		}
 		return he.Status, Response{Status: status, Error: he.Msg}, processed{}
 	}
+	// The query first, strictly: a parameter dropped by the parser could be the api_key.
+	query, qerr := parseQuery(r.URL.RawQuery, "URL query")
+	if qerr != nil {
+		return fail(qerr)
+	}
 	// The keys outside the body first: a wrong one is refused before the body is even read.
 	keys := g.newKeyCheck()
-	if msg := keys.outsideBody(r); msg != "" {
+	if msg := keys.outsideBody(r, query); msg != "" {
 		return unauthorized(msg)
 	}
 	if msg := keys.verdict(form); keys.unknown || (form == formEnvelopes && msg != "") {
@@ -278,7 +283,7 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 	m := meta{
 		ContentEncoding: r.Header.Get("Content-Encoding"),
 		ContentType:     r.Header.Get("Content-Type"),
-		Compression:     r.URL.Query().Get("compression"),
+		Compression:     query.Get("compression"),
 	}
 	if form == formPostHog {
 		// The body's keys before decoding it: those at the head of a gzip body before inflating
@@ -320,7 +325,7 @@ func (g *Gateway) ingestRequest(r *http.Request, form bodyForm) (int, Response, 
 			Error: fmt.Sprintf("%d events in one request, at most %d: send smaller batches", len(p.Events), g.cfg.MaxEvents)}, processed{}
 	}
 	sentAt := p.SentAt
-	if q := r.URL.Query().Get("_"); isNull(sentAt) && q != "" && form == formPostHog {
+	if q := query.Get("_"); isNull(sentAt) && q != "" && form == formPostHog {
 		sentAt = mustJSON(q) // posthog-js: milliseconds since the epoch when the request was sent
 	}
 	res := g.process(p, form, newRequestClock(now, sentAt, g.cfg.TransitAllowance))

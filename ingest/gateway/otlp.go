@@ -52,8 +52,13 @@ func (g *Gateway) otlpTraces(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusMethodNotAllowed, codes.Unimplemented, "method not allowed: POST only")
 		return
 	}
+	q, qerr := parseQuery(r.URL.RawQuery, "URL query")
+	if qerr != nil {
+		fail(qerr.Status, codes.InvalidArgument, qerr.Msg)
+		return
+	}
 	keys := g.newKeyCheck()
-	if msg := keys.outsideBody(r); msg != "" {
+	if msg := keys.outsideBody(r, q); msg != "" {
 		fail(http.StatusUnauthorized, codes.Unauthenticated, msg)
 		return
 	}
