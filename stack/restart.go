@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -145,4 +146,25 @@ func (s *Stack) usable(embedded bool) error {
 		return ErrExternalService
 	}
 	return nil
+}
+
+// FreezeClickHouse stops the embedded clickhouse-server's process where it stands (SIGSTOP):
+// its connections stay open and nothing is answered, as with a server that hangs, until
+// ThawClickHouse. Tests that freeze it must thaw it before Close (a frozen server would take
+// Close's SIGKILL bound to stop).
+func (s *Stack) FreezeClickHouse() error { return s.signalClickHouse(syscall.SIGSTOP) }
+
+// ThawClickHouse lets a frozen clickhouse-server run again (SIGCONT).
+func (s *Stack) ThawClickHouse() error { return s.signalClickHouse(syscall.SIGCONT) }
+
+func (s *Stack) signalClickHouse(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(s.ch != nil); err != nil {
+		return err
+	}
+	if s.ch.exited() {
+		return errors.New("devstack: clickhouse-server is not running")
+	}
+	return s.ch.cmd.Process.Signal(sig)
 }

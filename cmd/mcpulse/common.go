@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/internal/safetext"
+	"github.com/mcpulse/mcpulse/internal/shutdown"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
@@ -145,3 +148,22 @@ func (e escapeInvisible) Write(p []byte) (int, error) {
 // invisible reports a rune the JSON output escapes; ASCII controls are escaped by
 // encoding/json already, and the JSON structure around the strings is ASCII.
 func invisible(r rune) bool { return r >= 0x80 && safetext.Hidden(r) }
+
+// stopBudget bounds the closes a command runs once its work stopped: together they wait at
+// most shutdown.Grace from the first of them; a close still running past it is logged and
+// left behind (the process's exit releases what it held), so a store or broker that does not
+// answer cannot hold the exit.
+type stopBudget struct {
+	log   *slog.Logger
+	until time.Time
+}
+
+// close runs fn (what names it in the log) within what is left of the budget.
+func (b *stopBudget) close(what string, fn func() error) {
+	if b.until.IsZero() {
+		b.until = time.Now().Add(shutdown.Grace)
+	}
+	if err := shutdown.Within(max(time.Until(b.until), 100*time.Millisecond), what, fn); err != nil {
+		b.log.Warn("shutdown: "+what, "err", err)
+	}
+}

@@ -88,12 +88,13 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 			if err != nil {
 				return err
 			}
-			defer closeStores()
+			closing := &stopBudget{log: log}
+			defer closing.close("closing the Redis and ClickHouse clients", func() error { closeStores(); return nil })
 			dlq, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: cfg.Brokers, DefaultInstanceURL: cfg.DefaultInstanceURL, Logger: log})
 			if err != nil {
 				return err
 			}
-			defer dlq.Close()
+			defer closing.close("flushing the dead-letter writer", dlq.Close)
 			cfg.Redis, cfg.ClickHouse, cfg.DeadLetters, cfg.Logger = rdb, ch, dlq, log
 			if posthogHost != "" {
 				if posthogKey == "" {
@@ -104,7 +105,7 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 					return err
 				}
 				defer func() {
-					fw.Close() // flushes queued resets (after the consumer stopped)
+					closing.close("flushing the PostHog queue", fw.Close) // queued resets (after the consumer stopped)
 					log.Info("posthog forwarding stopped", "queued", fw.Queued(), "failed", fw.Failed())
 				}()
 				cfg.AuditStored = func(audits []*ingest.AuditEvent) {
@@ -124,7 +125,7 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closing.close("leaving the consumer group", c.Close)
 			stopMetrics, err := serveMetrics(ctx, metricsListen, reg, log, obs.RedisCheck(rdb), obs.ClickHouseCheck(ch), obs.KafkaCheck(cfg.Brokers))
 			if err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/ingest/gateway"
 	"github.com/mcpulse/mcpulse/internal/obs"
+	"github.com/mcpulse/mcpulse/internal/shutdown"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
@@ -119,7 +120,9 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 			if err != nil {
 				return err
 			}
-			defer pub.Close()
+			closing := &stopBudget{log: log}
+			defer closing.close("flushing the Kafka writer", pub.Close)
+			shutdown.Allow(cfg.ShutdownTimeout + shutdown.Grace) // the drain the operator chose, then the closes
 			if forwardUnhandled && posthogHost == "" {
 				return errors.New("--forward-unhandled needs --posthog-host")
 			}
@@ -132,7 +135,7 @@ On SIGINT/SIGTERM the gateway stops accepting connections and drains in-flight r
 					return err
 				}
 				defer func() {
-					fw.Close() // flushes queued events (after the gateway drained its requests)
+					closing.close("flushing the PostHog queue", fw.Close) // queued events (after the gateway drained its requests)
 					log.Info("posthog forwarding stopped", "queued", fw.Queued(), "failed", fw.Failed())
 				}()
 				if forwardUnhandled {

@@ -12,11 +12,16 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mcpulse/mcpulse/internal/shutdown"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Once told to stop, every command exits within shutdown.Deadline, whatever still runs;
+	// a second signal kills it at once.
+	shutdown.Watch(ctx.Done(), stop, shutdown.Deadline, os.Stderr, shutdown.Exit)
 	root := newRootCmd()
 	if err := root.ExecuteContext(ctx); err != nil {
 		if ctx.Err() != nil {
