@@ -39,7 +39,7 @@ func groupOnly(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return fmt.Errorf("unknown command %q for %q; see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())
+			return fmt.Errorf("unknown command %s for %q; see %s --help", safetext.Quote(args[0]), cmd.CommandPath(), cmd.CommandPath())
 		}
 		return cmd.Help()
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpulse/mcpulse/forward"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/obs"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/misuse"
 )
@@ -208,7 +209,7 @@ func newLogger(format string) (*slog.Logger, error) {
 	case "text", "":
 		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
 	}
-	return nil, fmt.Errorf("--log-format must be \"text\" or \"json\", got %q", format)
+	return nil, fmt.Errorf("--log-format must be \"text\" or \"json\", got %s", safetext.Quote(format))
 }
 
 // storedByKind is the "stored" attribute of the consumer's last log line: one count per kind,

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/demo/gen"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 func newGenCmd() *cobra.Command {
@@ -79,7 +80,7 @@ files.`,
 			} else {
 				t, err := time.Parse(time.RFC3339, end)
 				if err != nil {
-					return fmt.Errorf("--end %q: want an RFC 3339 time with its offset, such as 2026-03-01T00:00:00Z", end)
+					return fmt.Errorf("--end %s: want an RFC 3339 time with its offset, such as 2026-03-01T00:00:00Z", safetext.Quote(end))
 				}
 				cfg.End = t.UTC()
 			}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // newHealthcheckCmd is `mcpulse healthcheck URL`: the container health check of the
@@ -35,7 +37,7 @@ container without curl check a service's /healthz or /readyz (see docker-compose
 			}
 			u, err := url.Parse(args[0])
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return fmt.Errorf("healthcheck: %q is not an http(s) URL", args[0])
+				return fmt.Errorf("healthcheck: %s is not an http(s) URL", safetext.Quote(args[0]))
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()

@@ -72,5 +72,5 @@ Run "mcpulse demo" to see the whole pipeline on an embedded stack.`,
 		newVersionCmd(),
 	)
 	hideEnvironmentDefaults(root)
-	return root
+	return groupOnly(root) // cobra's own refusal would echo an unknown command whole
 }

@@ -125,7 +125,7 @@ or flags) or, with --store, could not be stored.`,
   mcpulse schemacheck --tools-file tools.json --server-name posthog --store --clickhouse clickhouse://localhost:9000`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return schemacheckUsage(cmd, fmt.Errorf("unexpected argument %q: the source is a flag (--server, --stdio, --tools-file, --from-traffic or --config)", args[0]))
+				return schemacheckUsage(cmd, fmt.Errorf("unexpected argument %s: the source is a flag (--server, --stdio, --tools-file, --from-traffic or --config)", safetext.Quote(args[0])))
 			}
 			return nil
 		},
@@ -217,7 +217,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 		return schemacheckUsage(cmd, errors.New("give exactly one of --server, --stdio, --tools-file, --from-traffic and --config"))
 	}
 	if o.format != "text" && o.format != "json" {
-		return schemacheckUsage(cmd, fmt.Errorf("--format %q: want text or json", o.format))
+		return schemacheckUsage(cmd, fmt.Errorf("--format %s: want text or json", safetext.Quote(o.format)))
 	}
 	if o.name != "" && o.config == "" {
 		return schemacheckUsage(cmd, errors.New("--name picks a server of --config"))
@@ -265,7 +265,7 @@ func runSchemacheck(cmd *cobra.Command, o *schemacheckOptions) error {
 			return schemacheckCannotRun(cmd, err)
 		}
 		if len(headers) > 0 && src.URL == "" {
-			return schemacheckUsage(cmd, fmt.Errorf("--header: server %q of %s is a stdio server", server.Name, o.config))
+			return schemacheckUsage(cmd, fmt.Errorf("--header: server %s of %s is a stdio server", safetext.Quote(server.Name), o.config))
 		}
 		what = fmt.Sprintf("server %s (%s)", server.Name, src)
 	case o.fromTraffic:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/suppression"
 )
@@ -144,5 +145,5 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("--since %q: want a date (2006-01-02), an RFC 3339 time or a duration such as 720h", s)
+	return time.Time{}, fmt.Errorf("--since %s: want a date (2006-01-02), an RFC 3339 time or a duration such as 720h", safetext.Quote(s))
 }
