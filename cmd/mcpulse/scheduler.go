@@ -86,7 +86,8 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 			if err != nil {
 				return err
 			}
-			defer closeStores()
+			closing := &stopBudget{log: cfg.Logger}
+			defer closing.close("closing the Redis and ClickHouse clients", func() error { closeStores(); return nil })
 			cfg.Redis, cfg.ClickHouse = rdb, ch
 			if ratchets != "" {
 				conf, err := schemacheck.LoadConfig(ratchets)
@@ -103,7 +104,7 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 				if err != nil {
 					return err
 				}
-				defer fw.Close() // flushes queued summaries on shutdown
+				defer closing.close("flushing the PostHog queue", fw.Close) // queued summaries
 				cfg.SchemaSummary = jobs.SchemaSummary(fw)
 			}
 			if cfg.AlertSchedule != "" {
