@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/internal/shutdown"
 	"github.com/mcpulse/mcpulse/stack"
 )
 
@@ -75,6 +76,9 @@ Requires the Debian packages redis-server and clickhouse-server.`,
 				"mcpulse stack: up in %s, data and server logs in %s\n"+
 					"mcpulse stack: run the export lines above in another shell to use it; Ctrl-C stops the stack\n",
 				time.Since(began).Round(time.Millisecond), s.DataDir)
+			// The servers get their own stop bounds (ClickHouse 20 s), so that a persistent
+			// --data-dir is left as they write it; a second Ctrl-C still kills at once.
+			shutdown.Allow(30 * time.Second)
 			<-ctx.Done()
 			fmt.Fprintln(cmd.ErrOrStderr(), "mcpulse stack: stopping")
 			if err := s.Close(); err != nil {
