@@ -53,6 +53,9 @@ the audit event's uuid, so a replayed reset is stored once); the queue is flushe
 
 Run several processes to scale out: partitions are shared among the group's members.
 
+SIGTERM or Ctrl-C stops it within 10 s, even while a store hangs: a batch not yet stored is
+not committed, so the group reads it again; a second signal kills it at once.
+
 A service (no --until-drained) retries an unreachable Kafka for ever, logging each failed join.
 With --until-drained, consume exits 1 with "Kafka unreachable" once joining the group has failed
 for --unreachable-timeout (1m by default), so a batch job never hangs.
