@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpulse/mcpulse/campaigns"
+)
+
+func newCampaignsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "campaigns",
+		Short: "Check interview recruitment campaigns and intent-prompt trials before they run",
+		Long: `Tools for research teams running interview recruitment campaigns (one variant of the PostHog
+flag mcp-interview-recruitment each) and intent-prompt trials (flag mcp-intent-prompt).`,
+		Example: "  mcpulse campaigns lint --flags-file flags.json --exclusion-cohort 641799",
+	}
+	cmd.AddCommand(newCampaignsLintCmd())
+	return groupOnly(cmd)
+}
+
+func newCampaignsLintCmd() *cobra.Command {
+	var (
+		file, host, project string
+		cohort              int64
+		asJSON              bool
+	)
+	cmd := &cobra.Command{
+		Use:   "lint (--flags-file F | --project-id P [--posthog-host H]) [--exclusion-cohort ID] [--json]",
+		Short: "Find what stops a campaign recruiting, or lets it reach people it must not, in the PostHog flags",
+		Long: `Reads PostHog flag definitions and checks the two flags an MCP server with interview
+recruitment evaluates. The server skips a campaign silently when its payload is wrong; this
+says so before the campaign runs.
+
+Source, one of:
+  --flags-file F   a file (or - for standard input) in PostHog's JSON: the feature-flags API
+                   list ({"results": [...]}) or the local-evaluation response ({"flags": [...]});
+                   payloads as JSON-encoded strings (as PostHog stores them) or objects
+  --project-id P   PostHog's feature-flags API on --posthog-host (every page), with a personal
+                   API key read from $` + campaigns.EnvPersonalAPIKey + `
+
+mcp-interview-recruitment, per variant (= campaign; a boolean flag is campaign mcp-research):
+  errors    payload missing or not a JSON object; message missing, blank, or over 1,000
+            characters (UTF-16 units, as the server counts them); booking_url missing, not an
+            absolute URL, or not https; min_completed_tool_calls (0-1000) or
+            min_session_age_seconds (0-86400) not an integer in range; a release condition
+            that can select the variant without the exclusion cohort (type cohort, key id,
+            operator not_in, value --exclusion-cohort), or that selects the cohort instead
+  warnings  both thresholds zero (immediate invitation: testing only); a condition whose only
+            filter is the exclusion (conditions are OR alternatives: it protects no other);
+            flag disabled; no condition can select the variant; a payload for no variant
+mcp-intent-prompt, per variant:
+  errors    prompt missing, blank or over 2,000 characters; a release condition with no
+            properties and a rollout of 100% or unset (unconditional)
+
+--json prints {"flags": [{"flag", "active", "problems", "variants": [{"campaign_id",
+"payload_key", "will_recruit", "prompt_in_use" (intent prompt only), "problems": [{"code",
+"severity", "message", "condition"}]}]}], "missing", "errors", "warnings"}. will_recruit is
+whether the server would invite anyone for the campaign (active, selectable, valid payload);
+a campaign with exclusion errors can still recruit. Codes are stable.
+
+Exit status: 0 without errors (warnings allowed), 1 when any error is found or the flags
+cannot be read.`,
+		Example: `  mcpulse campaigns lint --flags-file flags.json --exclusion-cohort 641799
+  ` + campaigns.EnvPersonalAPIKey + `=phx_... mcpulse campaigns lint --project-id 2 --exclusion-cohort 641799 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var (
+				flags []campaigns.Flag
+				err   error
+			)
+			switch {
+			case file != "" && project != "":
+				return fmt.Errorf("give --flags-file or --project-id, not both")
+			case file != "":
+				flags, err = campaigns.ReadFile(file, cmd.InOrStdin())
+			case project != "":
+				flags, err = campaigns.Fetch(cmd.Context(), campaigns.FetchOptions{
+					Host: host, ProjectID: project, APIKey: os.Getenv(campaigns.EnvPersonalAPIKey),
+				})
+			default:
+				return fmt.Errorf("give --flags-file F, or --project-id P with a PostHog personal API key in $%s", campaigns.EnvPersonalAPIKey)
+			}
+			if err != nil {
+				return err
+			}
+			if cohort < 0 {
+				return fmt.Errorf("--exclusion-cohort %s is not a cohort id", strconv.FormatInt(cohort, 10))
+			}
+			rep := campaigns.Lint(flags, campaigns.Options{ExclusionCohort: cohort})
+			out := cmd.OutOrStdout()
+			if asJSON {
+				err = rep.WriteJSON(out)
+			} else {
+				err = rep.WriteText(out)
+			}
+			if err != nil {
+				return err
+			}
+			if rep.Errors > 0 {
+				return exitCodeError{code: 1, msg: fmt.Sprintf("%d error(s) in the campaign flags", rep.Errors)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&file, "flags-file", "", "PostHog flag definitions file (feature-flags API list or local-evaluation response; - for standard input)")
+	f.StringVar(&project, "project-id", "", "PostHog project id: read the flags from PostHog's feature-flags API")
+	f.StringVar(&host, "posthog-host", campaigns.DefaultPostHogHost, "PostHog API host for --project-id (e.g. https://eu.posthog.com or a self-hosted URL)")
+	f.Int64Var(&cohort, "exclusion-cohort", 0, "id of the shared recruitment exclusion cohort every release condition must exclude (0: accept any cohort not_in condition, with a warning)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
