@@ -2,7 +2,6 @@ package campaigns
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -205,24 +204,25 @@ func TestLintEscapesCallerStrings(t *testing.T) {
 	if got := findings(rep); !reflect.DeepEqual(got, want) {
 		t.Fatalf("findings %q", got)
 	}
-	var text, js bytes.Buffer
+	var text bytes.Buffer
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if err := rep.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	for name, out := range map[string]string{"text": text.String(), "json": js.String()} {
-		if strings.ContainsAny(out, "\u202e\u2066") || strings.Contains(out, "q3\n") {
-			t.Errorf("%s output shows a raw control or bidi character:\n%s", name, out)
-		}
+	if out := text.String(); strings.ContainsAny(out, "\u202e\u2066") || strings.Contains(out, "q3\n") {
+		t.Errorf("text output shows a raw control or bidi character:\n%s", out)
 	}
 	if !strings.Contains(text.String(), `campaign "agents\u202eq3\n": will NOT recruit`) {
 		t.Errorf("text output:\n%s", text.String())
 	}
-	var back Report
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || !reflect.DeepEqual(back, rep) {
-		t.Fatalf("JSON does not read back to the report: %v", err)
+	for _, p := range rep.Flags[0].Problems {
+		if strings.IndexFunc(p.Message, safetext.Hidden) >= 0 {
+			t.Errorf("message %q shows a hidden character", p.Message)
+		}
+	}
+	for _, p := range rep.Flags[0].Variants[0].Problems {
+		if strings.IndexFunc(p.Message, safetext.Hidden) >= 0 {
+			t.Errorf("message %q shows a hidden character", p.Message)
+		}
 	}
 }
 

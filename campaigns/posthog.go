@@ -39,8 +39,8 @@ type FetchOptions struct {
 // <personal API key>", following the list's "next" links (PostHog's paginated list: "count",
 // "next", "previous", "results"). The key is only ever sent to Host: a "next" link to another
 // scheme or host is an error, as is a repeated one or more than MaxPages pages. A status other
-// than 200 is an error that carries PostHog's "detail" text (escaped), e.g. for a 401 the
-// rejected key.
+// than 200 is an error that carries PostHog's "detail" text (escaped, at most 300 characters),
+// e.g. for a 401 why the key was rejected; the key itself is never shown.
 func Fetch(ctx context.Context, opts FetchOptions) ([]Flag, error) {
 	if opts.APIKey == "" {
 		return nil, fmt.Errorf("no PostHog personal API key: set %s", EnvPersonalAPIKey)
@@ -103,7 +103,10 @@ func fetchPage(ctx context.Context, client *http.Client, pageURL, key string) ([
 		}
 		detail := ""
 		if json.Unmarshal(body, &e) == nil && e.Detail != "" {
-			detail = ": " + safetext.Quote(e.Detail)
+			if r := []rune(e.Detail); len(r) > 300 {
+				e.Detail = string(r[:300]) + "…"
+			}
+			detail = ": " + safetext.Escape(e.Detail)
 		}
 		hint := ""
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {

@@ -1,12 +1,9 @@
 package campaigns
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/mcpulse/mcpulse/internal/safetext"
 )
@@ -61,29 +58,4 @@ func writeProblems(b *strings.Builder, indent string, ps []Problem) {
 	for _, p := range ps {
 		fmt.Fprintf(b, "%s%s %s: %s\n", indent, p.Severity, p.Code, p.Message)
 	}
-}
-
-// WriteJSON writes the report as indented JSON. Strings are kept exact for scripts, but every
-// character safetext.Hidden reports (bidi overrides, zero-width and other invisible ones) is
-// written as a JSON \u escape, so a terminal showing the JSON shows them as escapes too; a
-// JSON decoder reads back the same strings.
-func (r Report) WriteJSON(w io.Writer) error {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	var b strings.Builder
-	b.Grow(len(data) + 1)
-	for _, c := range string(data) {
-		if c < utf8.RuneSelf || !safetext.Hidden(c) {
-			b.WriteRune(c)
-			continue
-		}
-		for _, u := range utf16.Encode([]rune{c}) {
-			fmt.Fprintf(&b, `\u%04x`, u)
-		}
-	}
-	b.WriteByte('\n')
-	_, err = io.WriteString(w, b.String())
-	return err
 }

@@ -93,7 +93,9 @@ cannot be read.`,
 			rep := campaigns.Lint(flags, campaigns.Options{ExclusionCohort: cohort})
 			out := cmd.OutOrStdout()
 			if asJSON {
-				err = rep.WriteJSON(out)
+				enc := newJSONEncoder(out)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(rep)
 			} else {
 				err = rep.WriteText(out)
 			}
