@@ -137,6 +137,7 @@ func TestLintRules(t *testing.T) {
 			rf + "/agents-q3:error:exclusion_inverted@1",
 			rf + "/data-teams:error:exclusion_inverted@2"}, nil},
 		{"flag_inactive", []string{rf + ":warning:flag_inactive"}, []string{"agents-q3", "data-teams"}},
+		{"no_release_condition", []string{rf + ":warning:no_release_condition"}, []string{"agents-q3", "data-teams"}},
 		{"variant_unreachable", []string{rf + "/data-teams:warning:variant_unreachable"}, []string{"data-teams"}},
 		{"payload_orphan", []string{rf + ":warning:payload_orphan"}, nil},
 		// An override to a variant the flag lacks falls back to the split: condition 1 then
