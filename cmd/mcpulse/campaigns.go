@@ -42,19 +42,32 @@ Source, one of:
   --project-id P   PostHog's feature-flags API on --posthog-host (every page), with a personal
                    API key read from $` + campaigns.EnvPersonalAPIKey + `
 
-mcp-interview-recruitment, per variant (= campaign; a boolean flag is campaign mcp-research):
-  errors    payload missing or not a JSON object; message missing, blank, or over 1,000
-            characters (UTF-16 units, as the server counts them); booking_url missing, not an
-            absolute URL, or not https; min_completed_tool_calls (0-1000) or
-            min_session_age_seconds (0-86400) not an integer in range; a release condition
-            that can select the variant without the exclusion cohort (type cohort, key id,
-            operator not_in, value --exclusion-cohort), or that selects the cohort instead
-  warnings  both thresholds zero (immediate invitation: testing only); a condition whose only
-            filter is the exclusion (conditions are OR alternatives: it protects no other);
-            flag disabled; no condition can select the variant; a payload for no variant
+mcp-interview-recruitment, per variant (= campaign; a boolean flag is campaign mcp-research),
+by code (E error, W warning):
+  E payload_missing, payload_malformed      no payload, or not a JSON object (a bare true too)
+  E message_missing, message_blank,         message absent or not a string, blank, or over
+    message_too_long                        1,000 characters (UTF-16 units, as the server counts)
+  E booking_url_missing, booking_url_invalid, booking_url_not_https
+                                            booking_url absent, not absolute, or not https
+  E min_completed_tool_calls_invalid,       not an integer in 0-1000, or 0-86400 (omitted
+    min_session_age_seconds_invalid         means the defaults 3 and 120)
+  W immediate_invitation                    both thresholds zero: testing only
+  E exclusion_missing                       a release condition that can select the variant
+                                            lacks the exclusion cohort (type cohort, key id,
+                                            operator not_in, value --exclusion-cohort)
+  E exclusion_inverted                      a condition selects that cohort instead (in, or
+                                            not_in negated)
+  W exclusion_only_condition                a condition whose only filter is the exclusion:
+                                            conditions are OR alternatives, it protects no other
+  W variant_unreachable                     no condition can select the variant
 mcp-intent-prompt, per variant:
-  errors    prompt missing, blank or over 2,000 characters; a release condition with no
-            properties and a rollout of 100% or unset (unconditional)
+  E payload_missing, payload_malformed, prompt_missing, prompt_blank, prompt_too_long
+                                            prompt absent, blank, or over 2,000 characters
+  E unconditional_release                   a condition with no properties and a rollout of
+                                            100% or unset
+Per flag: W flag_inactive, no_release_condition, unknown_variant_override (a condition
+overriding to a variant the flag lacks), payload_orphan (a payload for no variant),
+exclusion_cohort_unset (no --exclusion-cohort: any cohort not_in filter was accepted).
 
 --json prints {"flags": [{"flag", "active", "problems", "variants": [{"campaign_id",
 "payload_key", "will_recruit", "prompt_in_use" (intent prompt only), "problems": [{"code",

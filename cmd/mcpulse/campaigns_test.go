@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -109,5 +110,26 @@ func TestCampaignsLintJSONEscapes(t *testing.T) {
 	var rep campaigns.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Flags[0].Variants[0].CampaignID != "agents\u202eq3\n" {
 		t.Fatalf("decode: %v %+v", err, rep)
+	}
+}
+
+// --help names every problem code the lint can report.
+func TestCampaignsLintHelpListsEveryCode(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "campaigns", "lint.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := regexp.MustCompile(`(?m)^\tCode\w+ += "(\w+)"`).FindAllStringSubmatch(string(src), -1)
+	if len(codes) < 20 {
+		t.Fatalf("found %d codes in lint.go", len(codes))
+	}
+	cmd, _, err := newRootCmd().Find([]string{"campaigns", "lint"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range codes {
+		if !regexp.MustCompile(`\b` + c[1] + `\b`).MatchString(cmd.Long) {
+			t.Errorf("--help does not name %s", c[1])
+		}
 	}
 }
