@@ -31,6 +31,8 @@ type FetchOptions struct {
 	Host      string
 	ProjectID string
 	APIKey    string
+	// APIKeyEnv names the variable APIKey came from, for messages (default EnvPersonalAPIKey).
+	APIKeyEnv string
 	Client    *http.Client
 }
 
@@ -43,9 +45,9 @@ type FetchOptions struct {
 // e.g. for a 401 why the key was rejected; the key itself is never shown.
 func Fetch(ctx context.Context, opts FetchOptions) ([]Flag, error) {
 	if opts.APIKey == "" {
-		return nil, fmt.Errorf("no PostHog personal API key: set %s", EnvPersonalAPIKey)
+		return nil, fmt.Errorf("no PostHog personal API key: set %s", nonEmpty(opts.APIKeyEnv, EnvPersonalAPIKey))
 	}
-	if opts.ProjectID == "" || strings.ContainsAny(opts.ProjectID, "/?#% ") {
+	if !validProjectID(opts.ProjectID) {
 		return nil, fmt.Errorf("PostHog project id %s is not a project id", safetext.Quote(opts.ProjectID))
 	}
 	base, err := url.Parse(strings.TrimRight(opts.Host, "/"))
@@ -58,6 +60,10 @@ func Fetch(ctx context.Context, opts FetchOptions) ([]Flag, error) {
 	}
 	page := base.JoinPath("api", "projects", opts.ProjectID, "feature_flags/")
 	page.RawQuery = "limit=100"
+	env := opts.APIKeyEnv
+	if env == "" {
+		env = EnvPersonalAPIKey
+	}
 	seen := map[string]bool{}
 	var all []Flag
 	for n := 0; ; n++ {
@@ -65,7 +71,7 @@ func Fetch(ctx context.Context, opts FetchOptions) ([]Flag, error) {
 			return nil, fmt.Errorf("PostHog feature-flags API: more than %d pages", MaxPages)
 		}
 		seen[page.String()] = true
-		flags, next, err := fetchPage(ctx, client, page.String(), opts.APIKey)
+		flags, next, err := fetchPage(ctx, client, page.String(), opts.APIKey, env)
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +90,7 @@ func Fetch(ctx context.Context, opts FetchOptions) ([]Flag, error) {
 	}
 }
 
-func fetchPage(ctx context.Context, client *http.Client, pageURL, key string) ([]Flag, string, error) {
+func fetchPage(ctx context.Context, client *http.Client, pageURL, key, env string) ([]Flag, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pageURL, nil)
 	if err != nil {
 		return nil, "", err
@@ -110,7 +116,7 @@ func fetchPage(ctx context.Context, client *http.Client, pageURL, key string) ([
 		}
 		hint := ""
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			hint = fmt.Sprintf(" (check %s: a personal API key with feature_flag:read on this project)", EnvPersonalAPIKey)
+			hint = fmt.Sprintf(" (check %s: a personal API key with feature_flag:read on this project)", env)
 		}
 		return nil, "", fmt.Errorf("PostHog feature-flags API answered %s%s%s", safetext.Escape(resp.Status), detail, hint)
 	}
@@ -119,6 +125,17 @@ func fetchPage(ctx context.Context, client *http.Client, pageURL, key string) ([
 		return nil, "", fmt.Errorf("PostHog feature-flags API: %w", err)
 	}
 	return flags, next, nil
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func validProjectID(p string) bool {
+	return p != "" && !strings.ContainsAny(p, "/?#% ") && strings.IndexFunc(p, safetext.Hidden) < 0
 }
 
 // ReadFile reads a flag definitions file in either of PostHog's shapes (DecodeFlags); a

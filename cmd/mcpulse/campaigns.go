@@ -25,11 +25,12 @@ flag mcp-interview-recruitment each) and intent-prompt trials (flag mcp-intent-p
 func newCampaignsLintCmd() *cobra.Command {
 	var (
 		file, host, project string
+		configPath          string
 		cohort              int64
 		asJSON              bool
 	)
 	cmd := &cobra.Command{
-		Use:   "lint (--flags-file F | --project-id P [--posthog-host H]) [--exclusion-cohort ID] [--json]",
+		Use:   "lint (--flags-file F | --project-id P [--posthog-host H]) [--exclusion-cohort ID] [--config F] [--json]",
 		Short: "Find what stops a campaign recruiting, or lets it reach people it must not, in the PostHog flags",
 		Long: `Reads PostHog flag definitions and checks the two flags an MCP server with interview
 recruitment evaluates. The server skips a campaign silently when its payload is wrong; this
@@ -41,6 +42,8 @@ Source, one of:
                    payloads as JSON-encoded strings (as PostHog stores them) or objects
   --project-id P   PostHog's feature-flags API on --posthog-host (every page), with a personal
                    API key read from $` + campaigns.EnvPersonalAPIKey + `
+--config F (campaigns.yaml) can give exclusion_cohort and posthog.host, project_id and
+personal_api_key_env (the variable holding the key); flags given on the command line win.
 
 mcp-interview-recruitment, per variant (= campaign; a boolean flag is campaign mcp-research),
 by code (E error, W warning):
@@ -85,6 +88,26 @@ cannot be read.`,
 				flags []campaigns.Flag
 				err   error
 			)
+			keyEnv := campaigns.EnvPersonalAPIKey
+			if configPath != "" {
+				cfg, err := campaigns.LoadConfig(configPath)
+				if err != nil {
+					return err
+				}
+				f := cmd.Flags()
+				if !f.Changed("exclusion-cohort") && cfg.ExclusionCohort != 0 {
+					cohort = cfg.ExclusionCohort
+				}
+				if !f.Changed("posthog-host") && cfg.PostHog.Host != "" {
+					host = cfg.PostHog.Host
+				}
+				if !f.Changed("project-id") && file == "" {
+					project = cfg.PostHog.ProjectID
+				}
+				if cfg.PostHog.PersonalAPIKeyEnv != "" {
+					keyEnv = cfg.PostHog.PersonalAPIKeyEnv
+				}
+			}
 			switch {
 			case file != "" && project != "":
 				return fmt.Errorf("give --flags-file or --project-id, not both")
@@ -92,7 +115,7 @@ cannot be read.`,
 				flags, err = campaigns.ReadFile(file, cmd.InOrStdin())
 			case project != "":
 				flags, err = campaigns.Fetch(cmd.Context(), campaigns.FetchOptions{
-					Host: host, ProjectID: project, APIKey: os.Getenv(campaigns.EnvPersonalAPIKey),
+					Host: host, ProjectID: project, APIKey: os.Getenv(keyEnv), APIKeyEnv: keyEnv,
 				})
 			default:
 				return fmt.Errorf("give --flags-file F, or --project-id P with a PostHog personal API key in $%s", campaigns.EnvPersonalAPIKey)
@@ -127,5 +150,6 @@ cannot be read.`,
 	f.StringVar(&host, "posthog-host", campaigns.DefaultPostHogHost, "PostHog API host for --project-id (e.g. https://eu.posthog.com or a self-hosted URL)")
 	f.Int64Var(&cohort, "exclusion-cohort", 0, "id of the shared recruitment exclusion cohort every release condition must exclude (0: accept any cohort not_in condition, with a warning)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&configPath, "config", "", "campaigns.yaml with exclusion_cohort and the PostHog project (see campaigns.example.yaml); flags given override it")
 	return cmd
 }

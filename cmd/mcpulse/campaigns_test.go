@@ -133,3 +133,32 @@ func TestCampaignsLintHelpListsEveryCode(t *testing.T) {
 		}
 	}
 }
+
+// --config gives the cohort, the project and the key's variable; a flag given overrides it.
+func TestCampaignsLintConfig(t *testing.T) {
+	const key = "phx_from_config_env"
+	t.Setenv("TEAM_POSTHOG_KEY", key)
+	testdata := filepath.Join("..", "..", "campaigns", "testdata")
+	srv := campaignstest.NewServer(t, filepath.Join(testdata, "api"), "2", key)
+	cfg := filepath.Join(t.TempDir(), "campaigns.yaml")
+	if err := os.WriteFile(cfg, []byte("exclusion_cohort: 641799\nposthog:\n  host: "+srv.URL+"\n  project_id: \"2\"\n  personal_api_key_env: TEAM_POSTHOG_KEY\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromAPI, err := runLint(t, "--config", cfg, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := runLint(t, "--flags-file", filepath.Join(testdata, "valid_api.json"), "--exclusion-cohort", "641799", "--json")
+	if err != nil || fromAPI != fromFile {
+		t.Fatalf("config run differs from the file run (%v):\n%s\n%s", err, fromAPI, fromFile)
+	}
+	// The file source with the config's cohort; an explicit cohort overrides it.
+	if _, err := runLint(t, "--config", cfg, "--flags-file", filepath.Join(testdata, "valid_api.json")); err != nil {
+		t.Fatalf("config cohort not used: %v", err)
+	}
+	out, err := runLint(t, "--config", cfg, "--flags-file", filepath.Join(testdata, "valid_api.json"), "--exclusion-cohort", "12")
+	var exit exitCodeError
+	if !errors.As(err, &exit) || !strings.Contains(out, "exclusion_missing") {
+		t.Fatalf("explicit cohort not used: %v\n%s", err, out)
+	}
+}
