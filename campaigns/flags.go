@@ -92,11 +92,13 @@ type flagsDocument struct {
 	Results *[]Flag `json:"results"`
 	Flags   *[]Flag `json:"flags"`
 	Next    *string `json:"next"`
+	Key     *string `json:"key"`
 }
 
 // DecodeFlags reads one flag definitions document of at most MaxFlagsBytes: PostHog's
-// feature-flags API list ({"results": [...], "next": ...}) or its local-evaluation response
-// ({"flags": [...]}). It returns the flags (deleted ones included, in document order) and the
+// feature-flags API list ({"results": [...], "next": ...}), its local-evaluation response
+// ({"flags": [...]}), or one flag as the API returns it (GET .../feature_flags/{id}/: an object
+// with "key"). It returns the flags (deleted ones included, in document order) and the
 // API's "next" page URL ("" when absent or null). A document that is not one JSON object, has
 // neither or both of "results" and "flags", or has a flag without a key is an error that says
 // where.
@@ -126,8 +128,14 @@ func DecodeFlags(r io.Reader) (flags []Flag, next string, err error) {
 		flags = *doc.Results
 	case doc.Flags != nil:
 		flags = *doc.Flags
+	case doc.Key != nil:
+		var f Flag
+		if err := json.Unmarshal(data, &f); err != nil {
+			return nil, "", fmt.Errorf("flag definition is not PostHog's JSON: %w", err)
+		}
+		flags = []Flag{f}
 	default:
-		return nil, "", errors.New(`flag definitions have neither "results" (feature-flags API list) nor "flags" (local-evaluation response)`)
+		return nil, "", errors.New(`flag definitions have neither "results" (feature-flags API list), "flags" (local-evaluation response) nor "key" (one flag)`)
 	}
 	for i, f := range flags {
 		if f.Key == "" {

@@ -274,6 +274,10 @@ func TestDecodeFlagsRejects(t *testing.T) {
 			t.Errorf("%s: error shows a hidden character: %q", name, err)
 		}
 	}
+	one, _, err := DecodeFlags(strings.NewReader(`{"id": 4211, "key": "mcp-intent-prompt", "active": true, "filters": {"groups": []}}`))
+	if err != nil || len(one) != 1 || one[0].Key != IntentPromptFlag || !one[0].Active {
+		t.Fatalf("one flag: %+v %v", one, err)
+	}
 	flags, next, err := DecodeFlags(strings.NewReader(`{"count": 1, "next": "https://us.posthog.com/api/projects/2/feature_flags/?limit=100&offset=100", "results": [{"key": "a", "deleted": true}]}`))
 	if err != nil || len(flags) != 1 || !flags[0].Deleted || !strings.HasSuffix(next, "offset=100") {
 		t.Fatalf("%v %v %q", flags, err, next)

@@ -38,8 +38,9 @@ says so before the campaign runs.
 
 Source, one of:
   --flags-file F   a file (or - for standard input) in PostHog's JSON: the feature-flags API
-                   list ({"results": [...]}) or the local-evaluation response ({"flags": [...]});
-                   payloads as JSON-encoded strings (as PostHog stores them) or objects
+                   list ({"results": [...]}), the local-evaluation response ({"flags": [...]})
+                   or one flag ({"key": ...}); payloads as JSON-encoded strings (as PostHog
+                   stores them) or objects
   --project-id P   PostHog's feature-flags API on --posthog-host (every page), with a personal
                    API key read from $` + campaigns.EnvPersonalAPIKey + `
 --config F (campaigns.yaml) can give exclusion_cohort and posthog.host, project_id and
