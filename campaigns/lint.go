@@ -201,7 +201,7 @@ func lintFlag(f Flag, opts Options) FlagReport {
 		known[s.key] = true
 	}
 	for i, c := range f.Filters.Groups {
-		if c.Variant != nil && !known[*c.Variant] {
+		if c.Variant != nil && *c.Variant != "" && !known[*c.Variant] {
 			fr.Problems = append(fr.Problems, warn(CodeUnknownVariantOverride,
 				fmt.Sprintf("release condition %d overrides to variant %s, which the flag does not have: PostHog ignores it and splits by the variants' rollout", i+1, safetext.Quote(*c.Variant)), i+1))
 		}
