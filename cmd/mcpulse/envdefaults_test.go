@@ -12,12 +12,13 @@ import (
 // The value is still the flag's default.
 func TestHelpDoesNotPrintEnvironmentSecrets(t *testing.T) {
 	secrets := map[string]string{
-		"MCPULSE_CLICKHOUSE_DSN":        "clickhouse://u:chsecret@h:9000/default",
-		"MCPULSE_REDIS_URL":             "redis://:redissecret@h:6379/0",
-		"MCPULSE_KAFKA_BROKERS":         "brokersecret:9092",
-		"MCPULSE_POSTHOG_API_KEY":       "phc_posthogsecret",
-		"MCPULSE_DASHBOARDS_TOKEN":      "tokensecret",
-		"MCPULSE_DASHBOARDS_BASIC_AUTH": "u:basicsecret",
+		"MCPULSE_CLICKHOUSE_DSN":           "clickhouse://u:chsecret@h:9000/default",
+		"MCPULSE_REDIS_URL":                "redis://:redissecret@h:6379/0",
+		"MCPULSE_KAFKA_BROKERS":            "brokersecret:9092",
+		"MCPULSE_POSTHOG_API_KEY":          "phc_posthogsecret",
+		"MCPULSE_POSTHOG_PERSONAL_API_KEY": "phx_personalsecret",
+		"MCPULSE_DASHBOARDS_TOKEN":         "tokensecret",
+		"MCPULSE_DASHBOARDS_BASIC_AUTH":    "u:basicsecret",
 	}
 	for k, v := range secrets {
 		t.Setenv(k, v)

@@ -1,0 +1,71 @@
+package campaigns
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"regexp"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
+)
+
+// Config is a campaigns.yaml file (campaigns.example.yaml documents it): where the flags
+// live in PostHog and the shared exclusion cohort's id. Command-line flags given explicitly
+// override it.
+type Config struct {
+	// ExclusionCohort is the id of the cohort every release condition must exclude; 0 or
+	// omitted means unset.
+	ExclusionCohort int64 `yaml:"exclusion_cohort"`
+	PostHog         struct {
+		// Host is PostHog's API host (default DefaultPostHogHost).
+		Host string `yaml:"host"`
+		// ProjectID is the project that holds the flags (the MCP server's analytics project).
+		ProjectID string `yaml:"project_id"`
+		// PersonalAPIKeyEnv names the environment variable holding the personal API key
+		// (default EnvPersonalAPIKey). The key itself never goes in the file.
+		PersonalAPIKeyEnv string `yaml:"personal_api_key_env"`
+	} `yaml:"posthog"`
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// LoadConfig reads a campaigns.yaml. Unknown keys are errors (a misspelt exclusion_cohort
+// must not silently turn the exclusion check off), as are a negative cohort id, a host that
+// is not an http(s) URL, a project id holding '/', '?', '#', '%' or a space, and an
+// environment variable name that is not one. Every problem is reported at once.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, fmt.Errorf("%s: %w", safetext.Escape(path), err)
+	}
+	var problems []error
+	bad := func(format string, args ...any) {
+		problems = append(problems, fmt.Errorf("%s: %s", safetext.Escape(path), fmt.Sprintf(format, args...)))
+	}
+	if c.ExclusionCohort < 0 {
+		bad("exclusion_cohort %d is not a cohort id", c.ExclusionCohort)
+	}
+	if h := c.PostHog.Host; h != "" {
+		if u, err := url.Parse(h); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad("posthog.host %s is not an http(s) URL", safetext.Quote(h))
+		}
+	}
+	if p := c.PostHog.ProjectID; p != "" && !validProjectID(p) {
+		bad("posthog.project_id %s is not a project id", safetext.Quote(p))
+	}
+	if e := c.PostHog.PersonalAPIKeyEnv; e != "" && !envNameRE.MatchString(e) {
+		bad("posthog.personal_api_key_env %s is not an environment variable name", safetext.Quote(e))
+	}
+	return c, errors.Join(problems...)
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mcpulse/mcpulse/campaigns"
+	"github.com/mcpulse/mcpulse/campaigns/campaignstest"
+)
+
+func runLint(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"campaigns", "lint"}, args...))
+	err := root.Execute()
+	return out.String(), err
+}
+
+// The file and the API sources give the same report, and the exit status is 1 exactly when
+// an error is found.
+func TestCampaignsLintFileAndAPIAgree(t *testing.T) {
+	const key = "phx_cli_test"
+	t.Setenv(campaigns.EnvPersonalAPIKey, key)
+	testdata := filepath.Join("..", "..", "campaigns", "testdata")
+	for _, c := range []struct {
+		file     string
+		pagesDir string
+		wantExit bool
+	}{
+		{filepath.Join(testdata, "valid_api.json"), filepath.Join(testdata, "api"), false},
+		{filepath.Join(testdata, "rules", "exclusion_missing.json"), "", true},
+		{filepath.Join(testdata, "rules", "immediate_invitation.json"), "", false},
+	} {
+		t.Run(filepath.Base(c.file), func(t *testing.T) {
+			dir := c.pagesDir
+			if dir == "" {
+				// One page: the file itself, served by PostHog's API.
+				dir = t.TempDir()
+				for name, src := range map[string]string{"page1.json": c.file, "401.json": filepath.Join(testdata, "api", "401.json")} {
+					data, err := os.ReadFile(src)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			srv := campaignstest.NewServer(t, dir, "2", key)
+			fromFile, errFile := runLint(t, "--flags-file", c.file, "--exclusion-cohort", "641799", "--json")
+			fromAPI, errAPI := runLint(t, "--project-id", "2", "--posthog-host", srv.URL, "--exclusion-cohort", "641799", "--json")
+			if fromFile != fromAPI {
+				t.Fatalf("file and API reports differ:\n%s\n%s", fromFile, fromAPI)
+			}
+			for _, err := range []error{errFile, errAPI} {
+				var exit exitCodeError
+				switch {
+				case c.wantExit && (!errors.As(err, &exit) || exit.code != 1):
+					t.Errorf("want exit status 1, got %v", err)
+				case !c.wantExit && err != nil:
+					t.Errorf("want success, got %v", err)
+				}
+			}
+			if !strings.Contains(fromFile, `"will_recruit": true`) {
+				t.Errorf("report:\n%s", fromFile)
+			}
+		})
+	}
+}
+
+func TestCampaignsLintTextAndErrors(t *testing.T) {
+	out, err := runLint(t, "--flags-file", filepath.Join("..", "..", "campaigns", "testdata", "rules", "booking_url_not_https.json"), "--exclusion-cohort", "641799")
+	var exit exitCodeError
+	if !errors.As(err, &exit) || exit.code != 1 {
+		t.Fatalf("exit: %v", err)
+	}
+	for _, want := range []string{`campaign "data-teams": will NOT recruit`, "error booking_url_not_https:", "1 error(s), 0 warning(s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Setenv(campaigns.EnvPersonalAPIKey, "")
+	for _, args := range [][]string{
+		{},
+		{"--flags-file", "x.json", "--project-id", "2"},
+		{"--project-id", "2", "--posthog-host", "http://127.0.0.1:1"},
+		{"--flags-file", filepath.Join("..", "..", "campaigns", "testdata", "api", "401.json")},
+	} {
+		if _, err := runLint(t, args...); err == nil || errors.As(err, &exit) {
+			t.Errorf("%v: want a plain error, got %v", args, err)
+		}
+	}
+}
+
+// The JSON report shows a hostile variant key escaped and still decodes to it.
+func TestCampaignsLintJSONEscapes(t *testing.T) {
+	out, _ := runLint(t, "--flags-file", filepath.Join("..", "..", "campaigns", "testdata", "rules", "hostile_keys.json"), "--json")
+	if strings.ContainsRune(out, '\u202e') || !strings.Contains(out, `agents\u202eq3\n`) {
+		t.Fatalf("JSON output:\n%s", out)
+	}
+	var rep campaigns.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Flags[0].Variants[0].CampaignID != "agents\u202eq3\n" {
+		t.Fatalf("decode: %v %+v", err, rep)
+	}
+}
+
+// --help names every problem code the lint can report.
+func TestCampaignsLintHelpListsEveryCode(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "campaigns", "lint.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := regexp.MustCompile(`(?m)^\tCode\w+ += "(\w+)"`).FindAllStringSubmatch(string(src), -1)
+	if len(codes) < 20 {
+		t.Fatalf("found %d codes in lint.go", len(codes))
+	}
+	cmd, _, err := newRootCmd().Find([]string{"campaigns", "lint"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range codes {
+		if !regexp.MustCompile(`\b` + c[1] + `\b`).MatchString(cmd.Long) {
+			t.Errorf("--help does not name %s", c[1])
+		}
+	}
+}
+
+// --config gives the cohort, the project and the key's variable; a flag given overrides it.
+func TestCampaignsLintConfig(t *testing.T) {
+	const key = "phx_from_config_env"
+	t.Setenv("TEAM_POSTHOG_KEY", key)
+	testdata := filepath.Join("..", "..", "campaigns", "testdata")
+	srv := campaignstest.NewServer(t, filepath.Join(testdata, "api"), "2", key)
+	cfg := filepath.Join(t.TempDir(), "campaigns.yaml")
+	if err := os.WriteFile(cfg, []byte("exclusion_cohort: 641799\nposthog:\n  host: "+srv.URL+"\n  project_id: \"2\"\n  personal_api_key_env: TEAM_POSTHOG_KEY\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromAPI, err := runLint(t, "--config", cfg, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := runLint(t, "--flags-file", filepath.Join(testdata, "valid_api.json"), "--exclusion-cohort", "641799", "--json")
+	if err != nil || fromAPI != fromFile {
+		t.Fatalf("config run differs from the file run (%v):\n%s\n%s", err, fromAPI, fromFile)
+	}
+	// The file source with the config's cohort; an explicit cohort overrides it.
+	if _, err := runLint(t, "--config", cfg, "--flags-file", filepath.Join(testdata, "valid_api.json")); err != nil {
+		t.Fatalf("config cohort not used: %v", err)
+	}
+	out, err := runLint(t, "--config", cfg, "--flags-file", filepath.Join(testdata, "valid_api.json"), "--exclusion-cohort", "12")
+	var exit exitCodeError
+	if !errors.As(err, &exit) || !strings.Contains(out, "exclusion_missing") {
+		t.Fatalf("explicit cohort not used: %v\n%s", err, out)
+	}
+}
