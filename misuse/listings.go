@@ -237,6 +237,8 @@ type Listings struct {
 	verdicts     *simplelru.LRU[[sha256.Size]byte, SchemaVerdict]
 	pending      map[[sha256.Size]byte]SchemaVerdict
 	pendingOrder [][sha256.Size]byte
+	// fresh are the hashes of the schema texts taken in since UnjudgedSchemas was last asked.
+	fresh [][sha256.Size]byte
 }
 
 type versionKey struct{ server, version string }
@@ -474,6 +476,7 @@ func (l *Listings) build(base *listing, headless bool, p ListingPage) *listing {
 			if r = l.schemas[t.sum]; r == nil {
 				r = &schemaRef{sum: t.sum, text: bytes.Clone(t.text)}
 				l.schemas[t.sum] = r
+				l.newSchema(t.sum)
 				l.textBytes += len(r.text)
 			}
 		}
@@ -804,7 +807,7 @@ func (l *Listings) Bytes() int {
 	defer l.mu.Unlock()
 	return l.sessions.Len()*bytesPerSession + l.entries*bytesPerEntry + len(l.listings)*bytesPerListing +
 		l.listedTools*bytesPerListedTool + len(l.schemas)*bytesPerSchema + l.textBytes + l.compiledTextBytes*compiledBytesPerByteIn +
-		(l.verdicts.Len()+len(l.pending))*bytesPerVerdict
+		(l.verdicts.Len()+len(l.pending))*bytesPerVerdict + len(l.fresh)*sha256.Size
 }
 
 // Stats returns the state's sizes and evictions so far.

@@ -165,3 +165,29 @@ func (l *Listings) storedVerdict(sum [sha256.Size]byte) (SchemaVerdict, bool) {
 	}
 	return v, ok
 }
+
+// newSchema notes a schema text the state took in, under l.mu, for UnjudgedSchemas (at most
+// MaxVerdicts between two asks; past that a text is checked without its stored verdict being
+// looked up, which costs a linear check, not a compile).
+func (l *Listings) newSchema(sum [sha256.Size]byte) {
+	if len(l.fresh) < l.cfg.MaxVerdicts {
+		l.fresh = append(l.fresh, sum)
+	}
+}
+
+// UnjudgedSchemas returns the hashes of the schema texts taken in (Observe, PutStored) since it
+// was last asked that are still held, not yet checked and have no verdict held: those whose
+// stored verdicts a consumer reads (PutVerdicts) before it judges calls by them.
+func (l *Listings) UnjudgedSchemas() [][sha256.Size]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out [][sha256.Size]byte
+	for _, sum := range l.fresh {
+		if r := l.schemas[sum]; r != nil && !r.checked && !l.verdicts.Contains(sum) {
+			out = append(out, sum)
+		}
+	}
+	clear(l.fresh)
+	l.fresh = l.fresh[:0]
+	return out
+}

@@ -50,8 +50,15 @@ func TestVerdictsStoredAndReused(t *testing.T) {
 
 	// Restarted: the stored verdicts read back.
 	second := misuse.NewListings(misuse.ListingsConfig{Schemas: lim})
-	second.PutVerdicts(pending)
 	second.Observe(page("s", 10, wide, fine))
+	if u := second.UnjudgedSchemas(); len(u) != 2 {
+		t.Errorf("unjudged after the listing: %d schemas, want wide's and fine's", len(u))
+	}
+	second.PutVerdicts(pending)
+	second.Observe(page("s", 11, wide, fine))
+	if u := second.UnjudgedSchemas(); len(u) != 0 {
+		t.Errorf("unjudged once their verdicts were read: %d schemas, want none", len(u))
+	}
 	if got := ignored(t, second.Judge(call("s", 20), "wide"), `{"extra":1}`); got.Reason != misuse.ReasonSchemaOverLimit {
 		t.Errorf("wide after restart: %+v, want %s", got, misuse.ReasonSchemaOverLimit)
 	}
