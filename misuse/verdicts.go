@@ -77,11 +77,15 @@ func (lim SchemaLimits) limitValue(l Limit) (v int, ok bool) {
 
 // reusable reports whether a stored verdict still holds under limits lim: an over-limit
 // verdict holds unless its limit was raised since (to at least what the text was seen at:
-// the text is then checked again); a limit lim does not know keeps its verdict. Every other
-// verdict holds.
+// the text is then checked again); a limit lim does not know keeps its verdict. A measured or
+// unsupported verdict holds; a kind this package does not know does not (the text is checked).
 func (v SchemaVerdict) reusable(lim SchemaLimits) bool {
-	if v.Kind != VerdictOverLimit {
+	switch v.Kind {
+	case VerdictMeasured, VerdictUnsupported:
 		return true
+	case VerdictOverLimit:
+	default:
+		return false
 	}
 	now, known := lim.limitValue(v.Over.Limit)
 	return !known || now <= v.Over.Max || now < v.Over.Seen
