@@ -101,7 +101,8 @@ func (c *Consumer) lookupVerdicts(ctx context.Context) {
 	}
 }
 
-// readVerdicts runs a query returning schema_verdicts rows.
+// readVerdicts runs a query returning schema_verdicts rows (without decided_at: a verdict read
+// back is only reused, never stored again).
 func (c *Consumer) readVerdicts(ctx context.Context, query string, args ...any) ([]misuse.SchemaVerdict, error) {
 	rows, err := c.cfg.ClickHouse.Query(ctx, query, args...)
 	if err != nil {
@@ -113,9 +114,8 @@ func (c *Consumer) readVerdicts(ctx context.Context, query string, args ...any) 
 		var (
 			sha, verdict, limit string
 			maxV, seen          uint64
-			at                  time.Time
 		)
-		if err := rows.Scan(&sha, &verdict, &limit, &maxV, &seen, &at); err != nil {
+		if err := rows.Scan(&sha, &verdict, &limit, &maxV, &seen); err != nil {
 			return nil, err
 		}
 		sum, err := misuse.ParseSchemaSum(sha)
@@ -123,7 +123,7 @@ func (c *Consumer) readVerdicts(ctx context.Context, query string, args ...any) 
 			continue // not one of ours: nothing to reuse
 		}
 		out = append(out, misuse.SchemaVerdict{Sum: sum, Kind: misuse.VerdictKind(verdict),
-			Over: misuse.OverLimit{Limit: misuse.Limit(limit), Max: clampInt(maxV), Seen: clampInt(seen)}, At: at})
+			Over: misuse.OverLimit{Limit: misuse.Limit(limit), Max: clampInt(maxV), Seen: clampInt(seen)}})
 	}
 	return out, rows.Err()
 }

@@ -35,8 +35,9 @@ import (
 const harnessEvents = 20000
 
 // wallClockColumns hold when something happened on this machine (an insert, a run's
-// duration) or a random id, not a fact of the data, so they differ between the two runs.
-var wallClockColumns = map[string]bool{"inserted_at": true, "applied_at": true, "duration_ms": true, "run_id": true}
+// duration, a verdict decided) or a random id, not a fact of the data, so they differ between
+// the two runs.
+var wallClockColumns = map[string]bool{"inserted_at": true, "applied_at": true, "duration_ms": true, "run_id": true, "decided_at": true}
 
 // Rollup write bookkeeping (migration 0015, package consumers/rollup): the offset each row of a
 // cumulative rollup is as of, the totals it replaced and its version depend on where the
