@@ -121,6 +121,7 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 	if _, err := gen.Generate(gen.Config{Events: harnessEvents, Seed: 12, End: end, Reports: true}, &corpus); err != nil {
 		t.Fatal(err)
 	}
+	corpus.Write(overLimitLines(end.Add(-2 * time.Hour))) // a schema over a limit: its stored verdict
 	if _, err := ingest.PublishFile(ctx, env.Publisher, &corpus, "chdb-harness.jsonl", nil); err != nil {
 		t.Fatal(err)
 	}
