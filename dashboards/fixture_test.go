@@ -138,6 +138,9 @@ var otherEventNames = []string{"$pageview", "$pageview", "$pageview", "$screen"}
 
 // consumeOtherEvents publishes otherEventNames through the real publisher, an hour before end,
 // and consumes them in the demo's consumer group.
+// overLimitServer is the MCP server (version 0.9.0) whose listing overLimitListing sends.
+const overLimitServer = "wide-schemas-mcp"
+
 // overLimitListing is a tools list the SDK sent at at, one of whose tools declares 1,001
 // properties (the consumer's default limit is 1,000), and a call of that tool a second later:
 // the call's schema is judged over the limit, for the panels of schemas not measured.
@@ -150,7 +153,7 @@ func overLimitListing(at time.Time) ([]*ingest.Event, error) {
 		"uuid": uuid.NewSHA1(uuid.NameSpaceOID, []byte("dashboards-over-limit-listing")).String(), "event": ingest.EventToolsList,
 		"distinct_id": "agent-wide", "timestamp": at.Format(time.RFC3339),
 		"properties": map[string]any{
-			"$mcp_server_name": "wide-schemas-mcp", "$mcp_server_version": "0.9.0", "$mcp_listed_tool_names": []string{"bulk-import", "ping"},
+			"$mcp_server_name": overLimitServer, "$mcp_server_version": "0.9.0", "$mcp_listed_tool_names": []string{"bulk-import", "ping"},
 			"$mcp_parameters": map[string]any{"request": map[string]any{"method": "tools/list", "params": map[string]any{}}},
 			"$mcp_response": map[string]any{"tools": []any{
 				map[string]any{"name": "bulk-import", "description": "Import records", "inputSchema": map[string]any{"type": "object", "properties": props}},
@@ -169,7 +172,7 @@ func overLimitListing(at time.Time) ([]*ingest.Event, error) {
 		"uuid": uuid.NewSHA1(uuid.NameSpaceOID, []byte("dashboards-over-limit-call")).String(), "event": ingest.EventToolCall,
 		"distinct_id": "agent-wide", "timestamp": at.Add(time.Second).Format(time.RFC3339),
 		"properties": map[string]any{
-			"$mcp_tool_name": "bulk-import", "$mcp_is_error": false, "$mcp_server_name": "wide-schemas-mcp", "$mcp_server_version": "0.9.0",
+			"$mcp_tool_name": "bulk-import", "$mcp_is_error": false, "$mcp_server_name": overLimitServer, "$mcp_server_version": "0.9.0",
 			"$mcp_parameters": map[string]any{"request": map[string]any{"method": "tools/call", "params": map[string]any{"name": "bulk-import",
 				"arguments": map[string]any{"field_0001": "x"}}}},
 			"$mcp_response": map[string]any{"content": []any{map[string]any{"type": "text", "text": "ok"}}},
