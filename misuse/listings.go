@@ -794,7 +794,8 @@ const (
 	bytesPerListedTool     = 24
 	bytesPerSchema         = 150
 	compiledBytesPerByteIn = 3
-	bytesPerVerdict        = 120 // an LRU element and map slot, or a pending map slot and its order
+	bytesPerVerdict        = 290 // a held verdict: its LRU element and map slot (measured: 288)
+	bytesPerPending        = 320 // a verdict waiting to be stored: its map slot and order (measured: 321)
 )
 
 // Bytes estimates the heap the state holds, in bytes (see the per-item figures above): what
@@ -807,7 +808,7 @@ func (l *Listings) Bytes() int {
 	defer l.mu.Unlock()
 	return l.sessions.Len()*bytesPerSession + l.entries*bytesPerEntry + len(l.listings)*bytesPerListing +
 		l.listedTools*bytesPerListedTool + len(l.schemas)*bytesPerSchema + l.textBytes + l.compiledTextBytes*compiledBytesPerByteIn +
-		(l.verdicts.Len()+len(l.pending))*bytesPerVerdict + len(l.fresh)*sha256.Size
+		l.verdicts.Len()*bytesPerVerdict + len(l.pending)*bytesPerPending + len(l.fresh)*sha256.Size
 }
 
 // Stats returns the state's sizes and evictions so far.

@@ -53,9 +53,10 @@ func ParseSchemaSum(s string) ([sha256.Size]byte, error) {
 	return sum, nil
 }
 
-// DefaultMaxVerdicts bounds the verdicts a Listings keeps (ListingsConfig.MaxVerdicts): about
-// 120 bytes each, 8 MiB in all.
-const DefaultMaxVerdicts = 65536
+// DefaultMaxVerdicts bounds the verdicts a Listings keeps (ListingsConfig.MaxVerdicts): 288
+// bytes each held (measured, Go 1.26 amd64), 4.5 MiB in all, and more than the 10,000 a
+// consumer reads at start.
+const DefaultMaxVerdicts = 16384
 
 // limitValue is lim's value of limit l; ok is false for a limit SchemaLimits does not know
 // (one added later, or stored by a newer consumer).
