@@ -66,6 +66,8 @@ const (
 	DefaultDedupWindow = 1 << 20
 	// DefaultRollupCacheCells is Config.RollupCacheCells's default.
 	DefaultRollupCacheCells = 100_000
+	// DefaultVerdictsAtStart is Config.VerdictsAtStart's default: a read of about 1 MB.
+	DefaultVerdictsAtStart = 10_000
 	// DefaultRetryBackoff is Config.RetryBackoff's default.
 	DefaultRetryBackoff = 250 * time.Millisecond
 	// DefaultMaxRetryBackoff is Config.MaxRetryBackoff's default.
@@ -143,6 +145,12 @@ type Config struct {
 	// take its defaults: 200,000 sessions, 8 listings each, 24 hours; its Schemas bound the
 	// input schemas compiled, see misuse.SchemaLimits). Its Logger, when nil, is Logger.
 	Listings misuse.ListingsConfig
+	// VerdictsAtStart is how many of the most recently decided schema verdicts (table
+	// schema_verdicts) the consumer reads when it first runs, so that a schema it sees again
+	// is not checked, nor compiled when it was over a limit (default DefaultVerdictsAtStart;
+	// at most Listings.MaxVerdicts are kept). Other schemas' verdicts are read as batches
+	// bring them.
+	VerdictsAtStart int
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
 	// while the store stays down (consumption pauses; nothing is committed). Default:
 	// DefaultRetryBackoff.
@@ -207,6 +215,9 @@ func (c *Config) setDefaults() {
 	if c.DedupWindow == 0 {
 		c.DedupWindow = DefaultDedupWindow
 	}
+	if c.VerdictsAtStart == 0 {
+		c.VerdictsAtStart = DefaultVerdictsAtStart
+	}
 	if c.RollupCacheCells == 0 {
 		c.RollupCacheCells = DefaultRollupCacheCells
 	}
@@ -259,6 +270,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DedupWindow < 1 || c.DedupWindow > dedup.MaxSize {
 		errs = append(errs, fmt.Errorf("consumer: DedupWindow must be between 1 and %d offsets", dedup.MaxSize))
+	}
+	if c.VerdictsAtStart < 0 {
+		errs = append(errs, errors.New("consumer: VerdictsAtStart must not be negative (0: the default)"))
 	}
 	if c.RollupCacheCells < 1 {
 		errs = append(errs, errors.New("consumer: RollupCacheCells must be positive"))

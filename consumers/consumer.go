@@ -70,6 +70,8 @@ type Consumer struct {
 	freeToolCallRows chan []ingest.ToolCallRow
 	// freeToolCallSlots holds the tool-call event slots of those chunks (toolCallSlots).
 	freeToolCallSlots chan []ingest.ToolCallSlot
+	// verdictsLoaded: the stored schema verdicts were read at start (verdicts.go).
+	verdictsLoaded atomic.Bool
 }
 
 // optionalTableExists reports whether an optional raw table exists, asking ClickHouse until it
@@ -313,6 +315,10 @@ func (c *Consumer) storeRawWith(ctx context.Context, p *prepared, insert rawInse
 			}
 		}
 		p.misuse, p.misuseAt, p.derived = nil, nil, true
+	}
+	// The schema verdicts decided so far, before the batch can be committed.
+	if err := c.storeVerdicts(ctx); err != nil {
+		return err
 	}
 	if len(bad) > 0 {
 		if err := c.cfg.DeadLetters.DeadLetter(ctx, bad...); err != nil {

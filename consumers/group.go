@@ -86,6 +86,7 @@ func (c *Consumer) run(ctx context.Context, untilDrained bool) error {
 	if err != nil {
 		return err
 	}
+	c.loadRecentVerdicts(ctx)
 	lastMessage := time.Now()  // across generations, for the drain check
 	var failingSince time.Time // the first of the current run of failed joins
 	for {

@@ -61,6 +61,9 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_misuse_listings_dropped_total                 counter    listings a session or version let go at its cap or window
 //	mcpulse_misuse_schema_compiles_total                  counter    input schemas compiled (on first use; again after leaving the compiled cache)
 //	mcpulse_misuse_schemas_over_limit_total{limit}        counter    input schemas never compiled for passing a misuse.SchemaLimits bound (tools: listings cut)
+//	mcpulse_misuse_schema_checks_total                    counter    input schemas checked against the limits (no verdict held on them)
+//	mcpulse_misuse_schema_verdicts_reused_total           counter    input schemas a held or stored verdict spared the check (and, over a limit, the compile)
+//	mcpulse_misuse_schema_verdicts_unstored_total         counter    verdicts let go before they were stored (more pending than the verdict cap)
 //
 // The class label of dead letters is their ingest.DeadLetterClass: a small fixed set, never
 // the reason's free text (which quotes caller-chosen values).
@@ -80,6 +83,7 @@ type Metrics struct {
 	dedupBytes, rollupCells                                                                                                                            *prometheus.Desc
 	// The listing state's (misuse.Listings).
 	listingSessions, listingVersions, listingListings, listingSchemas, listingBytes, listingSessionEvictions, listingVersionEvictions, listingsDropped, listingCompiles, listingOverLimit *prometheus.Desc
+	schemaChecks, verdictsReused, verdictsUnstored                                                                                                                                        *prometheus.Desc
 }
 
 // newMetrics wraps c's stores to feed the store metrics (instrumentStores) and registers
@@ -133,6 +137,9 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		listingVersionEvictions: prometheus.NewDesc("mcpulse_misuse_server_version_evictions_total", "Server versions evicted, least recently used first, at the version cap.", nil, nil),
 		listingCompiles:         prometheus.NewDesc("mcpulse_misuse_schema_compiles_total", "Input schemas compiled (on first use, and again after leaving the cache of the 4,096 most recently used).", nil, nil),
 		listingsDropped:         prometheus.NewDesc("mcpulse_misuse_listings_dropped_total", "Listings a session or server version let go at its cap or window.", nil, nil),
+		schemaChecks:            prometheus.NewDesc("mcpulse_misuse_schema_checks_total", "Input schemas checked against the schema limits because no verdict on them was held or stored (each once per verdict).", nil, nil),
+		verdictsReused:          prometheus.NewDesc("mcpulse_misuse_schema_verdicts_reused_total", "Input schemas a verdict held or read back from schema_verdicts spared the limit check; one over a limit is never compiled.", nil, nil),
+		verdictsUnstored:        prometheus.NewDesc("mcpulse_misuse_schema_verdicts_unstored_total", "Schema verdicts let go before they were stored in schema_verdicts (more pending than the verdict cap).", nil, nil),
 		listingOverLimit:        prometheus.NewDesc("mcpulse_misuse_schemas_over_limit_total", "Input schemas never compiled because they pass a limit (bytes, properties of one object, members, depth), each counted once; for limit=tools, listings cut at the tools-per-listing limit. Their calls are not measured (schema_over_limit).", []string{"limit"}, nil),
 	}
 	for _, k := range ingest.Kinds() {
@@ -156,7 +163,8 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 // Kafka at scrape time.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc, m.dedupBytes, m.rollupCells,
-		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingBytes, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped, m.listingCompiles, m.listingOverLimit} {
+		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingBytes, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped, m.listingCompiles, m.listingOverLimit,
+		m.schemaChecks, m.verdictsReused, m.verdictsUnstored} {
 		ch <- d
 	}
 }
@@ -190,7 +198,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for d, v := range map[*prometheus.Desc]int{m.listingSessions: ls.Sessions, m.listingVersions: ls.Versions, m.listingListings: ls.Listings, m.listingSchemas: ls.Schemas, m.listingBytes: m.c.listings.Bytes()} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
 	}
-	for d, v := range map[*prometheus.Desc]uint64{m.listingSessionEvictions: ls.SessionEvictions, m.listingVersionEvictions: ls.VersionEvictions, m.listingsDropped: ls.ListingsDropped, m.listingCompiles: ls.Compiles} {
+	for d, v := range map[*prometheus.Desc]uint64{m.listingSessionEvictions: ls.SessionEvictions, m.listingVersionEvictions: ls.VersionEvictions, m.listingsDropped: ls.ListingsDropped, m.listingCompiles: ls.Compiles,
+		m.schemaChecks: ls.Checks, m.verdictsReused: ls.VerdictsReused, m.verdictsUnstored: ls.VerdictsUnstored} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
 	for _, limit := range misuse.Limits { // every label, zeros too, so rate() sees the first one

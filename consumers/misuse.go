@@ -84,6 +84,7 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 	for _, i := range lists {
 		c.listings.Observe(listingPage(events[i], positions[i]))
 	}
+	c.lookupVerdicts(ctx) // of the schemas the listings brought
 	verdicts := make([]misuse.Verdict, len(rows))
 	at := func(r *ingest.ToolCallRow, ev *ingest.Event) misuse.CallAt {
 		return misuse.CallAt{Server: r.ServerName, Version: r.ServerVersion, Session: ev.ToolCall.SessionID, At: ev.Timestamp,
@@ -112,6 +113,9 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 			}
 			read[k] = true
 		}
+	}
+	if len(read) > 0 {
+		c.lookupVerdicts(ctx) // of the schemas the stored listings brought
 	}
 	for i := range rows {
 		r := &rows[i]

@@ -16,11 +16,11 @@ func TestEmbeddedDefinitionsLoad(t *testing.T) {
 	want := map[string][]string{
 		"tool-diagnostics": {"tools", "most-failing", "slowest", "most-misused", "compared-with-previous-period",
 			"error-rate-over-time", "ignored-key-rate-over-time", "top-ignored-key-paths", "clients", "server-versions", "coverage",
-			"schema-vs-ignored-key-rate", "missing-capabilities", "agent-feedback", "resource-reads", "prompts"},
+			"schemas-over-limit", "schema-vs-ignored-key-rate", "missing-capabilities", "agent-feedback", "resource-reads", "prompts"},
 		"recruitment-campaigns": {"funnel", "reach", "gate-reason-shares", "clients", "capabilities"},
 		"schema-ratchet":        {"oversized-vs-ratchet", "coverage-vs-minimum", "offending-tools", "schemas-seen-in-traffic"},
 		"suppression-data-quality": {"identities-by-state", "recent-resets", "dead-letters-by-reason", "dead-letters-over-time",
-			"events-by-name", "other-events"},
+			"events-by-name", "other-events", "schemas-over-limit"},
 		"alerts": {"firing-now", "history", "fired-per-day", "notifications"},
 	}
 	if len(ds) != len(want) {

@@ -138,6 +138,55 @@ var otherEventNames = []string{"$pageview", "$pageview", "$pageview", "$screen"}
 
 // consumeOtherEvents publishes otherEventNames through the real publisher, an hour before end,
 // and consumes them in the demo's consumer group.
+// overLimitServer is the MCP server (version 0.9.0) whose listing overLimitListing sends.
+const overLimitServer = "wide-schemas-mcp"
+
+// overLimitListing is a tools list the SDK sent at at, one of whose tools declares 1,001
+// properties (the consumer's default limit is 1,000), and a call of that tool a second later:
+// the call's schema is judged over the limit, for the panels of schemas not measured.
+func overLimitListing(at time.Time) ([]*ingest.Event, error) {
+	props := map[string]any{}
+	for i := range 1001 {
+		props[fmt.Sprintf("field_%04d", i)] = map[string]any{"type": "string"}
+	}
+	data, err := json.Marshal(map[string]any{
+		"uuid": uuid.NewSHA1(uuid.NameSpaceOID, []byte("dashboards-over-limit-listing")).String(), "event": ingest.EventToolsList,
+		"distinct_id": "agent-wide", "timestamp": at.Format(time.RFC3339),
+		"properties": map[string]any{
+			"$mcp_server_name": overLimitServer, "$mcp_server_version": "0.9.0", "$mcp_listed_tool_names": []string{"bulk-import", "ping"},
+			"$mcp_parameters": map[string]any{"request": map[string]any{"method": "tools/list", "params": map[string]any{}}},
+			"$mcp_response": map[string]any{"tools": []any{
+				map[string]any{"name": "bulk-import", "description": "Import records", "inputSchema": map[string]any{"type": "object", "properties": props}},
+				map[string]any{"name": "ping", "description": "Ping", "inputSchema": map[string]any{"type": "object", "properties": map[string]any{}}},
+			}},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	listing, err := ingest.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	if data, err = json.Marshal(map[string]any{
+		"uuid": uuid.NewSHA1(uuid.NameSpaceOID, []byte("dashboards-over-limit-call")).String(), "event": ingest.EventToolCall,
+		"distinct_id": "agent-wide", "timestamp": at.Add(time.Second).Format(time.RFC3339),
+		"properties": map[string]any{
+			"$mcp_tool_name": "bulk-import", "$mcp_is_error": false, "$mcp_server_name": overLimitServer, "$mcp_server_version": "0.9.0",
+			"$mcp_parameters": map[string]any{"request": map[string]any{"method": "tools/call", "params": map[string]any{"name": "bulk-import",
+				"arguments": map[string]any{"field_0001": "x"}}}},
+			"$mcp_response": map[string]any{"content": []any{map[string]any{"type": "text", "text": "ok"}}},
+		},
+	}); err != nil {
+		return nil, err
+	}
+	call, err := ingest.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return []*ingest.Event{listing, call}, nil
+}
+
 func consumeOtherEvents(ctx context.Context, st *stack.Stack, rdb redis.UniversalClient, ch driver.Conn, end time.Time) error {
 	pub, err := ingest.NewPublisher(ingest.PublisherConfig{Brokers: st.KafkaBrokers})
 	if err != nil {
@@ -160,6 +209,11 @@ func consumeOtherEvents(ctx context.Context, st *stack.Stack, rdb redis.Universa
 		}
 		events = append(events, ev)
 	}
+	wide, err := overLimitListing(end.Add(-2 * time.Hour))
+	if err != nil {
+		return err
+	}
+	events = append(events, wide...)
 	if err := pub.Publish(ctx, events...); err != nil {
 		return err
 	}

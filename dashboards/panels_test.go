@@ -506,6 +506,11 @@ func TestServedSchemasPanelShowsTheDemoVersions(t *testing.T) {
 			t.Errorf("%s: %v, want whole snapshots and %v schema changes within the version", key, row, changes)
 		}
 	}
+	// The fixture's server with a schema over a limit (overLimitListing) lists 2 tools.
+	if tools[overLimitServer+"@0.9.0"] != 2 {
+		t.Errorf("%s@0.9.0: %v tools, want the fixture's 2", overLimitServer, tools[overLimitServer+"@0.9.0"])
+	}
+	delete(tools, overLimitServer+"@0.9.0")
 	liveVersion := "@" + live.ServerVersion
 	if len(tools) != 10 || tools["posthog@1.0.0"]-tools["posthog@0.9.0"] != 3 || tools["sentry-mcp@1.0.0"] < 10 ||
 		tools[live.ServerPostHog+liveVersion] != 4 || tools[live.ServerOTel+liveVersion] != 4 {

@@ -58,6 +58,8 @@ var nonPanelArgs = map[string][]any{
 	"worst_tools_by_ignored_key_rate": {uint64(3)},
 	"served_tool_schemas_for_server":  {"github-mcp-server", "1.0.0"},
 	"served_tool_schema_versions":     {"github-mcp-server"},
+	"schema_verdicts_recent":          {uint64(10)},
+	"schema_verdicts_by_hash":         {[]string{"0000000000000000000000000000000000000000000000000000000000000000"}},
 	"alert_dead_letter_rate":          {alertFrom, alertTo, alertFrom, alertTo, alertFrom, alertTo},
 	"alert_ratchet_broken":            {alertFrom, alertTo},
 	"alert_invitations_to_suppressed": {alertFrom, alertTo},

@@ -154,6 +154,9 @@ type ListingsConfig struct {
 	// recently used evicted first: a schema is held as its text and compiled when a call
 	// needs it, so per-session variants no call uses cost only their text.
 	MaxCompiledSchemas int
+	// MaxVerdicts is how many schema verdicts are kept (default DefaultMaxVerdicts), least
+	// recently used evicted first, and how many may wait to be stored (PendingVerdicts).
+	MaxVerdicts int
 	// Window is how far before its newest listing a session or version keeps listings, in
 	// event time (default 24 hours); the listing in effect at the window's start is kept.
 	Window time.Duration
@@ -200,6 +203,12 @@ type ListingStats struct {
 	// SessionEvictions and VersionEvictions count the sessions and versions evicted at their
 	// caps; ListingsDropped the listings a session or version let go at its own bounds.
 	SessionEvictions, VersionEvictions, ListingsDropped uint64
+	// Checks counts schema texts checked against the SchemaLimits (each once while its
+	// verdict is held); VerdictsReused the schema texts a held verdict spared the check
+	// (a stored one read back, or one this process decided before the text was let go);
+	// VerdictsUnstored the verdicts let go before they were stored (more than MaxVerdicts
+	// pending).
+	Checks, VerdictsReused, VerdictsUnstored uint64
 }
 
 // Listings is the listing state of one consumer: the listings its sessions and server versions
@@ -223,6 +232,13 @@ type Listings struct {
 	// overLogged holds the hashes (of schemas and cut listings) whose over-limit warning was
 	// logged, so each is logged once (bounded: MaxCompiledSchemas of them).
 	overLogged *simplelru.LRU[[sha256.Size]byte, struct{}]
+	// verdicts are the schema verdicts held, by text hash (verdicts.go); pending those not
+	// stored yet, in pendingOrder.
+	verdicts     *simplelru.LRU[[sha256.Size]byte, SchemaVerdict]
+	pending      map[[sha256.Size]byte]SchemaVerdict
+	pendingOrder [][sha256.Size]byte
+	// fresh are the hashes of the schema texts taken in since UnjudgedSchemas was last asked.
+	fresh [][sha256.Size]byte
 }
 
 type versionKey struct{ server, version string }
@@ -301,6 +317,7 @@ func NewListings(cfg ListingsConfig) *Listings {
 	def(&cfg.MaxVersions, DefaultMaxVersions)
 	def(&cfg.MaxListingsPerVersion, DefaultMaxListingsPerVersion)
 	def(&cfg.MaxCompiledSchemas, DefaultMaxCompiledSchemas)
+	def(&cfg.MaxVerdicts, DefaultMaxVerdicts)
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultListingWindow
 	}
@@ -310,6 +327,7 @@ func NewListings(cfg ListingsConfig) *Listings {
 	cfg.Schemas = cfg.Schemas.withDefaults()
 	l := &Listings{cfg: cfg, listings: map[[sha256.Size]byte]*listing{}, schemas: map[[sha256.Size]byte]*schemaRef{}}
 	l.stats.OverLimit = map[Limit]uint64{}
+	l.verdicts, l.pending = newVerdicts(cfg.MaxVerdicts), map[[sha256.Size]byte]SchemaVerdict{}
 	l.overLogged, _ = simplelru.NewLRU[[sha256.Size]byte, struct{}](cfg.MaxCompiledSchemas, nil)
 	// The eviction callbacks run under l.mu (inside Add).
 	l.sessions, _ = simplelru.NewLRU(cfg.MaxSessions, func(_ sessionKey, t *timeline) {
@@ -458,6 +476,7 @@ func (l *Listings) build(base *listing, headless bool, p ListingPage) *listing {
 			if r = l.schemas[t.sum]; r == nil {
 				r = &schemaRef{sum: t.sum, text: bytes.Clone(t.text)}
 				l.schemas[t.sum] = r
+				l.newSchema(t.sum)
 				l.textBytes += len(r.text)
 			}
 		}
@@ -494,6 +513,22 @@ func (l *Listings) compiled(r *schemaRef) *Schema {
 			return s
 		}
 	}
+	if !r.checked {
+		// A verdict held (stored, or decided before the text was let go) spares the check: one
+		// over a limit is never compiled.
+		if v, ok := l.storedVerdict(r.sum); ok {
+			r.checked = true
+			if v.Kind == VerdictOverLimit {
+				r.over = &Schema{failed: ReasonSchemaOverLimit}
+				l.mu.Unlock()
+				return r.over
+			}
+			if s, ok := l.compiledLRU.Get(r.sum); ok {
+				l.mu.Unlock()
+				return s
+			}
+		}
+	}
 	checked := r.checked
 	l.mu.Unlock()
 
@@ -515,6 +550,17 @@ func (l *Listings) compiled(r *schemaRef) *Schema {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !checked && !r.checked {
+		l.stats.Checks++
+		verdict := SchemaVerdict{Sum: r.sum, Kind: VerdictMeasured, At: time.Now().UTC()}
+		switch {
+		case out.over != nil:
+			verdict.Kind, verdict.Over = VerdictOverLimit, *out.over
+		case out.schema.failed != "":
+			verdict.Kind = VerdictUnsupported
+		}
+		l.decided(verdict)
+	}
 	r.checked = true
 	if out.over != nil {
 		if r.over == nil {
@@ -748,6 +794,8 @@ const (
 	bytesPerListedTool     = 24
 	bytesPerSchema         = 150
 	compiledBytesPerByteIn = 3
+	bytesPerVerdict        = 290 // a held verdict: its LRU element and map slot (measured: 288)
+	bytesPerPending        = 320 // a verdict waiting to be stored: its map slot and order (measured: 321)
 )
 
 // Bytes estimates the heap the state holds, in bytes (see the per-item figures above): what
@@ -759,7 +807,8 @@ func (l *Listings) Bytes() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.sessions.Len()*bytesPerSession + l.entries*bytesPerEntry + len(l.listings)*bytesPerListing +
-		l.listedTools*bytesPerListedTool + len(l.schemas)*bytesPerSchema + l.textBytes + l.compiledTextBytes*compiledBytesPerByteIn
+		l.listedTools*bytesPerListedTool + len(l.schemas)*bytesPerSchema + l.textBytes + l.compiledTextBytes*compiledBytesPerByteIn +
+		l.verdicts.Len()*bytesPerVerdict + len(l.pending)*bytesPerPending + len(l.fresh)*sha256.Size
 }
 
 // Stats returns the state's sizes and evictions so far.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -241,6 +242,35 @@ func publishHostile(ctx context.Context, pub *ingest.Publisher, ts time.Time) er
 			}
 			events = append(events, ev)
 		}
+	}
+	// A tools list whose hostile tool declares 1,001 properties (the consumer's limit is 1,000),
+	// and a call of it: the schema is judged over the limit, and the pages list it.
+	wide := map[string]any{}
+	for i := range 1001 {
+		wide[fmt.Sprintf("field_%04d", i)] = map[string]any{"type": "string"}
+	}
+	server := map[string]any{"$mcp_server_name": "wide-schemas-mcp", "$mcp_server_version": "0.9.0"}
+	for i, props := range []map[string]any{
+		{"$mcp_listed_tool_names": []string{hostileTool},
+			"$mcp_parameters": map[string]any{"request": map[string]any{"method": "tools/list", "params": map[string]any{}}},
+			"$mcp_response":   map[string]any{"tools": []any{map[string]any{"name": hostileTool, "inputSchema": map[string]any{"type": "object", "properties": wide}}}}},
+		{"$mcp_tool_name": hostileTool, "$mcp_is_error": false,
+			"$mcp_parameters": map[string]any{"request": map[string]any{"method": "tools/call", "params": map[string]any{"name": hostileTool, "arguments": map[string]any{"x": 1}}}}},
+	} {
+		maps.Copy(props, server)
+		data, err := json.Marshal(map[string]any{
+			"uuid":  uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "dashserver-over-limit-%d", i)).String(),
+			"event": []string{"$mcp_tools_list", "$mcp_tool_call"}[i], "distinct_id": hostileDistinctID,
+			"timestamp": ts.Add(time.Duration(i) * time.Second).Format(time.RFC3339), "properties": props,
+		})
+		if err != nil {
+			return err
+		}
+		ev, err := ingest.Parse(data)
+		if err != nil {
+			return err
+		}
+		events = append(events, ev)
 	}
 	for i := range hostileEvents {
 		data, err := json.Marshal(map[string]any{
