@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -34,6 +35,11 @@ type SchemaLimits struct {
 	// complete: a call of a tool it cut is judged as if the listing lacked the tool, so it is
 	// never reported as unknown.
 	MaxToolsPerListing int
+	// MaxCompileTime is the most time one schema's compilation may take (default
+	// DefaultSchemaMaxCompileTime): past it the compilation stops and the schema is over the
+	// `time` limit. Within the other limits it takes milliseconds; the budget bounds what a
+	// slow or shared machine may add.
+	MaxCompileTime time.Duration
 }
 
 // Defaults of SchemaLimits.
@@ -56,6 +62,9 @@ const (
 	DefaultSchemaMaxDepth = 64
 	// DefaultListingMaxTools: 10 pages of the SDK's 100 tools; servers list tens.
 	DefaultListingMaxTools = 1000
+	// DefaultSchemaMaxCompileTime: the worst schema within the other defaults compiles in
+	// milliseconds; a quarter second bounds how long one schema may hold a batch.
+	DefaultSchemaMaxCompileTime = 250 * time.Millisecond
 )
 
 // Limit names a bound of SchemaLimits, as the label of the over-limit metric and the log.
@@ -68,10 +77,11 @@ const (
 	LimitMembers    Limit = "members"    // SchemaLimits.MaxMembers
 	LimitDepth      Limit = "depth"      // SchemaLimits.MaxDepth
 	LimitTools      Limit = "tools"      // SchemaLimits.MaxToolsPerListing
+	LimitTime       Limit = "time"       // SchemaLimits.MaxCompileTime
 )
 
 // Limits lists every Limit, for metrics that export a zero per label.
-var Limits = []Limit{LimitBytes, LimitProperties, LimitMembers, LimitDepth, LimitTools}
+var Limits = []Limit{LimitBytes, LimitProperties, LimitMembers, LimitDepth, LimitTools, LimitTime}
 
 // withDefaults returns lim with its zero (or negative) fields set to their defaults.
 func (lim SchemaLimits) withDefaults() SchemaLimits {
@@ -85,6 +95,9 @@ func (lim SchemaLimits) withDefaults() SchemaLimits {
 	def(&lim.MaxMembers, DefaultSchemaMaxMembers)
 	def(&lim.MaxDepth, DefaultSchemaMaxDepth)
 	def(&lim.MaxToolsPerListing, DefaultListingMaxTools)
+	if lim.MaxCompileTime <= 0 {
+		lim.MaxCompileTime = DefaultSchemaMaxCompileTime
+	}
 	return lim
 }
 
@@ -98,6 +111,9 @@ func (lim SchemaLimits) Validate() error {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("misuse: schema limit %s must not be negative (0: the default), got %d", f.name, f.v))
 		}
+	}
+	if lim.MaxCompileTime < 0 {
+		errs = append(errs, fmt.Errorf("misuse: schema limit MaxCompileTime must not be negative (0: the default), got %s", lim.MaxCompileTime))
 	}
 	return errors.Join(errs...)
 }
