@@ -2,10 +2,13 @@ package misuse_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpulse/mcpulse/misuse"
 )
@@ -260,5 +263,63 @@ func TestSchemaLimitsValidate(t *testing.T) {
 	err := misuse.SchemaLimits{MaxDepth: -1, MaxToolsPerListing: -2}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "MaxDepth must not be negative") || !strings.Contains(err.Error(), "MaxToolsPerListing") {
 		t.Errorf("negative limits: %v", err)
+	}
+}
+
+// TestCompileSchemaTimeBudget: a compilation past SchemaLimits.MaxCompileTime stops and the
+// schema is over the `time` limit; in a listing that verdict is kept (counted and logged once,
+// never compiled again) and its calls are not measured.
+func TestCompileSchemaTimeBudget(t *testing.T) {
+	lim := misuse.SchemaLimits{MaxProperties: 5000, MaxMembers: 20_000, MaxCompileTime: time.Nanosecond}
+	s, err := misuse.CompileSchemaContext(context.Background(), wideSchema(3000), lim)
+	var o *misuse.OverLimit
+	if !errors.As(err, &o) || o.Limit != misuse.LimitTime || s == nil {
+		t.Fatalf("CompileSchemaContext = %v, %v; want over the time limit", s, err)
+	}
+	if got := misuse.FromArguments(s, []byte(`{"extra":1}`)); got.Reason != misuse.ReasonSchemaOverLimit {
+		t.Errorf("over time: %+v, want %s", got, misuse.ReasonSchemaOverLimit)
+	}
+	if s, err := misuse.CompileSchemaContext(context.Background(), wideSchema(3000), misuse.SchemaLimits{MaxProperties: 5000, MaxMembers: 20_000}); err != nil || s == nil {
+		t.Fatalf("within the default budget: %v", err)
+	}
+
+	var logs bytes.Buffer
+	l := misuse.NewListings(misuse.ListingsConfig{Schemas: lim, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	l.Observe(page("s", 10, misuse.ServedTool{Name: "slow", InputSchema: wideSchema(3000)}))
+	for i := range 3 {
+		if got := ignored(t, l.Judge(call("s", 20+i), "slow"), `{"extra":1}`); got.Reason != misuse.ReasonSchemaOverLimit {
+			t.Fatalf("slow: %+v, want %s", got, misuse.ReasonSchemaOverLimit)
+		}
+	}
+	if st := l.Stats(); st.OverLimit[misuse.LimitTime] != 1 || st.Compiles != 0 {
+		t.Errorf("stats: over limit %v, compiles %d; want time 1, none compiled", st.OverLimit, st.Compiles)
+	}
+	if n := strings.Count(logs.String(), "limit=time"); n != 1 {
+		t.Errorf("%d log lines naming the time limit, want 1:\n%s", n, logs.String())
+	}
+}
+
+// TestCompileSchemaCancelled: a done context stops a compilation with its error, and is no
+// verdict: the listing compiles the schema when asked again with a live context.
+func TestCompileSchemaCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if s, err := misuse.CompileSchemaContext(ctx, wideSchema(10), misuse.SchemaLimits{}); s != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v, %v; want no schema and context.Canceled", s, err)
+	}
+	l := misuse.NewListings(misuse.ListingsConfig{})
+	l.Observe(page("s", 10, misuse.ServedTool{Name: "t", InputSchema: wideSchema(10)}))
+	if _, err := l.JudgeContext(ctx, call("s", 11), "t"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("JudgeContext cancelled: %v, want context.Canceled", err)
+	}
+	if st := l.Stats(); len(st.OverLimit) != 0 || st.Compiles != 0 {
+		t.Fatalf("a cancelled compile was recorded: %+v", st)
+	}
+	v, err := l.JudgeContext(context.Background(), call("s", 12), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ignored(t, v, `{"k1":"x","extra":1}`); got.Source != misuse.SourceSchema || len(got.Keys) != 1 {
+		t.Errorf("after the cancelled compile: %+v, want extra ignored", got)
 	}
 }
