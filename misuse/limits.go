@@ -56,7 +56,7 @@ const (
 	// a few more keywords, has about 1,000 members. The worst schema within the defaults,
 	// 4,000 members all subschemas, compiles in 0.4 to 0.5 s
 	// (BenchmarkWorstListing/worst_within_limits).
-	DefaultSchemaMaxMembers = 4000
+	DefaultSchemaMaxMembers = 10_000
 	// DefaultSchemaMaxDepth: the SDK cuts captures at depth 10; generated schemas of nested
 	// models rarely pass 20.
 	DefaultSchemaMaxDepth = 64

@@ -201,16 +201,23 @@ func spreadSchema(objs, per int) []byte {
 // TestSchemaWithinLimitsCompiles: the worst schema within the default limits (the most
 // subschemas the members limit allows) compiles, and one member more is refused.
 func TestSchemaWithinLimitsCompiles(t *testing.T) {
-	within := spreadSchema(4, 994) // 1 + 4 + 4*995 = 3,985 members
+	within := worstWithinDefaults(0)
 	if o := misuse.CheckSchema(within, misuse.SchemaLimits{}); o != nil {
 		t.Fatalf("within limits: %v", o)
 	}
-	if _, err := misuse.CompileSchema(within); err != nil {
+	if _, err := misuse.CompileSchemaContext(context.Background(), within, misuse.SchemaLimits{MaxCompileTime: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if o := misuse.CheckSchema(spreadSchema(5, 994), misuse.SchemaLimits{}); o == nil || o.Limit != misuse.LimitMembers || o.Seen != misuse.DefaultSchemaMaxMembers+1 {
+	if o := misuse.CheckSchema(worstWithinDefaults(1), misuse.SchemaLimits{}); o == nil || o.Limit != misuse.LimitMembers || o.Seen != misuse.DefaultSchemaMaxMembers+1 {
 		t.Errorf("over members: %v", o)
 	}
+}
+
+// worstWithinDefaults is the schema of the most subschemas the default members limit allows
+// (objects of 994 empty properties, 995 members each, under one `properties`: 1 + objects *
+// 996 members), with more objects past it.
+func worstWithinDefaults(more int) []byte {
+	return spreadSchema((misuse.DefaultSchemaMaxMembers-1)/996+more, 994)
 }
 
 // BenchmarkWorstListing is the cost per schema of judging a call against the worst listing
@@ -218,22 +225,31 @@ func TestSchemaWithinLimitsCompiles(t *testing.T) {
 // alone decides the worst (it is never compiled); a normal schema is checked and compiled.
 // Each iteration uses a fresh listing state, so nothing is cached.
 func BenchmarkWorstListing(b *testing.B) {
+	// The limits raised so far that the 100,000-property schema is compiled (as
+	// --schema-max-bytes, --schema-max-properties and --schema-max-members would).
+	raised := misuse.SchemaLimits{MaxBytes: 8 << 20, MaxProperties: 200_000, MaxMembers: 400_000, MaxCompileTime: time.Minute}
 	for _, c := range []struct {
 		name   string
 		schema []byte
+		lim    misuse.SchemaLimits
 	}{
-		{"worst_100k_properties", wideSchema(100_000)},
-		{"normal_10_properties", wideSchema(10)},
-		{"one_object_at_limit", wideSchema(misuse.DefaultSchemaMaxProperties)},
-		{"worst_within_limits", spreadSchema(4, 994)},
+		{"worst_100k_properties", wideSchema(100_000), misuse.SchemaLimits{}},
+		{"worst_100k_properties_compiled_limits_raised", wideSchema(100_000), raised},
+		{"normal_10_properties", wideSchema(10), misuse.SchemaLimits{}},
+		{"one_object_at_limit", wideSchema(misuse.DefaultSchemaMaxProperties), misuse.SchemaLimits{}},
+		{"worst_within_limits", worstWithinDefaults(0), misuse.SchemaLimits{}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.schema)))
 			for b.Loop() {
-				l := misuse.NewListings(misuse.ListingsConfig{})
+				l := misuse.NewListings(misuse.ListingsConfig{Schemas: c.lim})
 				l.Observe(page("s", 10, misuse.ServedTool{Name: "t", InputSchema: c.schema}))
-				if v := l.Judge(call("s", 11), "t"); v.Schema == nil {
+				v := l.Judge(call("s", 11), "t")
+				if v.Schema == nil {
 					b.Fatal("no schema")
+				}
+				if got := misuse.FromArguments(v.Schema, []byte(`{"k1":"x"}`)); c.lim.MaxBytes > 0 && got.Source != misuse.SourceSchema {
+					b.Fatalf("limits raised: %+v, want derived from the schema", got)
 				}
 			}
 		})
@@ -241,9 +257,10 @@ func BenchmarkWorstListing(b *testing.B) {
 }
 
 // BenchmarkCompileProperties is CompileSchema alone on one object of n properties: the cost
-// the properties limit bounds (quadratic in n in jsonschema/v6's compiler).
+// the properties limit bounds (linear in n; it was quadratic with jsonschema/v6's compiler,
+// see BenchmarkOracleCompileProperties).
 func BenchmarkCompileProperties(b *testing.B) {
-	for _, n := range []int{100, misuse.DefaultSchemaMaxProperties, 2000, 10_000} {
+	for _, n := range []int{100, misuse.DefaultSchemaMaxProperties, 2000, 10_000, 100_000} {
 		schema := wideSchema(n)
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for b.Loop() {

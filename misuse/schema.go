@@ -540,11 +540,10 @@ func (p patternRule) match(k []byte) bool {
 	return p.re.MatchString(string(k))
 }
 
-// Bounds on what one schema may cost: a served schema is untrusted input.
+// Bounds on what one schema may cost: a served schema is untrusted input. The subschemas of
+// one schema are bounded by its size (SchemaLimits) and the time to resolve them by
+// SchemaLimits.MaxCompileTime.
 const (
-	// maxRules caps the subschemas of one compiled schema (a 100 KB schema has a few
-	// thousand); a larger one is ReasonSchemaUnsupported.
-	maxRules = 50000
 	// maxMembers caps the schemas that apply at one position through $ref, allOf and unions
 	// (real schemas have a handful); beyond it the position is ReasonSchemaUnsupported, so
 	// nested combinators cannot make flattening quadratic in memory.
