@@ -60,7 +60,7 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_misuse_server_version_evictions_total         counter    server versions evicted at the version cap
 //	mcpulse_misuse_listings_dropped_total                 counter    listings a session or version let go at its cap or window
 //	mcpulse_misuse_schema_compiles_total                  counter    input schemas compiled (on first use; again after leaving the compiled cache)
-//	mcpulse_misuse_schemas_over_limit_total{limit}        counter    input schemas never compiled for passing a misuse.SchemaLimits bound (tools: listings cut)
+//	mcpulse_misuse_schemas_over_limit_total{limit}        counter    input schemas not compiled for passing a misuse.SchemaLimits bound (time: stopped at the budget; tools: listings cut)
 //
 // The class label of dead letters is their ingest.DeadLetterClass: a small fixed set, never
 // the reason's free text (which quotes caller-chosen values).
@@ -133,7 +133,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		listingVersionEvictions: prometheus.NewDesc("mcpulse_misuse_server_version_evictions_total", "Server versions evicted, least recently used first, at the version cap.", nil, nil),
 		listingCompiles:         prometheus.NewDesc("mcpulse_misuse_schema_compiles_total", "Input schemas compiled (on first use, and again after leaving the cache of the 4,096 most recently used).", nil, nil),
 		listingsDropped:         prometheus.NewDesc("mcpulse_misuse_listings_dropped_total", "Listings a session or server version let go at its cap or window.", nil, nil),
-		listingOverLimit:        prometheus.NewDesc("mcpulse_misuse_schemas_over_limit_total", "Input schemas never compiled because they pass a limit (bytes, properties of one object, members, depth), each counted once; for limit=tools, listings cut at the tools-per-listing limit. Their calls are not measured (schema_over_limit).", []string{"limit"}, nil),
+		listingOverLimit:        prometheus.NewDesc("mcpulse_misuse_schemas_over_limit_total", "Input schemas never compiled because they pass a limit (bytes, properties of one object, members, depth; time: their compilation stopped at the time budget), each counted once; for limit=tools, listings cut at the tools-per-listing limit. Their calls are not measured (schema_over_limit).", []string{"limit"}, nil),
 	}
 	for _, k := range ingest.Kinds() {
 		m.duplicates.WithLabelValues(k.Name) // export zeros, so rate() sees the first one
