@@ -141,7 +141,8 @@ type Config struct {
 	// Listings bounds the listing state misuse is judged by (sessions kept, listings per
 	// session and per server version, their window; misuse.ListingsConfig, whose zero fields
 	// take its defaults: 200,000 sessions, 8 listings each, 24 hours; its Schemas bound the
-	// input schemas compiled, see misuse.SchemaLimits). Its Logger, when nil, is Logger.
+	// input schemas compiled, their sizes and the time one compilation may take, see
+	// misuse.SchemaLimits). Its Logger, when nil, is Logger.
 	Listings misuse.ListingsConfig
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
 	// while the store stays down (consumption pauses; nothing is committed). Default:
