@@ -118,13 +118,13 @@ type resolver struct {
 	docURL   string
 	byPtr    map[string]*resource
 	byID     map[string]*resource
-	seen     map[string]bool // pointers whose resources and anchors were gathered
+	seen     map[string]any // the subschemas whose resources and anchors were gathered, by pointer
 	rules    map[string]*rule
 }
 
 func newResolver(ctx context.Context, deadline time.Time, doc any, prep *preparer, docURL string) *resolver {
 	return &resolver{ctx: ctx, deadline: deadline, doc: doc, prep: prep, docURL: docURL,
-		byPtr: map[string]*resource{}, byID: map[string]*resource{}, seen: map[string]bool{}, rules: map[string]*rule{}}
+		byPtr: map[string]*resource{}, byID: map[string]*resource{}, seen: map[string]any{}, rules: map[string]*rule{}}
 }
 
 // tick counts one step and, every 1,024 steps, fails when the context is done (its error) or
@@ -186,10 +186,10 @@ func idOf(obj map[string]any, draft int) string {
 // fallback: the draft of its enclosing resource), registering resources and anchors and
 // checking what the meta-schemas check of the kept keywords.
 func (r *resolver) gather(v any, base, ptr string, fallback int) error {
-	if r.seen[ptr] {
+	if _, ok := r.seen[ptr]; ok {
 		return nil
 	}
-	r.seen[ptr] = true
+	r.seen[ptr] = v
 	if err := r.tick(); err != nil {
 		return err
 	}
@@ -522,11 +522,12 @@ func unescapePointer(tok string) (string, bool) {
 // schemaAt returns the subschema at ptr, gathering its resources first when no walk from the
 // root reached it (a reference into a place no keyword declares a schema).
 func (r *resolver) schemaAt(ptr string) (any, error) {
-	v, err := r.lookup(ptr)
-	if err != nil {
-		return nil, err
-	}
-	if !r.seen[ptr] {
+	v, seen := r.seen[ptr]
+	if !seen {
+		var err error
+		if v, err = r.lookup(ptr); err != nil {
+			return nil, err
+		}
 		res := r.resourceAt(ptr)
 		if err := r.gather(v, res.id, ptr, res.draft); err != nil {
 			return nil, err
