@@ -151,7 +151,7 @@ func (r *resolver) resolve() (*rule, error) {
 	return r.rule("")
 }
 
-// draftAt is the draft of the subschema at ptr: its nearest enclosing resource's.
+// resourceAt is the resource the subschema at ptr belongs to: the nearest one enclosing it.
 func (r *resolver) resourceAt(ptr string) *resource {
 	for {
 		if res, ok := r.byPtr[ptr]; ok {
