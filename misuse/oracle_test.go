@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"maps"
+	"net/url"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,6 +109,13 @@ func (c *converter) rule(s *jsonschema.Schema) *rule {
 	c.rules[s] = r
 	ptr, own := strings.CutPrefix(s.Location, c.loc)
 	if own {
+		// The library percent-encodes each pointer token in Location (a space is "%20"); the
+		// preparer's marks are by the pointer itself. (The converter in production missed
+		// them under such names, taking a malformed or cut subschema there as `true`; the
+		// resolver does not, and the oracle is corrected to match.)
+		if dec, err := url.PathUnescape(ptr); err == nil {
+			ptr = dec
+		}
 		if why, ok := c.prep.opaque[ptr]; ok {
 			r.opaque = why
 			r.redacted = c.prep.redacted[ptr]
