@@ -143,7 +143,8 @@ type Config struct {
 	// Listings bounds the listing state misuse is judged by (sessions kept, listings per
 	// session and per server version, their window; misuse.ListingsConfig, whose zero fields
 	// take its defaults: 200,000 sessions, 8 listings each, 24 hours; its Schemas bound the
-	// input schemas compiled, see misuse.SchemaLimits). Its Logger, when nil, is Logger.
+	// input schemas compiled, their sizes and the time one compilation may take, see
+	// misuse.SchemaLimits). Its Logger, when nil, is Logger.
 	Listings misuse.ListingsConfig
 	// VerdictsAtStart is how many of the most recently decided schema verdicts (table
 	// schema_verdicts) the consumer reads when it first runs, so that a schema it sees again

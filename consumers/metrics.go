@@ -60,7 +60,7 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_misuse_server_version_evictions_total         counter    server versions evicted at the version cap
 //	mcpulse_misuse_listings_dropped_total                 counter    listings a session or version let go at its cap or window
 //	mcpulse_misuse_schema_compiles_total                  counter    input schemas compiled (on first use; again after leaving the compiled cache)
-//	mcpulse_misuse_schemas_over_limit_total{limit}        counter    input schemas never compiled for passing a misuse.SchemaLimits bound (tools: listings cut)
+//	mcpulse_misuse_schemas_over_limit_total{limit}        counter    input schemas not compiled for passing a misuse.SchemaLimits bound (time: stopped at the budget; tools: listings cut)
 //	mcpulse_misuse_schema_checks_total                    counter    input schemas checked against the limits (no verdict held on them)
 //	mcpulse_misuse_schema_verdicts_reused_total           counter    input schemas a held or stored verdict spared the check (and, over a limit, the compile)
 //	mcpulse_misuse_schema_verdicts_unstored_total         counter    verdicts let go before they were stored (more pending than the verdict cap)
@@ -140,7 +140,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		schemaChecks:            prometheus.NewDesc("mcpulse_misuse_schema_checks_total", "Input schemas checked against the schema limits because no verdict on them was held or stored (each once per verdict).", nil, nil),
 		verdictsReused:          prometheus.NewDesc("mcpulse_misuse_schema_verdicts_reused_total", "Input schemas a verdict held or read back from schema_verdicts spared the limit check; one over a limit is never compiled.", nil, nil),
 		verdictsUnstored:        prometheus.NewDesc("mcpulse_misuse_schema_verdicts_unstored_total", "Schema verdicts let go before they were stored in schema_verdicts (more pending than the verdict cap).", nil, nil),
-		listingOverLimit:        prometheus.NewDesc("mcpulse_misuse_schemas_over_limit_total", "Input schemas never compiled because they pass a limit (bytes, properties of one object, members, depth), each counted once; for limit=tools, listings cut at the tools-per-listing limit. Their calls are not measured (schema_over_limit).", []string{"limit"}, nil),
+		listingOverLimit:        prometheus.NewDesc("mcpulse_misuse_schemas_over_limit_total", "Input schemas never compiled because they pass a limit (bytes, properties of one object, members, depth; time: their compilation stopped at the time budget), each counted once; for limit=tools, listings cut at the tools-per-listing limit. Their calls are not measured (schema_over_limit).", []string{"limit"}, nil),
 	}
 	for _, k := range ingest.Kinds() {
 		m.duplicates.WithLabelValues(k.Name) // export zeros, so rate() sees the first one

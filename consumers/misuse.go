@@ -101,7 +101,11 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 		if ev == nil || !judgedByListing(r) {
 			continue // no listing to look for
 		}
-		verdicts[i] = c.listings.Judge(at(r, ev), r.RawToolName)
+		v, err := c.listings.JudgeContext(ctx, at(r, ev), r.RawToolName)
+		if err != nil {
+			return err // shutting down: the batch is not committed
+		}
+		verdicts[i] = v
 		k := versionKey{r.ServerName, r.ServerVersion}
 		if !wantsStored(verdicts[i]) || asked[k] {
 			continue
@@ -124,7 +128,11 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 			continue
 		}
 		if judgedByListing(r) && wantsStored(verdicts[i]) && read[versionKey{r.ServerName, r.ServerVersion}] {
-			verdicts[i] = c.listings.Judge(at(r, ev), r.RawToolName)
+			v, err := c.listings.JudgeContext(ctx, at(r, ev), r.RawToolName)
+			if err != nil {
+				return err
+			}
+			verdicts[i] = v
 		}
 		v := verdicts[i]
 		call := ev.ToolCall

@@ -2,15 +2,18 @@ package ingest_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/misuse"
 )
 
 // FuzzParse: Parse never panics, an event it accepts has Extra as one valid JSON object, and it
@@ -129,4 +132,50 @@ func unescapeLineSeparators(s string) string {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// FuzzParseToolsList feeds a $mcp_tools_list event whose $mcp_response (the tools/list result
+// as the SDK captured it) is arbitrary JSON text, and the listing it gives to the misuse
+// listing state. Nothing may panic; an accepted event is a tools list whose tools are named,
+// each schema absent or one valid JSON value; every tool with a schema is then judged by the
+// listing state with that schema (never as unknown). Seeds: testdata/fuzz/FuzzParseToolsList
+// (the SDK fixtures' results, a 2,000-key properties object).
+func FuzzParseToolsList(f *testing.F) {
+	f.Add([]byte(`{"tools":[{"name":"t","inputSchema":{"type":"object","properties":{"a":{"$ref":"#"}}}}]}`))
+	f.Fuzz(func(t *testing.T, response []byte) {
+		data := []byte(`{"uuid":"0190d2a4-7b1e-7c3a-9f00-0123456789ab","event":"$mcp_tools_list","distinct_id":"d","timestamp":"2026-01-01T00:00:00Z","properties":{"$mcp_source":"posthog_mcp_analytics","$session_id":"s","$mcp_server_name":"srv","$mcp_server_version":"1","$mcp_response":` + string(response) + `}}`)
+		ev, err := ingest.Parse(data)
+		if err != nil {
+			return
+		}
+		if ev.Kind != ingest.KindToolsList || ev.ToolsList == nil {
+			t.Fatalf("a $mcp_tools_list event parsed as %s", ev.Kind)
+		}
+		tl := ev.ToolsList
+		pos := misuse.NoPosition
+		page := misuse.ListingPage{Server: tl.ServerName, Version: tl.ServerVersion, Session: tl.SessionID, At: ev.Timestamp, Pos: pos,
+			Cursor: tl.Cursor, HasCursor: tl.HasCursor, NextCursor: tl.NextCursor, Names: tl.ListedToolNames}
+		for _, tool := range tl.Tools {
+			if tool.Name == "" {
+				t.Fatalf("a tool without a name: %+v", tool)
+			}
+			if tool.InputSchema != nil && !json.Valid(tool.InputSchema) {
+				t.Fatalf("tool %q: schema %q is not JSON", tool.Name, tool.InputSchema)
+			}
+			page.Tools = append(page.Tools, misuse.ServedTool{Name: tool.Name, InputSchema: tool.InputSchema})
+		}
+		l := misuse.NewListings(misuse.ListingsConfig{})
+		l.Observe(page)
+		for _, tool := range page.Tools {
+			if tool.InputSchema == nil {
+				continue
+			}
+			c := misuse.CallAt{Server: tl.ServerName, Version: tl.ServerVersion, Session: tl.SessionID, At: ev.Timestamp.Add(time.Second), Pos: pos}
+			v, err := l.JudgeContext(context.Background(), c, tool.Name)
+			if err != nil || v.Unknown || v.Schema == nil {
+				t.Fatalf("tool %q listed with a schema: %+v, %v", tool.Name, v, err)
+			}
+			misuse.Derive(misuse.Call{Parameters: []byte(`{"a":{"b":1}}`), Schema: v.Schema})
+		}
+	})
 }

@@ -2,11 +2,13 @@ package misuse_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mcpulse/mcpulse/misuse"
@@ -205,6 +207,51 @@ func FuzzCheckSchema(f *testing.F) {
 		got := misuse.CheckSchema(schema, lim)
 		if (got == nil) != (want == nil) || got != nil && *got != *want {
 			t.Fatalf("CheckSchema(%q) = %+v, want %+v", schema, got, want)
+		}
+	})
+}
+
+// FuzzListings feeds a listing page whose one tool has an arbitrary input schema (with small
+// limits, so that each is reached, and the default time budget), then a call of that tool
+// with arbitrary arguments. Nothing may panic; the call gets the tool's schema (never unknown);
+// its outcome keeps its invariants and is the same when judged again (the verdict kept, from
+// the cache or on the schema's entry); a schema over a limit is not measured for that reason
+// and one within them derives as CompileSchema's. Seeds: testdata/fuzz/FuzzListings (the
+// SDK fixtures' schemas, a 2,000-key properties object, $ref cycles).
+func FuzzListings(f *testing.F) {
+	f.Add([]byte(`{"type":"object","properties":{"a":{"$ref":"#"}},"additionalProperties":false}`), []byte(`{"a":{"a":{"b":1}},"c":2}`))
+	f.Fuzz(func(t *testing.T, schema, args []byte) {
+		lim := misuse.SchemaLimits{MaxBytes: 64 << 10, MaxProperties: 3000, MaxMembers: 8000, MaxDepth: 32, MaxToolsPerListing: 4}
+		l := misuse.NewListings(misuse.ListingsConfig{Schemas: lim})
+		at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		l.Observe(misuse.ListingPage{Server: "s", Version: "1", Session: "a", At: at, Pos: misuse.NoPosition,
+			Names: []string{"t"}, Tools: []misuse.ServedTool{{Name: "t", InputSchema: schema}}})
+		c := misuse.CallAt{Server: "s", Version: "1", Session: "a", At: at.Add(time.Second), Pos: misuse.NoPosition}
+		var outcomes [2]misuse.IgnoredKeys
+		for i := range outcomes {
+			v, err := l.JudgeContext(context.Background(), c, "t")
+			if err != nil || v.Unknown || v.Schema == nil || v.From != misuse.ServedSession {
+				t.Fatalf("judge %d: %+v, %v; want the session's schema", i, v, err)
+			}
+			outcomes[i] = misuse.Derive(misuse.Call{Parameters: args, Schema: v.Schema})
+			checkIgnoredKeys(t, outcomes[i])
+		}
+		if !reflect.DeepEqual(outcomes[0], outcomes[1]) {
+			t.Fatalf("judged again: %+v, then %+v", outcomes[0], outcomes[1])
+		}
+		got := outcomes[0]
+		if o := misuse.CheckSchema(schema, lim); o != nil {
+			if got.Source != misuse.SourceNotMeasurable || got.Reason != misuse.ReasonSchemaOverLimit {
+				t.Fatalf("over the %s limit: %+v, want %s", o.Limit, got, misuse.ReasonSchemaOverLimit)
+			}
+			return
+		}
+		if got.Reason == misuse.ReasonSchemaOverLimit {
+			return // over the time budget (a loaded machine): a verdict of its own
+		}
+		s, _ := misuse.CompileSchema(schema)
+		if want := misuse.Derive(misuse.Call{Parameters: args, Schema: s}); !reflect.DeepEqual(got, want) {
+			t.Fatalf("through the listing %+v, compiled alone %+v", got, want)
 		}
 	})
 }

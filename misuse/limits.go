@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
 // SchemaLimits bounds the input schemas the listing state compiles and the listings it keeps.
-// A schema past a limit is never compiled: github.com/santhosh-tekuri/jsonschema/v6 v6.0.1
-// takes time quadratic in the number of subschemas of a document ((*Compiler).enqueue), in
-// one object or spread over many (one object of 10,000 properties 1.1 s; 120 objects of 250
-// properties, 290 KB, 21 s; one of 100,000 about 2 minutes), and a compile holds the
-// consumer. Its calls are not measured (ReasonSchemaOverLimit). A zero field takes its
+// Compiling takes time linear in a schema's size (resolve.go), so the size limits bound it, and
+// MaxCompileTime bounds what a slow or shared machine adds: a schema past a limit is never
+// compiled (or, past the time budget, stops compiling) and its calls are not measured
+// (ReasonSchemaOverLimit). (github.com/santhosh-tekuri/jsonschema/v6 v6.0.1, used before, took
+// time quadratic in the subschemas of a document: DESIGN.md §8.) A zero field takes its
 // default.
 type SchemaLimits struct {
 	// MaxBytes is the most bytes of one schema's JSON text (default DefaultSchemaMaxBytes).
@@ -24,7 +25,7 @@ type SchemaLimits struct {
 	// DefaultSchemaMaxProperties).
 	MaxProperties int
 	// MaxMembers is the most members of all the JSON objects of a schema together (default
-	// DefaultSchemaMaxMembers): what bounds the subschemas a compile enqueues.
+	// DefaultSchemaMaxMembers): what bounds the subschemas a compile resolves.
 	MaxMembers int
 	// MaxDepth is the deepest nesting of JSON objects and arrays in a schema, the root object
 	// at depth 1 (default DefaultSchemaMaxDepth).
@@ -34,6 +35,11 @@ type SchemaLimits struct {
 	// complete: a call of a tool it cut is judged as if the listing lacked the tool, so it is
 	// never reported as unknown.
 	MaxToolsPerListing int
+	// MaxCompileTime is the most time one schema's compilation may take (default
+	// DefaultSchemaMaxCompileTime): past it the compilation stops and the schema is over the
+	// `time` limit. Within the other limits it takes milliseconds; the budget bounds what a
+	// slow or shared machine may add.
+	MaxCompileTime time.Duration
 }
 
 // Defaults of SchemaLimits.
@@ -44,18 +50,22 @@ const (
 	DefaultSchemaMaxBytes = 256 << 10
 	// DefaultSchemaMaxProperties: the SDK keeps 100 keys of an object it captures, and
 	// hand-written tools declare tens. Compiling one object of 1,000 properties takes about
-	// 50 to 115 ms (BenchmarkCompileProperties, 2 shared cores), against 1.1 to 1.6 s at 10,000.
+	// 5 ms of CPU (BenchmarkCompileProperties, 2 shared cores), 10,000 about 60 ms.
 	DefaultSchemaMaxProperties = 1000
 	// DefaultSchemaMaxMembers: a tool of 200 properties, each with a type, a description and
 	// a few more keywords, has about 1,000 members. The worst schema within the defaults,
-	// 4,000 members all subschemas, compiles in 0.4 to 0.5 s
-	// (BenchmarkWorstListing/worst_within_limits).
-	DefaultSchemaMaxMembers = 4000
+	// 9,961 members all subschemas, compiles in about 25 ms of CPU
+	// (BenchmarkWorstListing/worst_within_limits, 2 shared cores).
+	DefaultSchemaMaxMembers = 10_000
 	// DefaultSchemaMaxDepth: the SDK cuts captures at depth 10; generated schemas of nested
 	// models rarely pass 20.
 	DefaultSchemaMaxDepth = 64
 	// DefaultListingMaxTools: 10 pages of the SDK's 100 tools; servers list tens.
 	DefaultListingMaxTools = 1000
+	// DefaultSchemaMaxCompileTime: the worst schema within the other defaults compiles in
+	// about 25 ms of CPU; a quarter second bounds how long one schema may hold its batch (and
+	// the other partitions' events in it), with room for a loaded machine.
+	DefaultSchemaMaxCompileTime = 250 * time.Millisecond
 )
 
 // Limit names a bound of SchemaLimits, as the label of the over-limit metric and the log.
@@ -68,10 +78,11 @@ const (
 	LimitMembers    Limit = "members"    // SchemaLimits.MaxMembers
 	LimitDepth      Limit = "depth"      // SchemaLimits.MaxDepth
 	LimitTools      Limit = "tools"      // SchemaLimits.MaxToolsPerListing
+	LimitTime       Limit = "time"       // SchemaLimits.MaxCompileTime
 )
 
 // Limits lists every Limit, for metrics that export a zero per label.
-var Limits = []Limit{LimitBytes, LimitProperties, LimitMembers, LimitDepth, LimitTools}
+var Limits = []Limit{LimitBytes, LimitProperties, LimitMembers, LimitDepth, LimitTools, LimitTime}
 
 // withDefaults returns lim with its zero (or negative) fields set to their defaults.
 func (lim SchemaLimits) withDefaults() SchemaLimits {
@@ -85,6 +96,9 @@ func (lim SchemaLimits) withDefaults() SchemaLimits {
 	def(&lim.MaxMembers, DefaultSchemaMaxMembers)
 	def(&lim.MaxDepth, DefaultSchemaMaxDepth)
 	def(&lim.MaxToolsPerListing, DefaultListingMaxTools)
+	if lim.MaxCompileTime <= 0 {
+		lim.MaxCompileTime = DefaultSchemaMaxCompileTime
+	}
 	return lim
 }
 
@@ -98,6 +112,9 @@ func (lim SchemaLimits) Validate() error {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("misuse: schema limit %s must not be negative (0: the default), got %d", f.name, f.v))
 		}
+	}
+	if lim.MaxCompileTime < 0 {
+		errs = append(errs, fmt.Errorf("misuse: schema limit MaxCompileTime must not be negative (0: the default), got %s", lim.MaxCompileTime))
 	}
 	return errors.Join(errs...)
 }

@@ -2,10 +2,14 @@ package misuse_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcpulse/mcpulse/misuse"
 )
@@ -198,16 +202,23 @@ func spreadSchema(objs, per int) []byte {
 // TestSchemaWithinLimitsCompiles: the worst schema within the default limits (the most
 // subschemas the members limit allows) compiles, and one member more is refused.
 func TestSchemaWithinLimitsCompiles(t *testing.T) {
-	within := spreadSchema(4, 994) // 1 + 4 + 4*995 = 3,985 members
+	within := worstWithinDefaults(0)
 	if o := misuse.CheckSchema(within, misuse.SchemaLimits{}); o != nil {
 		t.Fatalf("within limits: %v", o)
 	}
-	if _, err := misuse.CompileSchema(within); err != nil {
+	if _, err := misuse.CompileSchemaContext(context.Background(), within, misuse.SchemaLimits{MaxCompileTime: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if o := misuse.CheckSchema(spreadSchema(5, 994), misuse.SchemaLimits{}); o == nil || o.Limit != misuse.LimitMembers || o.Seen != misuse.DefaultSchemaMaxMembers+1 {
+	if o := misuse.CheckSchema(worstWithinDefaults(1), misuse.SchemaLimits{}); o == nil || o.Limit != misuse.LimitMembers || o.Seen != misuse.DefaultSchemaMaxMembers+1 {
 		t.Errorf("over members: %v", o)
 	}
+}
+
+// worstWithinDefaults is the schema of the most subschemas the default members limit allows
+// (objects of 994 empty properties, 995 members each, under one `properties`: 1 + objects *
+// 996 members), with more objects past it.
+func worstWithinDefaults(more int) []byte {
+	return spreadSchema((misuse.DefaultSchemaMaxMembers-1)/996+more, 994)
 }
 
 // BenchmarkWorstListing is the cost per schema of judging a call against the worst listing
@@ -215,34 +226,56 @@ func TestSchemaWithinLimitsCompiles(t *testing.T) {
 // alone decides the worst (it is never compiled); a normal schema is checked and compiled.
 // Each iteration uses a fresh listing state, so nothing is cached.
 func BenchmarkWorstListing(b *testing.B) {
+	// The limits raised so far that the 100,000-property schema is compiled (as
+	// --schema-max-bytes, --schema-max-properties and --schema-max-members would).
+	raised := misuse.SchemaLimits{MaxBytes: 8 << 20, MaxProperties: 200_000, MaxMembers: 400_000, MaxCompileTime: time.Minute}
 	for _, c := range []struct {
 		name   string
 		schema []byte
+		lim    misuse.SchemaLimits
 	}{
-		{"worst_100k_properties", wideSchema(100_000)},
-		{"normal_10_properties", wideSchema(10)},
-		{"one_object_at_limit", wideSchema(misuse.DefaultSchemaMaxProperties)},
-		{"worst_within_limits", spreadSchema(4, 994)},
+		{"worst_100k_properties", wideSchema(100_000), misuse.SchemaLimits{}},
+		{"worst_100k_properties_compiled_limits_raised", wideSchema(100_000), raised},
+		{"normal_10_properties", wideSchema(10), misuse.SchemaLimits{}},
+		{"one_object_at_limit", wideSchema(misuse.DefaultSchemaMaxProperties), misuse.SchemaLimits{}},
+		{"worst_within_limits", worstWithinDefaults(0), misuse.SchemaLimits{}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.schema)))
+			start := cpuTime()
+			defer func() { b.ReportMetric(float64(cpuTime()-start)/float64(b.N)/1e6, "cpu-ms/op") }()
 			for b.Loop() {
-				l := misuse.NewListings(misuse.ListingsConfig{})
+				l := misuse.NewListings(misuse.ListingsConfig{Schemas: c.lim})
 				l.Observe(page("s", 10, misuse.ServedTool{Name: "t", InputSchema: c.schema}))
-				if v := l.Judge(call("s", 11), "t"); v.Schema == nil {
+				v := l.Judge(call("s", 11), "t")
+				if v.Schema == nil {
 					b.Fatal("no schema")
+				}
+				if got := misuse.FromArguments(v.Schema, []byte(`{"k1":"x"}`)); c.lim.MaxBytes > 0 && got.Source != misuse.SourceSchema {
+					b.Fatalf("limits raised: %+v, want derived from the schema", got)
 				}
 			}
 		})
 	}
 }
 
+// cpuTime is the CPU time the process has used, in nanoseconds: on shared cores, wall time per
+// operation says more about the neighbours than about the work.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
 // BenchmarkCompileProperties is CompileSchema alone on one object of n properties: the cost
-// the properties limit bounds (quadratic in n in jsonschema/v6's compiler).
+// the properties limit bounds (linear in n; it was quadratic with jsonschema/v6's compiler,
+// see BenchmarkOracleCompileProperties).
 func BenchmarkCompileProperties(b *testing.B) {
-	for _, n := range []int{100, misuse.DefaultSchemaMaxProperties, 2000, 10_000} {
+	for _, n := range []int{100, misuse.DefaultSchemaMaxProperties, 2000, 10_000, 100_000} {
 		schema := wideSchema(n)
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			start := cpuTime()
+			defer func() { b.ReportMetric(float64(cpuTime()-start)/float64(b.N)/1e6, "cpu-ms/op") }()
 			for b.Loop() {
 				if _, err := misuse.CompileSchema(schema); err != nil {
 					b.Fatal(err)
@@ -260,5 +293,63 @@ func TestSchemaLimitsValidate(t *testing.T) {
 	err := misuse.SchemaLimits{MaxDepth: -1, MaxToolsPerListing: -2}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "MaxDepth must not be negative") || !strings.Contains(err.Error(), "MaxToolsPerListing") {
 		t.Errorf("negative limits: %v", err)
+	}
+}
+
+// TestCompileSchemaTimeBudget: a compilation past SchemaLimits.MaxCompileTime stops and the
+// schema is over the `time` limit; in a listing that verdict is kept (counted and logged once,
+// never compiled again) and its calls are not measured.
+func TestCompileSchemaTimeBudget(t *testing.T) {
+	lim := misuse.SchemaLimits{MaxProperties: 5000, MaxMembers: 20_000, MaxCompileTime: time.Nanosecond}
+	s, err := misuse.CompileSchemaContext(context.Background(), wideSchema(3000), lim)
+	var o *misuse.OverLimit
+	if !errors.As(err, &o) || o.Limit != misuse.LimitTime || s == nil {
+		t.Fatalf("CompileSchemaContext = %v, %v; want over the time limit", s, err)
+	}
+	if got := misuse.FromArguments(s, []byte(`{"extra":1}`)); got.Reason != misuse.ReasonSchemaOverLimit {
+		t.Errorf("over time: %+v, want %s", got, misuse.ReasonSchemaOverLimit)
+	}
+	if s, err := misuse.CompileSchemaContext(context.Background(), wideSchema(3000), misuse.SchemaLimits{MaxProperties: 5000, MaxMembers: 20_000}); err != nil || s == nil {
+		t.Fatalf("within the default budget: %v", err)
+	}
+
+	var logs bytes.Buffer
+	l := misuse.NewListings(misuse.ListingsConfig{Schemas: lim, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	l.Observe(page("s", 10, misuse.ServedTool{Name: "slow", InputSchema: wideSchema(3000)}))
+	for i := range 3 {
+		if got := ignored(t, l.Judge(call("s", 20+i), "slow"), `{"extra":1}`); got.Reason != misuse.ReasonSchemaOverLimit {
+			t.Fatalf("slow: %+v, want %s", got, misuse.ReasonSchemaOverLimit)
+		}
+	}
+	if st := l.Stats(); st.OverLimit[misuse.LimitTime] != 1 || st.Compiles != 0 {
+		t.Errorf("stats: over limit %v, compiles %d; want time 1, none compiled", st.OverLimit, st.Compiles)
+	}
+	if n := strings.Count(logs.String(), "limit=time"); n != 1 {
+		t.Errorf("%d log lines naming the time limit, want 1:\n%s", n, logs.String())
+	}
+}
+
+// TestCompileSchemaCancelled: a done context stops a compilation with its error, and is no
+// verdict: the listing compiles the schema when asked again with a live context.
+func TestCompileSchemaCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if s, err := misuse.CompileSchemaContext(ctx, wideSchema(10), misuse.SchemaLimits{}); s != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v, %v; want no schema and context.Canceled", s, err)
+	}
+	l := misuse.NewListings(misuse.ListingsConfig{})
+	l.Observe(page("s", 10, misuse.ServedTool{Name: "t", InputSchema: wideSchema(10)}))
+	if _, err := l.JudgeContext(ctx, call("s", 11), "t"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("JudgeContext cancelled: %v, want context.Canceled", err)
+	}
+	if st := l.Stats(); len(st.OverLimit) != 0 || st.Compiles != 0 {
+		t.Fatalf("a cancelled compile was recorded: %+v", st)
+	}
+	v, err := l.JudgeContext(context.Background(), call("s", 12), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ignored(t, v, `{"k1":"x","extra":1}`); got.Source != misuse.SourceSchema || len(got.Keys) != 1 {
+		t.Errorf("after the cancelled compile: %+v, want extra ignored", got)
 	}
 }

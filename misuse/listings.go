@@ -3,8 +3,10 @@ package misuse
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -496,21 +498,23 @@ func flag(b bool) byte {
 }
 
 // compiled returns the compiled schema of r, compiling it on first use (and again after it
-// left the bounded cache of compiled schemas). The limit check and the compilation, which can
-// take up to about half a second for a schema within the limits, run without l.mu held, so
-// other partitions' calls, pages and the memory budget's reads do not wait for them; callers
-// that need the same schema at once share one compilation (singleflight). It is called
-// without l.mu.
-func (l *Listings) compiled(r *schemaRef) *Schema {
+// left the bounded cache of compiled schemas). The limit check and the compilation
+// (CompileSchemaContext: linear in the schema's size, within SchemaLimits.MaxCompileTime) run
+// without l.mu held, so other partitions' calls, pages and the memory budget's reads do not
+// wait for them; callers that need the same schema at once share one compilation
+// (singleflight, under the first caller's ctx). A schema over a limit, the time budget
+// included, keeps that verdict on r and is never compiled again. When ctx is done the error
+// wraps ctx.Err() and nothing is recorded. It is called without l.mu.
+func (l *Listings) compiled(ctx context.Context, r *schemaRef) (*Schema, error) {
 	l.mu.Lock()
 	if r.checked {
 		if r.over != nil {
 			l.mu.Unlock()
-			return r.over
+			return r.over, nil
 		}
 		if s, ok := l.compiledLRU.Get(r.sum); ok {
 			l.mu.Unlock()
-			return s
+			return s, nil
 		}
 	}
 	if !r.checked {
@@ -521,11 +525,11 @@ func (l *Listings) compiled(r *schemaRef) *Schema {
 			if v.Kind == VerdictOverLimit {
 				r.over = &Schema{failed: ReasonSchemaOverLimit}
 				l.mu.Unlock()
-				return r.over
+				return r.over, nil
 			}
 			if s, ok := l.compiledLRU.Get(r.sum); ok {
 				l.mu.Unlock()
-				return s
+				return s, nil
 			}
 		}
 	}
@@ -536,16 +540,23 @@ func (l *Listings) compiled(r *schemaRef) *Schema {
 		schema *Schema
 		over   *OverLimit
 	}
-	v, _, _ := l.compiling.Do(string(r.sum[:]), func() (any, error) {
-		if !checked {
-			if o := CheckSchema(r.text, l.cfg.Schemas); o != nil { // r.text never changes
-				return outcome{schema: &Schema{failed: ReasonSchemaOverLimit}, over: o}, nil
-			}
+	v, err, _ := l.compiling.Do(string(r.sum[:]), func() (any, error) {
+		// The limits are checked again for a text a verdict spared (a linear scan): the
+		// compile is bounded by them whatever the verdict said.
+		s, err := CompileSchemaContext(ctx, r.text, l.cfg.Schemas) // r.text never changes
+		if s == nil {
+			return nil, err // ctx done: no verdict
 		}
-		s, _ := CompileSchema(r.text) // never nil; a failure derives not_measurable
+		var o *OverLimit
+		if errors.As(err, &o) {
+			return outcome{schema: s, over: o}, nil
+		}
 		s.textBytes = len(r.text)
-		return outcome{schema: s}, nil
+		return outcome{schema: s}, nil // a failure derives not_measurable
 	})
+	if err != nil {
+		return nil, err
+	}
 	out := v.(outcome)
 
 	l.mu.Lock()
@@ -567,7 +578,7 @@ func (l *Listings) compiled(r *schemaRef) *Schema {
 			r.over = out.schema
 			l.overLimit(r.sum, *out.over, "input schema over limit: never compiled, its calls are not measured (schema_over_limit)")
 		}
-		return r.over
+		return r.over, nil
 	}
 	// Kept compiled while the text is still held (a page may have let it go meanwhile).
 	if l.schemas[r.sum] == r && !l.compiledLRU.Contains(r.sum) {
@@ -575,7 +586,7 @@ func (l *Listings) compiled(r *schemaRef) *Schema {
 		l.compiledLRU.Add(r.sum, out.schema)
 		l.stats.Compiles++
 	}
-	return out.schema
+	return out.schema, nil
 }
 
 // overLimit counts o and logs it with msg and args, once per hash sum while the hash stays
@@ -700,11 +711,23 @@ func (t *timeline) inEffect(at int64, pos Position) *listing {
 // a server name is judged against the listings without one (the caller decides which calls
 // those may judge).
 func (l *Listings) Judge(c CallAt, tool string) Verdict {
+	v, _ := l.JudgeContext(context.Background(), c, tool) // never done: no error
+	return v
+}
+
+// JudgeContext is Judge with the schema's compilation (on its first use) under ctx: when ctx
+// is done before the schema is compiled, the error wraps ctx.Err() and the verdict is not
+// to be used (nothing was recorded; a later call compiles the schema).
+func (l *Listings) JudgeContext(ctx context.Context, c CallAt, tool string) (Verdict, error) {
 	v, schema := l.judge(c, tool)
 	if schema != nil {
-		v.Schema = l.compiled(schema)
+		s, err := l.compiled(ctx, schema)
+		if err != nil {
+			return Verdict{}, err
+		}
+		v.Schema = s
 	}
-	return v
+	return v, nil
 }
 
 // judge is Judge under l.mu, without compiling: it returns the verdict and, when a listing has

@@ -2,12 +2,15 @@ package misuse
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"time"
 )
 
 // Markers the PostHog MCP analytics SDK (@posthog/mcp 0.16.3) writes in place of what it cut
@@ -59,7 +62,9 @@ type Schema struct {
 func (s *Schema) Truncated() bool { return s != nil && s.truncated }
 
 // CompileSchema compiles a tool's inputSchema JSON text, exactly as the tools/list result (or
-// the SDK's capture of it in $mcp_response.tools[].inputSchema) held it.
+// the SDK's capture of it in $mcp_response.tools[].inputSchema) held it, without limits or time
+// budget: CompileSchemaContext with a background context and no bounds. It is for trusted
+// schemas and tests; served schemas go through CompileSchemaContext.
 //
 // The returned Schema is never nil. When the schema cannot be compiled the error says why and
 // the Schema derives SourceNotMeasurable with ReasonSchemaUnsupported (or
@@ -72,14 +77,53 @@ func (s *Schema) Truncated() bool { return s != nil && s.truncated }
 // `dependentSchemas`/`dependencies`, `type` and `$schema` (the draft: 2020-12 when absent, as
 // the MCP specification says for inputSchema). Validation keywords (`required`, `enum`,
 // `pattern`, `format`, bounds, ...) and annotations are dropped before compiling, so a schema
-// that is wrong only in those still derives. References are resolved by
-// github.com/santhosh-tekuri/jsonschema/v6; a $ref outside the document is refused, never
-// fetched (the schema is untrusted).
+// that is wrong only in those still derives. References are resolved inside the document by
+// the resolver (resolve.go), in time linear in the schema's size; a $ref outside the document
+// is refused, never fetched (the schema is untrusted).
 //
 // SDK markers (see markerObject) in schema positions become opaque subschemas: arguments
 // that reach one with an object or array are not measurable (ReasonSchemaTruncated).
 func CompileSchema(inputSchema []byte) (*Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(inputSchema))
+	return compileSchema(context.Background(), inputSchema, time.Time{})
+}
+
+// CompileSchemaContext is CompileSchema for a served, untrusted schema: the text is first
+// checked against lim (CheckSchema; zero fields take their defaults), then compiled within
+// lim.MaxCompileTime.
+//
+//   - Over a limit, or over the time budget: the Schema derives SourceNotMeasurable with
+//     ReasonSchemaOverLimit and the error is an *OverLimit naming the limit (LimitTime for the
+//     budget, its Max and Seen in milliseconds). This is the schema's verdict: keep it.
+//   - ctx done (shutdown): the Schema is nil and the error wraps ctx.Err(); this is no verdict
+//     on the schema, and the caller must not keep it.
+//   - Otherwise as CompileSchema.
+func CompileSchemaContext(ctx context.Context, inputSchema []byte, lim SchemaLimits) (*Schema, error) {
+	lim = lim.withDefaults()
+	if o := CheckSchema(inputSchema, lim); o != nil {
+		return &Schema{failed: ReasonSchemaOverLimit}, o
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("misuse: input schema not compiled: %w", err)
+	}
+	start := time.Now()
+	s, err := compileSchema(ctx, inputSchema, start.Add(lim.MaxCompileTime))
+	switch {
+	case errors.Is(err, errBudget):
+		spent := time.Since(start)
+		return &Schema{failed: ReasonSchemaOverLimit}, &OverLimit{Limit: LimitTime, Max: int(lim.MaxCompileTime.Milliseconds()), Seen: int(spent.Milliseconds())}
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return nil, fmt.Errorf("misuse: input schema not compiled: %w", err)
+	}
+	return s, err
+}
+
+// compileSchema compiles inputSchema, giving up with errBudget past deadline (zero: none) and
+// with ctx's error when ctx is done.
+func compileSchema(ctx context.Context, inputSchema []byte, deadline time.Time) (*Schema, error) {
+	if compileObserved != nil {
+		compileObserved(inputSchema)
+	}
+	doc, err := decodeJSON(inputSchema)
 	if err != nil {
 		return &Schema{failed: ReasonSchemaUnsupported}, fmt.Errorf("misuse: input schema is not JSON: %w", err)
 	}
@@ -89,32 +133,40 @@ func CompileSchema(inputSchema []byte) (*Schema, error) {
 	p := &preparer{opaque: map[string]Reason{}, redacted: map[string]bool{}, cut: map[string]bool{}}
 	cleaned := p.schema(doc, "")
 	truncated := p.truncated || containsMarkers(doc)
-	failed := func(err error) (*Schema, error) {
+	root, err := newResolver(ctx, deadline, cleaned, p, schemaURL).resolve()
+	if err != nil {
+		if errors.Is(err, errBudget) || ctx.Err() != nil {
+			return nil, err
+		}
 		r := ReasonSchemaUnsupported
 		if truncated {
 			r = ReasonSchemaTruncated
 		}
 		return &Schema{failed: r, truncated: truncated}, fmt.Errorf("misuse: input schema: %w", err)
 	}
-
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(refuseLoader{})
-	c.UseRegexpEngine(lenientRegexp)
-	const loc = "urn:mcpulse:input-schema"
-	if err := c.AddResource(loc, cleaned); err != nil {
-		return failed(err)
-	}
-	compiled, err := c.Compile(loc)
-	if err != nil {
-		return failed(err)
-	}
-	conv := &converter{rules: map[*jsonschema.Schema]*rule{}, prep: p, loc: loc + "#"}
-	root := conv.rule(compiled)
-	if len(conv.rules) > maxRules {
-		return failed(fmt.Errorf("%d subschemas, more than the %d this check reads", len(conv.rules), maxRules))
-	}
 	return &Schema{root: root, truncated: truncated}, nil
+}
+
+// compileObserved, when set (by the package's tests only), sees every schema text compiled:
+// the tests compare what the resolver derives of each with the library-based oracle.
+var compileObserved func(inputSchema []byte)
+
+// schemaURL is the base URL of an input schema document: references resolve against it (or an
+// $id within), and none leaves it.
+const schemaURL = "urn:mcpulse:input-schema"
+
+// decodeJSON decodes one JSON value, numbers kept as json.Number; text after it is an error.
+func decodeJSON(text []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("invalid character after top-level value")
+	}
+	return v, nil
 }
 
 // SchemaTruncated reports whether an inputSchema as captured by the SDK carries its
@@ -125,7 +177,7 @@ func SchemaTruncated(inputSchema []byte) bool {
 	if !mayHoldMarkers(inputSchema) {
 		return false
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(inputSchema))
+	doc, err := decodeJSON(inputSchema)
 	if err != nil {
 		return false
 	}
@@ -193,32 +245,6 @@ func utf16Units(s string) int {
 	return n
 }
 
-// refuseLoader refuses every URL: a served schema is untrusted and its $refs are resolved
-// inside the document only (no file://, no http://).
-type refuseLoader struct{}
-
-func (refuseLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("%q is outside the input schema: remote references are not followed", url)
-}
-
-// badPattern is a patternProperties regular expression Go's regexp cannot run (ECMA-262
-// lookarounds, backreferences): it matches nothing, and a rule holding one cannot say a key
-// is undeclared.
-type badPattern struct{ src string }
-
-func (b badPattern) String() string          { return b.src }
-func (b badPattern) MatchString(string) bool { return false }
-
-// lenientRegexp compiles with Go's regexp (RE2), keeping patterns it cannot run as badPattern
-// instead of failing the whole schema.
-func lenientRegexp(s string) (jsonschema.Regexp, error) {
-	re, err := regexp.Compile(s)
-	if err != nil {
-		return badPattern{s}, nil
-	}
-	return re, nil
-}
-
 // Keywords kept for compiling, by the shape of their value.
 var (
 	keepString = map[string]bool{"$schema": true, "$id": true, "id": true, "$anchor": true, "$dynamicAnchor": true,
@@ -230,7 +256,7 @@ var (
 	knownTypes   = map[string]bool{"null": true, "boolean": true, "number": true, "integer": true, "string": true, "array": true, "object": true}
 )
 
-// knownDrafts are the $schema values santhosh-tekuri/jsonschema knows (scheme and trailing
+// knownDrafts are the $schema values the resolver knows (scheme and trailing
 // '#' aside); any other $schema is dropped (the default draft applies) rather than fetched.
 var knownDrafts = []string{"json-schema.org/draft-04/schema", "json-schema.org/draft-06/schema",
 	"json-schema.org/draft-07/schema", "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema"}
@@ -496,8 +522,14 @@ type rule struct {
 }
 
 type patternRule struct {
-	re jsonschema.Regexp
+	re matcher
 	r  *rule
+}
+
+// matcher is a compiled patternProperties regular expression.
+type matcher interface {
+	MatchString(string) bool
+	String() string
 }
 
 // match reports whether the member name k matches (a search, as JSON Schema's patterns are).
@@ -508,155 +540,10 @@ func (p patternRule) match(k []byte) bool {
 	return p.re.MatchString(string(k))
 }
 
-// converter turns a compiled schema graph into rules, once per schema node.
-type converter struct {
-	rules map[*jsonschema.Schema]*rule
-	prep  *preparer
-	loc   string // Location prefix of the document's own pointers
-}
-
-func (c *converter) rule(s *jsonschema.Schema) *rule {
-	if s == nil {
-		return nil
-	}
-	if r, ok := c.rules[s]; ok {
-		return r
-	}
-	r := &rule{types: admitsObject | admitsArray}
-	c.rules[s] = r
-	ptr, own := strings.CutPrefix(s.Location, c.loc)
-	if own {
-		if why, ok := c.prep.opaque[ptr]; ok {
-			r.opaque = why
-			r.redacted = c.prep.redacted[ptr]
-			return r
-		}
-		r.cut = c.prep.cut[ptr]
-	}
-	if s.Bool != nil {
-		r.never = !*s.Bool
-		return r
-	}
-	if s.Types != nil {
-		r.types = 0
-		for _, t := range s.Types.ToStrings() {
-			switch t {
-			case "object":
-				r.types |= admitsObject
-			case "array":
-				r.types |= admitsArray
-			}
-		}
-	}
-
-	if s.Properties != nil {
-		r.objKeys = true
-		r.props = make(map[string]*rule, len(s.Properties))
-		for k, sub := range s.Properties {
-			r.props[k] = c.rule(sub)
-		}
-	}
-	if s.PatternProperties != nil {
-		r.objKeys = true
-		for re, sub := range s.PatternProperties {
-			if _, bad := re.(badPattern); bad {
-				r.badRegex = true
-				continue
-			}
-			r.patterns = append(r.patterns, patternRule{re: re, r: c.rule(sub)})
-		}
-	}
-	for _, ap := range []any{s.AdditionalProperties, unevaluated(s.UnevaluatedProperties)} {
-		switch ap := ap.(type) {
-		case bool:
-			r.objKeys = true
-			if ap && r.extra == nil {
-				r.extra = &rule{types: admitsObject | admitsArray}
-			}
-		case *jsonschema.Schema:
-			r.objKeys = true
-			if sub := c.rule(ap); !sub.never && r.extra == nil {
-				r.extra = sub
-			}
-		}
-	}
-
-	// Arrays: draft 2020-12 prefixItems/items, earlier items (one schema or a tuple) with
-	// additionalItems.
-	switch {
-	case s.PrefixItems != nil || s.Items2020 != nil:
-		r.arrKeys = true
-		for _, sub := range s.PrefixItems {
-			r.prefix = append(r.prefix, c.rule(sub))
-		}
-		if s.Items2020 != nil {
-			r.items = c.rule(s.Items2020)
-		}
-	case s.Items != nil:
-		r.arrKeys = true
-		switch it := s.Items.(type) {
-		case *jsonschema.Schema:
-			r.items = c.rule(it)
-		case []*jsonschema.Schema:
-			for _, sub := range it {
-				r.prefix = append(r.prefix, c.rule(sub))
-			}
-			switch ai := s.AdditionalItems.(type) {
-			case *jsonschema.Schema:
-				r.items = c.rule(ai)
-			case bool:
-				if ai {
-					r.items = &rule{types: admitsObject | admitsArray}
-				}
-			}
-		}
-	}
-	if r.items != nil && r.items.never {
-		r.items = nil
-	}
-
-	add := func(sub *jsonschema.Schema) {
-		if sub != nil {
-			r.conj = append(r.conj, c.rule(sub))
-		}
-	}
-	add(s.Ref)
-	add(s.RecursiveRef)
-	if s.DynamicRef != nil {
-		add(s.DynamicRef.Ref)
-	}
-	for _, sub := range s.AllOf {
-		add(sub)
-	}
-	add(s.Then)
-	add(s.Else)
-	for _, sub := range s.DependentSchemas {
-		add(sub)
-	}
-	for _, dep := range s.Dependencies {
-		if sub, ok := dep.(*jsonschema.Schema); ok {
-			add(sub)
-		}
-	}
-	for _, sub := range append(append([]*jsonschema.Schema(nil), s.AnyOf...), s.OneOf...) {
-		r.union = append(r.union, c.rule(sub))
-	}
-	return r
-}
-
-// unevaluated turns a nil *Schema into a nil interface (so the type switch skips it).
-func unevaluated(s *jsonschema.Schema) any {
-	if s == nil {
-		return nil
-	}
-	return s
-}
-
-// Bounds on what one schema may cost: a served schema is untrusted input.
+// Bounds on what one schema may cost: a served schema is untrusted input. The subschemas of
+// one schema are bounded by its size (SchemaLimits) and the time to resolve them by
+// SchemaLimits.MaxCompileTime.
 const (
-	// maxRules caps the subschemas of one compiled schema (a 100 KB schema has a few
-	// thousand); a larger one is ReasonSchemaUnsupported.
-	maxRules = 50000
 	// maxMembers caps the schemas that apply at one position through $ref, allOf and unions
 	// (real schemas have a handful); beyond it the position is ReasonSchemaUnsupported, so
 	// nested combinators cannot make flattening quadratic in memory.

@@ -72,6 +72,8 @@ func (lim SchemaLimits) limitValue(l Limit) (v int, ok bool) {
 		return lim.MaxDepth, true
 	case LimitTools:
 		return lim.MaxToolsPerListing, true
+	case LimitTime: // in milliseconds, as OverLimit gives it
+		return int(lim.MaxCompileTime.Milliseconds()), true
 	}
 	return 0, false
 }
