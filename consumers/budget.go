@@ -39,7 +39,7 @@ const (
 // would crowd it (see above). It reads the limit from the runtime each time, so a limit set
 // after New (as `mcpulse consume` does) counts.
 func (c *Consumer) batchBytes() int {
-	limit, windowBytes, listingBytes := debug.SetMemoryLimit(-1), int64(c.windows.Bytes()), int64(c.listings.Bytes())
+	limit, windowBytes, listingBytes := debug.SetMemoryLimit(-1), int64(c.windows.Bytes()), int64(c.listings.Bytes())+c.caps.Bytes()
 	n := batchBytesWithin(c.cfg.BatchBytes, limit, windowBytes+listingBytes)
 	if prev := c.lastBatchBytes.Swap(int64(n)); prev != int64(n) && (prev != 0 || n != c.cfg.BatchBytes) && c.cfg.Logger != nil {
 		c.cfg.Logger.Info("batch byte bound set by the memory budget", "batch_bytes_mib", mib(int64(n)),

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpulse/mcpulse/consumers/cardinality"
 	"github.com/mcpulse/mcpulse/consumers/dedup"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/misuse"
@@ -143,6 +144,11 @@ type Config struct {
 	// take its defaults: 200,000 sessions, 8 listings each, 24 hours; its Schemas bound the
 	// input schemas compiled, see misuse.SchemaLimits). Its Logger, when nil, is Logger.
 	Listings misuse.ListingsConfig
+	// Caps bound the distinct tool names, client names and counted ignored-key paths of the
+	// tool calls per Kafka partition, MCP server name and hour; values past a cap are stored
+	// folded into an overflow bucket (package consumers/cardinality, whose zero fields take
+	// its defaults: 1,000 tools, 100 clients, 1,000 key paths, 32 MiB of windows).
+	Caps cardinality.Limits
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
 	// while the store stays down (consumption pauses; nothing is committed). Default:
 	// DefaultRetryBackoff.
