@@ -15,6 +15,7 @@ import (
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/consumers/cardinality"
 	"github.com/mcpulse/mcpulse/ingest"
+	mcsql "github.com/mcpulse/mcpulse/sql"
 )
 
 // cappedCall is a tool call of server srv with a tool, a client and reported ignored keys.
@@ -103,6 +104,28 @@ func TestCardinalityCapsFoldAFlood(t *testing.T) {
 		if n := strings.Count(logs.String(), "dimension="+dim); n != 1 {
 			t.Errorf("%d log lines for dimension %s, want 1 (rate-limited):\n%s", n, dim, logs.String())
 		}
+	}
+
+	// The tool-diagnostics page's panel shows the folded values, and nothing for the neighbour.
+	panel, err := h.ch.Query(context.Background(), mcsql.Query("panel_cardinality_caps"), hour, hour, hour, hour, uint64(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string][4]uint64{}
+	for panel.Next() {
+		var srv string
+		var calls, tools, clients, ft, fc, fk, cf uint64
+		if err := panel.Scan(&srv, &calls, &tools, &clients, &ft, &fc, &fk, &cf); err != nil {
+			t.Fatal(err)
+		}
+		shown[srv] = [4]uint64{tools, ft, fc, fk}
+	}
+	panel.Close()
+	if got, want := shown[flood], [4]uint64{51, 450, 35, 80}; got != want {
+		t.Errorf("panel: flood shows tools stored, folded tools, clients, key paths %v, want %v", got, want)
+	}
+	if got, want := shown[calm], [4]uint64{3, 0, 0, 0}; got != want {
+		t.Errorf("panel: calm shows %v, want %v", got, want)
 	}
 
 	// Replay the flood's second half with a Folder that holds nothing.
