@@ -349,7 +349,7 @@ func (f *Folder) warn(server string, d Dimension, w *window) {
 	}
 	f.warned[k] = now
 	i := map[Dimension]int{Tool: 0, Client: 1, KeyPath: 2}[d]
-	f.log.Warn("values folded by a cardinality cap", "server", safetext.Quote(server), "dimension", string(d),
+	f.log.Warn("values folded by a cardinality cap", "server", safetext.Escape(server), "dimension", string(d),
 		"cap", [3]int{f.limits.Tools, f.limits.Clients, f.limits.KeyPaths}[i],
 		"bucket", [3]string{OtherTools, OtherClients, OtherKeys}[i], "admitted", len(w.sets[i]))
 }
