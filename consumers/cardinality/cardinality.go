@@ -336,6 +336,9 @@ func (f *Folder) drop(k windowKey, w *window) {
 	f.bytes.Add(-w.bytes)
 }
 
+// maxLoggedName is how many bytes of a server name a warning shows.
+const maxLoggedName = 200
+
 // warn logs, at most once per Limits.WarnEvery per server and dimension, that a server's
 // values of a dimension are folded.
 func (f *Folder) warn(server string, d Dimension, w *window) {
@@ -349,6 +352,9 @@ func (f *Folder) warn(server string, d Dimension, w *window) {
 	}
 	f.warned[k] = now
 	i := map[Dimension]int{Tool: 0, Client: 1, KeyPath: 2}[d]
+	if len(server) > maxLoggedName {
+		server = server[:maxLoggedName] + "…"
+	}
 	f.log.Warn("values folded by a cardinality cap", "server", safetext.Escape(server), "dimension", string(d),
 		"cap", [3]int{f.limits.Tools, f.limits.Clients, f.limits.KeyPaths}[i],
 		"bucket", [3]string{OtherTools, OtherClients, OtherKeys}[i], "admitted", len(w.sets[i]))
