@@ -130,9 +130,12 @@ type Folder struct {
 	committed map[stream]int64 // next offset to read, as committed
 	bytes     atomic.Int64
 	tick      uint64
-	newest    int64
-	warned    map[warnKey]time.Time
-	now       func() time.Time
+	// lastKey and lastWin are the window folded last, nil when let go.
+	lastKey windowKey
+	lastWin *window
+	newest  int64
+	warned  map[warnKey]time.Time
+	now     func() time.Time
 }
 
 type warnKey struct {
@@ -166,6 +169,7 @@ func (f *Folder) Windows() int { return len(f.windows) }
 func (f *Folder) Reset() {
 	clear(f.windows)
 	clear(f.committed)
+	f.lastWin = nil
 	f.bytes.Store(0)
 }
 
@@ -277,8 +281,13 @@ func (f *Folder) window(ctx context.Context, topic string, r *ingest.ToolCallRow
 	hour := r.Timestamp.UTC().Truncate(time.Hour).Unix()
 	k := windowKey{topic, r.KafkaPartition, r.ServerName, hour}
 	f.tick++
+	if f.lastWin != nil && f.lastKey == k { // consecutive calls of one window: no map lookup
+		f.lastWin.lastUse = f.tick
+		return f.lastWin, nil
+	}
 	if w, ok := f.windows[k]; ok {
 		w.lastUse = f.tick
+		f.lastKey, f.lastWin = k, w
 		return w, nil
 	}
 	w := &window{lastUse: f.tick, last: -1, bytes: windowOverhead + int64(len(k.server))}
@@ -299,6 +308,7 @@ func (f *Folder) window(ctx context.Context, topic string, r *ingest.ToolCallRow
 		}
 	}
 	f.windows[k] = w
+	f.lastKey, f.lastWin = k, w
 	f.bytes.Add(w.bytes)
 	f.newest = max(f.newest, hour)
 	return w, nil
@@ -332,6 +342,9 @@ func (f *Folder) evict() {
 }
 
 func (f *Folder) drop(k windowKey, w *window) {
+	if w == f.lastWin {
+		f.lastWin = nil
+	}
 	delete(f.windows, k)
 	f.bytes.Add(-w.bytes)
 }

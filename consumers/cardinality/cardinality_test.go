@@ -21,7 +21,7 @@ func call(partition int32, offset int64, srv, tool, client string, at time.Time,
 		KafkaOffset: offset, CountedIgnoredKeys: keys, FoldedKeyPaths: []string{}}
 }
 
-func fold(t *testing.T, f *cardinality.Folder, rows []ingest.ToolCallRow) {
+func fold(t testing.TB, f *cardinality.Folder, rows []ingest.ToolCallRow) {
 	t.Helper()
 	if err := f.Fold(context.Background(), rows, func(int) string { return topic }); err != nil {
 		t.Fatal(err)
@@ -101,4 +101,26 @@ func TestWindowsLetGoOnlyOnceCommitted(t *testing.T) {
 	if f.Windows() != 0 || f.Bytes() != 0 {
 		t.Fatalf("after Reset: %d windows, %d bytes", f.Windows(), f.Bytes())
 	}
+}
+
+// BenchmarkFold folds ordinary calls (20 tools, 5 clients, 2 ignored keys each, over 4
+// partitions) in windows already held: the cost the caps add per stored tool call.
+func BenchmarkFold(b *testing.B) {
+	e := testenv.New(b, testenv.Options{})
+	f := cardinality.New(e.ClickHouse, cardinality.Limits{}, nil, nil)
+	rows := make([]ingest.ToolCallRow, 10_000)
+	for i := range rows {
+		rows[i] = call(int32(i%4), int64(i), "srv", fmt.Sprintf("tool-%d", i%20), fmt.Sprintf("client-%d", i%5),
+			hour.Add(time.Duration(i)*time.Millisecond), "filters.0.kind", fmt.Sprintf("k%d", i%7))
+	}
+	batch := slices.Clone(rows)
+	fold(b, f, batch)
+	b.ResetTimer()
+	for b.Loop() {
+		copy(batch, rows)
+		if err := f.Fold(context.Background(), batch, func(int) string { return topic }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/call")
 }
