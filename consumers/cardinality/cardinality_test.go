@@ -104,23 +104,32 @@ func TestWindowsLetGoOnlyOnceCommitted(t *testing.T) {
 }
 
 // BenchmarkFold folds ordinary calls (20 tools, 5 clients, 2 ignored keys each, over 4
-// partitions) in windows already held: the cost the caps add per stored tool call.
+// partitions) in windows already held: the cost the caps add per stored tool call, with the
+// partitions' calls interleaved one by one (the worst case: each call in another window than
+// the one before) and in runs of 2,500 (as a fetch hands them over).
 func BenchmarkFold(b *testing.B) {
 	e := testenv.New(b, testenv.Options{})
-	f := cardinality.New(e.ClickHouse, cardinality.Limits{}, nil, nil)
-	rows := make([]ingest.ToolCallRow, 10_000)
-	for i := range rows {
-		rows[i] = call(int32(i%4), int64(i), "srv", fmt.Sprintf("tool-%d", i%20), fmt.Sprintf("client-%d", i%5),
-			hour.Add(time.Duration(i)*time.Millisecond), "filters.0.kind", fmt.Sprintf("k%d", i%7))
+	for _, order := range []struct {
+		name      string
+		partition func(i int) int32
+	}{{"interleaved", func(i int) int32 { return int32(i % 4) }}, {"runs", func(i int) int32 { return int32(i / 2500) }}} {
+		b.Run(order.name, func(b *testing.B) {
+			f := cardinality.New(e.ClickHouse, cardinality.Limits{}, nil, nil)
+			rows := make([]ingest.ToolCallRow, 10_000)
+			for i := range rows {
+				rows[i] = call(order.partition(i), int64(i), "srv", fmt.Sprintf("tool-%d", i%20), fmt.Sprintf("client-%d", i%5),
+					hour.Add(time.Duration(i)*time.Millisecond), "filters.0.kind", fmt.Sprintf("k%d", i%7))
+			}
+			batch := slices.Clone(rows)
+			fold(b, f, batch)
+			b.ResetTimer()
+			for b.Loop() {
+				copy(batch, rows)
+				if err := f.Fold(context.Background(), batch, func(int) string { return topic }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/call")
+		})
 	}
-	batch := slices.Clone(rows)
-	fold(b, f, batch)
-	b.ResetTimer()
-	for b.Loop() {
-		copy(batch, rows)
-		if err := f.Fold(context.Background(), batch, func(int) string { return topic }); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/call")
 }
