@@ -33,9 +33,10 @@ func cappedCall(n int, distinctID, srv, tool, client string, at time.Time, keys 
 // on one server, with caps of 50 tools, 5 clients and 20 key paths: the first values of each
 // are stored as they are, the rest in the overflow buckets with the right count of distinct
 // values folded (cardinality_overflow_hourly), the metric and a log line say so, and a
-// neighbour server's calls are intact. Then a new Folder, holding nothing, folds the second
-// half of the flood's rows again from what ClickHouse holds before it (a restart's replay),
-// and gets the rows stored.
+// neighbour server's calls are intact. A new consumer group reading every offset again stores
+// the same rows, rollup cells and overflow counts; and a new Folder, holding nothing, folds the
+// second half of the flood's rows again from what ClickHouse holds before it (a restart's
+// replay) and gets the rows stored.
 func TestCardinalityCapsFoldAFlood(t *testing.T) {
 	h := newHarness(t)
 	const flood, calm = "flood-server", "calm-server"
@@ -128,8 +129,22 @@ func TestCardinalityCapsFoldAFlood(t *testing.T) {
 		t.Errorf("panel: calm shows %v, want %v", got, want)
 	}
 
-	// Replay the flood's second half with a Folder that holds nothing.
+	// A new group reads every message again, with no window held: the same rows, the same
+	// rollup cells and the same counts of values folded.
 	stored := storedRows(t, h, flood)
+	cells := rollupCells(t, h)
+	h.drain(h.consumer(func(cfg *consumers.Config) { cfg.GroupID, cfg.Caps = "replay", limits }))
+	again := storedRows(t, h, flood)
+	for i := range stored {
+		if got, want := rowFolds(&again[i]), rowFolds(&stored[i]); got != want {
+			t.Fatalf("replay: offset %d folds %s, first read %s", stored[i].KafkaOffset, got, want)
+		}
+	}
+	if got := rollupCells(t, h); got != cells {
+		t.Errorf("replay changed the rollup cells:\n%s\nwere\n%s", got, cells)
+	}
+
+	// Replay the flood's second half with a Folder that holds nothing.
 	if len(stored) != 2000 {
 		t.Fatalf("%d flood rows stored, want 2000", len(stored))
 	}
@@ -166,6 +181,21 @@ func rowFolds(r *ingest.ToolCallRow) string {
 	folded := slices.Clone(r.FoldedKeyPaths)
 	slices.Sort(folded)
 	return fmt.Sprintf("tool %q/%q client %q/%q keys %q/%q", r.ToolName, r.FoldedToolName, r.ClientName, r.FoldedClientName, keys, folded)
+}
+
+// rollupCells lists the tool-call rollup's cells and their calls, with the overflow counts.
+func rollupCells(t *testing.T, h *harness) string {
+	t.Helper()
+	var cells, folded string
+	if err := h.ch.QueryRow(context.Background(), `SELECT arrayStringConcat(groupArray(c), ';') FROM (SELECT concat(server_name, '/', tool_name, '/', client_name, '=', toString(sum(calls))) AS c
+		FROM mcpulse.v_tool_call_stats_hourly GROUP BY server_name, tool_name, client_name ORDER BY c)`).Scan(&cells); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ch.QueryRow(context.Background(), `SELECT arrayStringConcat(groupArray(c), ';') FROM (SELECT concat(server_name, '/', dimension, '=', toString(uniqMerge(folded_values)), '/', toString(uniqMerge(folded_calls))) AS c
+		FROM mcpulse.cardinality_overflow_hourly GROUP BY server_name, dimension ORDER BY c)`).Scan(&folded); err != nil {
+		t.Fatal(err)
+	}
+	return cells + "\n" + folded
 }
 
 // storedRows reads srv's stored tool-call rows, in log order, as far as folding goes.
