@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -269,7 +270,7 @@ func (f *Folder) admit(w *window, d int, v string, cap int) bool {
 	if len(set) >= cap {
 		return false
 	}
-	set[v] = struct{}{}
+	set[strings.Clone(v)] = struct{}{} // not the event's buffer, which holds its other strings
 	n := int64(len(v) + valueOverhead)
 	w.bytes += n
 	f.bytes.Add(n)
