@@ -147,6 +147,7 @@ func New(cfg Config) (*Consumer, error) {
 	if c.metrics, err = newMetrics(cfg.Registerer, c); err != nil { // last: a scrape may come at once
 		return nil, err
 	}
+	c.caps.SetConn(c.cfg.ClickHouse) // instrumented by newMetrics (a scrape reads only Bytes)
 	c.rollups = rollup.NewStore(c.cfg.ClickHouse, rollup.Tables(), cfg.RollupCacheCells, cfg.Logger)
 	return c, nil
 }

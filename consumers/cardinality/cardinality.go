@@ -155,6 +155,10 @@ func New(conn driver.Conn, limits Limits, log *slog.Logger, onFold func(Dimensio
 		committed: map[stream]int64{}, warned: map[warnKey]time.Time{}, now: time.Now}
 }
 
+// SetConn replaces the ClickHouse connection windows are read back from (an instrumented
+// one); call it before the first Fold.
+func (f *Folder) SetConn(conn driver.Conn) { f.conn = conn }
+
 // Limits returns the limits in effect, defaults applied.
 func (f *Folder) Limits() Limits { return f.limits }
 
