@@ -266,6 +266,10 @@ func (c *Config) Validate() error {
 	if c.DedupWindow < 1 || c.DedupWindow > dedup.MaxSize {
 		errs = append(errs, fmt.Errorf("consumer: DedupWindow must be between 1 and %d offsets", dedup.MaxSize))
 	}
+	if c.Caps.Tools < 0 || c.Caps.Clients < 0 || c.Caps.KeyPaths < 0 || c.Caps.Budget < 0 {
+		errs = append(errs, fmt.Errorf("consumer: Caps must not be negative (0: the default), got %d tools, %d clients, %d key paths, %d bytes",
+			c.Caps.Tools, c.Caps.Clients, c.Caps.KeyPaths, c.Caps.Budget))
+	}
 	if c.RollupCacheCells < 1 {
 		errs = append(errs, errors.New("consumer: RollupCacheCells must be positive"))
 	}
