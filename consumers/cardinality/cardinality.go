@@ -203,6 +203,9 @@ func (f *Folder) Committed(topic string, partition int32, next int64) {
 // topics[i] is the topic rows[i] was read from. The tool_calls table has no topic column: one
 // topic feeds it, so a window is read back by partition.
 func (f *Folder) Fold(ctx context.Context, rows []ingest.ToolCallRow, topics func(i int) string) error {
+	if err := f.loadMissing(ctx, rows, topics); err != nil {
+		return err
+	}
 	var folded [3]int
 	for i := range rows {
 		r := &rows[i]
@@ -281,7 +284,98 @@ func (f *Folder) admit(w *window, d int, v string, cap int) bool {
 	return true
 }
 
-// window returns the window of row r, read back from ClickHouse when not held.
+// loadMissing reads back from ClickHouse, in one query, the windows of rows not held, each as
+// of the first offset of its partition among them: a window's rows stored between that offset
+// and the first row of the window come from the same log, so they change no decision (a value
+// admitted later was admitted or had room at its first call; a window full at a value's call
+// stays full without it).
+func (f *Folder) loadMissing(ctx context.Context, rows []ingest.ToolCallRow, topics func(i int) string) error {
+	missing := map[windowKey]bool{}
+	first := map[int32]int64{}
+	var prev windowKey
+	minHour, maxHour := int64(0), int64(0)
+	for i := range rows {
+		r := &rows[i]
+		k := windowKey{topics(i), r.KafkaPartition, r.ServerName, r.Timestamp.UTC().Truncate(time.Hour).Unix()}
+		if i > 0 && k == prev {
+			continue
+		}
+		prev = k
+		if _, ok := f.windows[k]; ok || missing[k] {
+			continue
+		}
+		missing[k] = true
+		if o, ok := first[k.partition]; !ok || r.KafkaOffset < o {
+			first[k.partition] = r.KafkaOffset
+		}
+		if len(missing) == 1 || k.hour < minHour {
+			minHour = k.hour
+		}
+		maxHour = max(maxHour, k.hour)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	partitions := make([]int32, 0, len(first))
+	offsets := make([]int64, 0, len(first))
+	for p, o := range first {
+		partitions, offsets = append(partitions, p), append(offsets, o)
+	}
+	names := make([]string, 0, len(missing))
+	byName := make(map[string]windowKey, len(missing))
+	for k := range missing {
+		name := fmt.Sprintf("%d/%d/%s", k.partition, k.hour, k.server)
+		names = append(names, name)
+		byName[name] = k
+	}
+	// Every missing window is held from here on, empty unless ClickHouse holds rows of it.
+	loaded := make(map[string]*window, len(missing))
+	for name, k := range byName {
+		w := &window{last: -1, bytes: windowOverhead + int64(len(k.server))}
+		for d := range w.sets {
+			w.sets[d] = map[string]struct{}{}
+		}
+		loaded[name] = w
+	}
+	res, err := f.conn.Query(ctx, mcsql.Rollup("caps_admitted_many"), OtherKeys, minHour, maxHour+3600,
+		partitions, names, offsets, partitions)
+	if err != nil {
+		return fmt.Errorf("read the admitted values of %d windows: %w", len(missing), err)
+	}
+	defer res.Close()
+	for res.Next() {
+		var partition int32
+		var server string
+		var hour uint32
+		var tools, clients, keys []string
+		if err := res.Scan(&partition, &server, &hour, &tools, &clients, &keys); err != nil {
+			return fmt.Errorf("read the admitted values of %d windows: %w", len(missing), err)
+		}
+		w := loaded[fmt.Sprintf("%d/%d/%s", partition, hour, server)]
+		if w == nil {
+			continue // a window of another topic's partition of the same number: not asked
+		}
+		for d, vals := range [3][]string{tools, clients, keys} {
+			for _, v := range vals {
+				w.sets[d][v] = struct{}{}
+				w.bytes += int64(len(v) + valueOverhead)
+			}
+		}
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("read the admitted values of %d windows: %w", len(missing), err)
+	}
+	for name, w := range loaded {
+		k := byName[name]
+		f.windows[k] = w
+		f.bytes.Add(w.bytes)
+		f.newest = max(f.newest, k.hour)
+	}
+	return nil
+}
+
+// window returns the window of row r, read back from ClickHouse when not held (loadMissing
+// reads those of a batch at once).
 func (f *Folder) window(ctx context.Context, topic string, r *ingest.ToolCallRow) (*window, error) {
 	hour := r.Timestamp.UTC().Truncate(time.Hour).Unix()
 	k := windowKey{topic, r.KafkaPartition, r.ServerName, hour}
