@@ -13,9 +13,10 @@
 // order by one member; the caps of one server and hour are therefore per partition (a topic of
 // P partitions admits at most P × cap values of a server in an hour). A window the Folder does
 // not hold (a new generation, an evicted window) is rebuilt from what ClickHouse holds: the
-// values of the window's committed rows stored unfolded before the first offset that touches it
-// (sql/rollup/caps_admitted.sql). Windows are evicted only once every offset they folded is
-// committed, so a rebuilt window is exactly the one evicted.
+// values of the window's rows stored unfolded before the batch's first offset of its partition
+// (sql/rollup/caps_admitted_many.sql, the windows a batch lacks at once). Windows are evicted
+// only once every offset they folded is committed, so a rebuilt window decides as the one
+// evicted would have.
 package cardinality
 
 import (
