@@ -285,6 +285,16 @@ func (f *Folder) admit(w *window, d int, v string, cap int) bool {
 	return true
 }
 
+// hourOf is the Unix second starting t's UTC hour.
+func hourOf(t time.Time) int64 {
+	u := t.Unix()
+	h := u - u%3600
+	if u%3600 < 0 {
+		h -= 3600
+	}
+	return h
+}
+
 // loadMissing reads back from ClickHouse, in one query, the windows of rows not held, each as
 // of the first offset of its partition among them: a window's rows stored between that offset
 // and the first row of the window come from the same log, so they change no decision (a value
@@ -297,7 +307,7 @@ func (f *Folder) loadMissing(ctx context.Context, rows []ingest.ToolCallRow, top
 	minHour, maxHour := int64(0), int64(0)
 	for i := range rows {
 		r := &rows[i]
-		k := windowKey{topics(i), r.KafkaPartition, r.ServerName, r.Timestamp.UTC().Truncate(time.Hour).Unix()}
+		k := windowKey{topics(i), r.KafkaPartition, r.ServerName, hourOf(r.Timestamp)}
 		if i > 0 && k == prev {
 			continue
 		}
@@ -378,7 +388,7 @@ func (f *Folder) loadMissing(ctx context.Context, rows []ingest.ToolCallRow, top
 // window returns the window of row r, read back from ClickHouse when not held (loadMissing
 // reads those of a batch at once).
 func (f *Folder) window(ctx context.Context, topic string, r *ingest.ToolCallRow) (*window, error) {
-	hour := r.Timestamp.UTC().Truncate(time.Hour).Unix()
+	hour := hourOf(r.Timestamp)
 	k := windowKey{topic, r.KafkaPartition, r.ServerName, hour}
 	f.tick++
 	if f.lastWin != nil && f.lastKey == k { // consecutive calls of one window: no map lookup
