@@ -34,16 +34,17 @@ const (
 )
 
 // batchBytes is the byte bound of the next batch: Config.BatchBytes, lowered while the
-// dedup windows and the listing state (misuse.Listings.Bytes, which grows with the live
-// sessions up to its cap) take so much of the process's soft memory limit that batches of that size
+// dedup windows, the listing state (misuse.Listings.Bytes, which grows with the live
+// sessions up to its cap) and the cardinality caps' windows (cardinality.Folder.Bytes, up to
+// Config.Caps.Budget) take so much of the process's soft memory limit that batches of that size
 // would crowd it (see above). It reads the limit from the runtime each time, so a limit set
 // after New (as `mcpulse consume` does) counts.
 func (c *Consumer) batchBytes() int {
-	limit, windowBytes, listingBytes := debug.SetMemoryLimit(-1), int64(c.windows.Bytes()), int64(c.listings.Bytes())
-	n := batchBytesWithin(c.cfg.BatchBytes, limit, windowBytes+listingBytes)
+	limit, windowBytes, listingBytes, capBytes := debug.SetMemoryLimit(-1), int64(c.windows.Bytes()), int64(c.listings.Bytes()), c.caps.Bytes()
+	n := batchBytesWithin(c.cfg.BatchBytes, limit, windowBytes+listingBytes+capBytes)
 	if prev := c.lastBatchBytes.Swap(int64(n)); prev != int64(n) && (prev != 0 || n != c.cfg.BatchBytes) && c.cfg.Logger != nil {
 		c.cfg.Logger.Info("batch byte bound set by the memory budget", "batch_bytes_mib", mib(int64(n)),
-			"configured_mib", mib(int64(c.cfg.BatchBytes)), "dedup_windows_mib", mib(windowBytes), "listings_mib", mib(listingBytes), "memory_limit_mib", mib(limit))
+			"configured_mib", mib(int64(c.cfg.BatchBytes)), "dedup_windows_mib", mib(windowBytes), "listings_mib", mib(listingBytes), "cardinality_mib", mib(capBytes), "memory_limit_mib", mib(limit))
 	}
 	return n
 }

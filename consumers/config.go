@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpulse/mcpulse/consumers/cardinality"
 	"github.com/mcpulse/mcpulse/consumers/dedup"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/misuse"
@@ -152,6 +153,11 @@ type Config struct {
 	// at most Listings.MaxVerdicts are kept). Other schemas' verdicts are read as batches
 	// bring them.
 	VerdictsAtStart int
+	// Caps bound the distinct tool names, client names and counted ignored-key paths of the
+	// tool calls per Kafka partition, MCP server name and hour; values past a cap are stored
+	// folded into an overflow bucket (package consumers/cardinality, whose zero fields take
+	// its defaults: 1,000 tools, 100 clients, 1,000 key paths, 32 MiB of windows).
+	Caps cardinality.Limits
 	// RetryBackoff is the first wait after a store error; it doubles up to MaxRetryBackoff
 	// while the store stays down (consumption pauses; nothing is committed). Default:
 	// DefaultRetryBackoff.
@@ -274,6 +280,10 @@ func (c *Config) Validate() error {
 	}
 	if c.VerdictsAtStart < 0 {
 		errs = append(errs, errors.New("consumer: VerdictsAtStart must not be negative (0: the default)"))
+	}
+	if c.Caps.Tools < 0 || c.Caps.Clients < 0 || c.Caps.KeyPaths < 0 || c.Caps.Budget < 0 {
+		errs = append(errs, fmt.Errorf("consumer: Caps must not be negative (0: the default), got %d tools, %d clients, %d key paths, %d bytes",
+			c.Caps.Tools, c.Caps.Clients, c.Caps.KeyPaths, c.Caps.Budget))
 	}
 	if c.RollupCacheCells < 1 {
 		errs = append(errs, errors.New("consumer: RollupCacheCells must be positive"))

@@ -27,6 +27,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mcpulse/mcpulse/consumers/cardinality"
 	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/safetext"
@@ -48,13 +49,14 @@ type Consumer struct {
 
 	metrics *Metrics // nil without Config.Registerer
 
-	tablesSeen  sync.Map         // optional tables found to exist (name → true); a missing one is asked again
-	listings    *misuse.Listings // what each session and server version was served (misuse.go)
-	redisOffset redisOffsetT     // clock.go
-	hostNow     func() time.Time // this host's clock: time.Now (tests skew it)
-	windows     *windows         // dedup state per partition (prepare stage; windows.go)
-	adder       rollup.Adder     // store stage
-	rollups     *rollup.Store    // store stage
+	tablesSeen  sync.Map            // optional tables found to exist (name → true); a missing one is asked again
+	listings    *misuse.Listings    // what each session and server version was served (misuse.go)
+	redisOffset redisOffsetT        // clock.go
+	hostNow     func() time.Time    // this host's clock: time.Now (tests skew it)
+	windows     *windows            // dedup state per partition (prepare stage; windows.go)
+	adder       rollup.Adder        // store stage
+	rollups     *rollup.Store       // store stage
+	caps        *cardinality.Folder // store stage (raw, after the misuse derivation; commits on the loop)
 	// rollupsBegun: Begin ran in this generation; rollupCommitted: the generation's event
 	// partitions at their committed offsets.
 	rollupsBegun    bool
@@ -139,10 +141,16 @@ func New(cfg Config) (*Consumer, error) {
 		cfg.Listings.Logger = cfg.Logger
 	}
 	c.listings = misuse.NewListings(cfg.Listings)
+	c.caps = cardinality.New(cfg.ClickHouse, cfg.Caps, cfg.Logger, func(d cardinality.Dimension, n int) {
+		if c.metrics != nil {
+			c.metrics.overflow.WithLabelValues(string(d)).Add(float64(n))
+		}
+	})
 	var err error
 	if c.metrics, err = newMetrics(cfg.Registerer, c); err != nil { // last: a scrape may come at once
 		return nil, err
 	}
+	c.caps.SetConn(c.cfg.ClickHouse) // instrumented by newMetrics (a scrape reads only Bytes)
 	c.rollups = rollup.NewStore(c.cfg.ClickHouse, rollup.Tables(), cfg.RollupCacheCells, cfg.Logger)
 	return c, nil
 }
@@ -319,6 +327,13 @@ func (c *Consumer) storeRawWith(ctx context.Context, p *prepared, insert rawInse
 	// The schema verdicts decided so far, before the batch can be committed.
 	if err := c.storeVerdicts(ctx); err != nil {
 		return err
+	}
+	if !p.folded {
+		// After the derivation, which fills the counted ignored keys; a retry folds alike.
+		if err := c.caps.Fold(ctx, rows.ToolCalls, func(i int) string { return p.toolCallStreams[i].Topic }); err != nil {
+			return err
+		}
+		p.folded = true
 	}
 	if len(bad) > 0 {
 		if err := c.cfg.DeadLetters.DeadLetter(ctx, bad...); err != nil {

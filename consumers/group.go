@@ -140,6 +140,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	defer close(stored)
 	c.rollupsBegun = false
 	c.rollupCommitted = map[rollup.Stream]int64{}
+	c.caps.Reset() // the partitions may have moved: windows are read back from ClickHouse
 	for topic, parts := range gen.Assignments {
 		if dedupTopic(topic) {
 			for _, pa := range parts {
@@ -158,6 +159,10 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		switch {
 		case err == nil:
 			c.windows.commit(pending.msgs)
+			for i := range pending.msgs {
+				m := &pending.msgs[i]
+				c.caps.Committed(m.Topic, int32(m.Partition), m.Offset+1)
+			}
 			c.replayed(pending.msgs)
 			c.stats.batches.Add(1)
 		case errors.As(err, &failed) && ctx.Err() == nil:

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/mcpulse/mcpulse/consumers/cardinality"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/misuse"
 )
@@ -64,6 +65,8 @@ const lagTimeout = 3 * time.Second
 //	mcpulse_misuse_schema_checks_total                    counter    input schemas checked against the limits (no verdict held on them)
 //	mcpulse_misuse_schema_verdicts_reused_total           counter    input schemas a held or stored verdict spared the check (and, over a limit, the compile)
 //	mcpulse_misuse_schema_verdicts_unstored_total         counter    verdicts let go before they were stored (more pending than the verdict cap)
+//	mcpulse_cardinality_overflow_total{dimension}         counter    values folded into an overflow bucket by a cardinality cap (tool, client, key_path)
+//	mcpulse_cardinality_bytes                             gauge      estimated heap of the cardinality windows (counted by the memory budget)
 //
 // The class label of dead letters is their ingest.DeadLetterClass: a small fixed set, never
 // the reason's free text (which quotes caller-chosen values).
@@ -75,12 +78,13 @@ type Metrics struct {
 	deadLettersStored *prometheus.CounterVec
 	storeWrite        *prometheus.HistogramVec
 	storeErrors       *prometheus.CounterVec
+	overflow          *prometheus.CounterVec
 
 	lagErrors atomic.Int64
 	lagMu     sync.Mutex // one lag request at a time, however many scrapes run
 
 	messages, stored, audits, suppression, batches, retries, fetchRetries, rowsLeftOut, storeRefused, insertSplits, rebalancesDesc, lag, lagErrorsDesc *prometheus.Desc
-	dedupBytes, rollupCells                                                                                                                            *prometheus.Desc
+	dedupBytes, rollupCells, capsBytes                                                                                                                 *prometheus.Desc
 	// The listing state's (misuse.Listings).
 	listingSessions, listingVersions, listingListings, listingSchemas, listingBytes, listingSessionEvictions, listingVersionEvictions, listingsDropped, listingCompiles, listingOverLimit *prometheus.Desc
 	schemaChecks, verdictsReused, verdictsUnstored                                                                                                                                        *prometheus.Desc
@@ -112,6 +116,10 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpulse_consumer_store_errors_total", Help: "Failed Redis pipelines and ClickHouse calls made by the consumer, by store.",
 		}, []string{"store"}),
+		overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpulse_cardinality_overflow_total", Help: "Values of tool calls folded into an overflow bucket because their partition, server and hour held as many distinct values of the dimension as its cap (tool, client, key_path).",
+		}, []string{"dimension"}),
+		capsBytes:      prometheus.NewDesc("mcpulse_cardinality_bytes", "Estimated heap held by the cardinality caps' windows (cardinality.Folder.Bytes), counted by the memory budget.", nil, nil),
 		messages:       prometheus.NewDesc("mcpulse_consumer_messages_total", "Messages read from Kafka.", nil, nil),
 		stored:         prometheus.NewDesc("mcpulse_consumer_events_stored_total", "Events stored in ClickHouse, by kind.", []string{"kind"}, nil),
 		audits:         prometheus.NewDesc("mcpulse_consumer_audits_recorded_total", "Audit events stored in suppression_audit.", nil, nil),
@@ -145,9 +153,12 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 	for _, k := range ingest.Kinds() {
 		m.duplicates.WithLabelValues(k.Name) // export zeros, so rate() sees the first one
 	}
+	for _, d := range cardinality.Dimensions {
+		m.overflow.WithLabelValues(string(d))
+	}
 	c.cfg.Redis, c.cfg.ClickHouse = m.instrumentStores(c.cfg.Redis, c.cfg.ClickHouse)
 	var registered []prometheus.Collector
-	for _, col := range []prometheus.Collector{m.duplicates, m.deadLettered, m.deadLettersStored, m.storeWrite, m.storeErrors, m} {
+	for _, col := range []prometheus.Collector{m.duplicates, m.deadLettered, m.deadLettersStored, m.storeWrite, m.storeErrors, m.overflow, m} {
 		if err := reg.Register(col); err != nil {
 			for _, r := range registered {
 				reg.Unregister(r)
@@ -162,7 +173,7 @@ func newMetrics(reg prometheus.Registerer, c *Consumer) (*Metrics, error) {
 // Describe implements prometheus.Collector for the metrics read from Stats, the reader and
 // Kafka at scrape time.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc, m.dedupBytes, m.rollupCells,
+	for _, d := range []*prometheus.Desc{m.messages, m.stored, m.audits, m.suppression, m.batches, m.retries, m.fetchRetries, m.rowsLeftOut, m.storeRefused, m.insertSplits, m.rebalancesDesc, m.lag, m.lagErrorsDesc, m.dedupBytes, m.rollupCells, m.capsBytes,
 		m.listingSessions, m.listingVersions, m.listingListings, m.listingSchemas, m.listingBytes, m.listingSessionEvictions, m.listingVersionEvictions, m.listingsDropped, m.listingCompiles, m.listingOverLimit,
 		m.schemaChecks, m.verdictsReused, m.verdictsUnstored} {
 		ch <- d
@@ -194,6 +205,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(m.rebalancesDesc, m.c.stats.generations.Load())
 	ch <- prometheus.MustNewConstMetric(m.dedupBytes, prometheus.GaugeValue, float64(m.c.windows.Bytes()))
 	ch <- prometheus.MustNewConstMetric(m.rollupCells, prometheus.GaugeValue, float64(m.c.rollups.CachedCells()))
+	ch <- prometheus.MustNewConstMetric(m.capsBytes, prometheus.GaugeValue, float64(m.c.caps.Bytes()))
 	ls := m.c.listings.Stats()
 	for d, v := range map[*prometheus.Desc]int{m.listingSessions: ls.Sessions, m.listingVersions: ls.Versions, m.listingListings: ls.Listings, m.listingSchemas: ls.Schemas, m.listingBytes: m.c.listings.Bytes()} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))

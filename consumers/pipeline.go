@@ -50,10 +50,12 @@ type prepared struct {
 	// derived: deriveMisuse filled the tool-call rows; counted: the stored events were added
 	// to rollup (once, after the raw inserts, leaving out what ClickHouse refused).
 	derived, counted bool
-	bad              []ingest.DeadLetter
-	deadRows         []row
-	auditRows        []row
-	audits           []*ingest.AuditEvent
+	// folded: the cardinality caps folded the tool-call rows (after deriveMisuse).
+	folded    bool
+	bad       []ingest.DeadLetter
+	deadRows  []row
+	auditRows []row
+	audits    []*ingest.AuditEvent
 	// duplicates are the kinds of the events dropped as duplicates (their partition's dedup
 	// window held their uuid).
 	duplicates []*ingest.Kind

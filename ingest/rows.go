@@ -122,6 +122,13 @@ type ToolCallRow struct {
 	// UnknownTool is 1 when the server version's listed tools are known and do not hold the
 	// called tool (the consumer fills it).
 	UnknownTool uint8 `ch:"unknown_tool"`
+	// FoldedToolName, FoldedClientName and FoldedKeyPaths hold what the consumer's cardinality
+	// caps folded into an overflow bucket (consumers/cardinality): the tool or client name that
+	// ToolName or ClientName replaced, the counted ignored-key paths CountedIgnoredKeys lost; ""
+	// and empty when nothing was folded.
+	FoldedToolName   string   `ch:"folded_tool_name"`
+	FoldedClientName string   `ch:"folded_client_name"`
+	FoldedKeyPaths   []string `ch:"folded_key_paths"`
 }
 
 func toolCallRows(rs *Rows, ev *Event, at RowContext) {
@@ -137,7 +144,7 @@ func toolCallRows(rs *Rows, ev *Event, at RowContext) {
 		CampaignID: t.CampaignID, CompletedCalls: t.CompletedCalls, SessionAgeSeconds: t.SessionAgeSeconds,
 		Properties: string(ev.Extra), KafkaPartition: at.Partition, KafkaOffset: at.Offset, InsertedAt: at.InsertedAt,
 		ServerName: t.ServerName, ServerVersion: t.ServerVersion, ProtocolVersion: t.ProtocolVersion,
-		Intent: t.Intent, IntentSource: t.IntentSource, ErrorMessage: t.ErrorMessage,
+		Intent: t.Intent, IntentSource: t.IntentSource, ErrorMessage: t.ErrorMessage, FoldedKeyPaths: []string{},
 	})
 	row := &rs.ToolCalls[len(rs.ToolCalls)-1]
 	if t.IgnoredKeysReported {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/consumers/cardinality"
 	"github.com/mcpulse/mcpulse/forward"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/obs"
@@ -170,6 +171,10 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.IntVar(&cfg.Listings.Schemas.MaxDepth, "schema-max-depth", misuse.DefaultSchemaMaxDepth, "deepest nesting of JSON objects and arrays in a tool input schema (the root is 1); past it the schema is handled as past --schema-max-bytes (limit=\"depth\")")
 	f.IntVar(&cfg.VerdictsAtStart, "schema-verdicts-at-start", consumers.DefaultVerdictsAtStart, "most recently decided tool input schema verdicts (table schema_verdicts: measured, over a limit, unsupported) read at start, so that a schema seen again is not checked, nor compiled when it was over a limit; the verdicts of other schemas are read as batches bring them")
 	f.IntVar(&cfg.Listings.Schemas.MaxToolsPerListing, "listing-max-tools", misuse.DefaultListingMaxTools, "most tools one tools/list listing keeps, its pages together: past it the first tools by name are kept, calls of the others are judged as if unlisted but never reported as unknown tools, and the listing is logged and counted in mcpulse_misuse_schemas_over_limit_total{limit=\"tools\"}")
+	f.IntVar(&cfg.Caps.Tools, "cap-tools", cardinality.DefaultTools, "distinct tool names stored per Kafka partition, MCP server name and hour: the calls of further names are stored under \""+cardinality.OtherTools+"\" (the name kept in tool_calls.folded_tool_name), counted in mcpulse_cardinality_overflow_total{dimension=\"tool\"} and cardinality_overflow_hourly, and logged at most once a minute per server")
+	f.IntVar(&cfg.Caps.Clients, "cap-clients", cardinality.DefaultClients, "distinct client names stored per Kafka partition, MCP server name and hour; further ones are stored as \""+cardinality.OtherClients+"\", as --cap-tools")
+	f.IntVar(&cfg.Caps.KeyPaths, "cap-key-paths", cardinality.DefaultKeyPaths, "distinct counted ignored-key paths stored per Kafka partition, MCP server name and hour; further ones are stored as \""+cardinality.OtherKeys+"\", as --cap-tools")
+	f.Int64Var(&cfg.Caps.Budget, "cap-memory-bytes", cardinality.DefaultBudget, "bytes of the caps' windows kept in memory (counted by the memory budget); past it the least recently used committed windows are let go and read back from ClickHouse when needed")
 	f.IntVar(&cfg.RollupCacheCells, "rollup-cache-cells", consumers.DefaultRollupCacheCells, "rollup cells whose totals stay in memory (about 130 bytes each with one value, 390 with tool_call_stats_hourly's 29 values); others are read from ClickHouse when a batch touches them")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", consumers.DefaultSessionTimeout, "consumer-group session timeout: how long a member that died keeps its partitions (the broker must allow it)")
 	f.StringVar(&cfg.DefaultInstanceURL, "instance-url", consumers.DefaultInstanceURL, "PostHog instance URL for events that lack instance_url (part of the identity hash)")
