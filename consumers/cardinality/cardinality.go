@@ -163,9 +163,14 @@ func (f *Folder) SetConn(conn driver.Conn) { f.conn = conn }
 // Limits returns the limits in effect, defaults applied.
 func (f *Folder) Limits() Limits { return f.limits }
 
-// Bytes is the estimated heap of the windows held, in bytes; safe to call concurrently with
-// the other methods.
-func (f *Folder) Bytes() int64 { return f.bytes.Load() }
+// Bytes is the estimated heap of the windows held, in bytes (0 for a nil Folder); safe to
+// call concurrently with the other methods.
+func (f *Folder) Bytes() int64 {
+	if f == nil {
+		return 0
+	}
+	return f.bytes.Load()
+}
 
 // Windows is how many windows are held.
 func (f *Folder) Windows() int { return len(f.windows) }

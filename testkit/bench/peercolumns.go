@@ -70,6 +70,9 @@ var peerDerived = []string{
 	"ignored_keys_reason",
 	"error_class",
 	"unknown_tool",
+	"folded_tool_name", // what a cardinality cap folded: state of the consumer's (the peer folds nothing)
+	"folded_client_name",
+	"folded_key_paths",
 }
 
 // peerProperties is the ClickHouse type the JSONEachRow format reads each property into (a
