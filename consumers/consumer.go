@@ -368,6 +368,11 @@ func (c *Consumer) storeRawWith(ctx context.Context, p *prepared, insert rawInse
 		res.storeRefused = int64(len(letters))
 	}
 	if !p.counted {
+		// Begun first: a group reading again offsets the rollups counted already adds only
+		// the events beyond them (rollup.Store.CountedFrom).
+		if err := c.beginRollups(ctx); err != nil {
+			return err
+		}
 		c.countRollups(p, refused)
 		p.counted = true
 	}
@@ -630,11 +635,8 @@ func (c *Consumer) storeRollups(ctx context.Context, p *prepared) error {
 // cache) and kept in p. It must run after the batch before p has been committed. Errors are
 // ClickHouse's; nothing of p is kept then.
 func (c *Consumer) prepareRollups(ctx context.Context, p *prepared) error {
-	if !c.rollupsBegun {
-		if err := c.rollups.Begin(ctx, c.rollupCommitted); err != nil {
-			return err
-		}
-		c.rollupsBegun = true
+	if err := c.beginRollups(ctx); err != nil {
+		return err
 	}
 	if p.rollupWrite == nil {
 		w, err := c.rollups.Prepare(ctx, p.rollup)
@@ -646,19 +648,40 @@ func (c *Consumer) prepareRollups(ctx context.Context, p *prepared) error {
 	return nil
 }
 
+// beginRollups begins the generation's rollups once (rollup.Store.Begin): it takes the
+// generation's epoch and resets what a batch stored but not committed left. It runs in the
+// first batch's raw stage, before the batch's events are counted (no batch of the generation
+// is in its commit stage then), or at the latest before the first rollup rows are prepared.
+// Errors are ClickHouse's; it is retried with the step that called it.
+func (c *Consumer) beginRollups(ctx context.Context) error {
+	if c.rollupsBegun {
+		return nil
+	}
+	if err := c.rollups.Begin(ctx, c.rollupCommitted); err != nil {
+		return err
+	}
+	c.rollupsBegun = true
+	return nil
+}
+
 // countRollups adds the batch's stored events to its rollups: every event to
 // events_by_name_hourly, every tool call's row (filled by deriveMisuse) to the tool-call
-// rollups; an event ClickHouse refused is in no raw table, so in no rollup either.
+// rollups; an event ClickHouse refused is in no raw table, so in no rollup either. An event
+// below the offset its partition's rollups are counted from (rollup.Store.CountedFrom: a
+// group reading offsets counted already) is in the totals already and is left out.
 func (c *Consumer) countRollups(p *prepared, refused map[uuid.UUID]string) {
 	for _, k := range p.kept {
 		if _, ok := refused[k.id]; !ok {
 			m := &p.msgs[k.msg]
-			c.adder.AddEvent(p.rollup, rollup.Stream{Topic: m.Topic, Partition: int32(m.Partition)}, k.name, k.at)
+			st := rollup.Stream{Topic: m.Topic, Partition: int32(m.Partition)}
+			if m.Offset >= c.rollups.CountedFrom(st) {
+				c.adder.AddEvent(p.rollup, st, k.name, k.at)
+			}
 		}
 	}
 	for i := range p.rows.ToolCalls {
 		r := &p.rows.ToolCalls[i]
-		if _, ok := refused[r.UUID]; !ok {
+		if _, ok := refused[r.UUID]; !ok && r.KafkaOffset >= c.rollups.CountedFrom(p.toolCallStreams[i]) {
 			c.addToolCallRollups(p.rollup, p.toolCallStreams[i], r)
 		}
 	}

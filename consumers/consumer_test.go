@@ -175,6 +175,34 @@ func TestReplayingTheTopicsFromTheStartChangesNothing(t *testing.T) {
 	}
 }
 
+// A new group reads in small batches offsets that the first group counted in small batches,
+// then past them: the rollups keep the first group's totals for the offsets it counted (the
+// totals as of the new group's start are recorded nowhere) and add only the calls beyond them,
+// also in the batch that reaches past the first group's end.
+func TestANewGroupCountsOnlyPastWhatTheRollupsCounted(t *testing.T) {
+	h := newHarness(t)
+	var first, later [][]byte
+	for i := 1; i <= 200; i++ {
+		first = append(first, toolCall(i, "user", "create_issue", "titel"))
+	}
+	for i := 201; i <= 230; i++ {
+		later = append(later, toolCall(i, "user", "create_issue", "titel"))
+	}
+	h.publish(ingest.TopicToolCalls, first...)
+	h.drain(h.consumer(func(cfg *consumers.Config) { cfg.BatchSize = 50 }))
+	if got := h.count("SELECT toUInt64(sum(calls)) FROM mcpulse.v_tool_call_stats_hourly"); got != 200 {
+		t.Fatalf("first group: rollup counts %d calls, want 200", got)
+	}
+	h.publish(ingest.TopicToolCalls, later...)
+	h.drain(h.consumer(func(cfg *consumers.Config) { cfg.GroupID, cfg.BatchSize = "replay", 64 }))
+	if got := h.count("SELECT toUInt64(sum(calls)) FROM mcpulse.v_tool_call_stats_hourly"); got != 230 {
+		t.Errorf("after the new group: rollup counts %d calls, want 230", got)
+	}
+	if got := h.count("SELECT toUInt64(sum(occurrences)) FROM mcpulse.v_ignored_keys_hourly"); got != 230 {
+		t.Errorf("after the new group: %d ignored key occurrences, want 230", got)
+	}
+}
+
 type snapshot struct {
 	toolCalls, recruitment, successful, withIgnored, invitations, declined, answered int64
 	record                                                                           string

@@ -321,7 +321,10 @@ func (s *Store) Begin(ctx context.Context, committed map[Stream]int64) error {
 	s.groups = map[groupKey]*group{}
 	s.cells = 0
 	s.published.Store(0)
-	s.committed = committed
+	s.committed = make(map[Stream]int64, len(committed))
+	for st, c := range committed {
+		s.committed[st] = c
+	}
 	s.batches = map[batchID]batchCells{}
 	s.missing = map[batchID]time.Time{}
 	var newest uint64
@@ -424,6 +427,7 @@ func (s *Store) recover(ctx context.Context) error {
 	}
 	marked := map[Stream]bool{}
 	inFlight := map[Stream]uint64{}
+	inFlightAsOf := map[Stream]int64{}
 	for rows.Next() {
 		var (
 			st   Stream
@@ -436,7 +440,7 @@ func (s *Store) recover(ctx context.Context) error {
 		}
 		marked[st] = true
 		if c, ok := s.committed[st]; ok && asOf > c {
-			inFlight[st] = v
+			inFlight[st], inFlightAsOf[st] = v, asOf
 		}
 	}
 	rows.Close()
@@ -452,13 +456,21 @@ func (s *Store) recover(ctx context.Context) error {
 			return fmt.Errorf("rollups: the marker of batch version %d of %s vanished while it was read", v, st)
 		}
 		c := s.committed[st]
+		if countedPast(cells, c) {
+			// Not one batch in flight beyond the committed offset but the group reading again
+			// offsets whose events the rollups counted already (a new consumer group, or
+			// offsets moved back): the totals as of c are not recorded anywhere, and every
+			// cell's newest row counts the partition's events up to the marker's end offset.
+			// Those rows stay; the generation adds only the events from that offset on.
+			h := inFlightAsOf[st]
+			s.committed[st] = h
+			s.log.Info("rollups: the group reads offsets counted already; counting from the newest batch's end",
+				"stream", st.String(), "committed", c, "counted_to", h)
+			continue
+		}
 		for _, t := range s.tables {
 			var resets []rowOut
 			for key, b := range cells[t.Name] {
-				if b.asOf > c {
-					s.log.Error("rollups: a cell's previous total is beyond the committed offset too; resetting it to that total",
-						"table", t.Name, "stream", st.String(), "committed", c, "before_as_of", b.asOf)
-				}
 				resets = append(resets, rowOut{stream: st, key: key, vals: b.vals, asOf: b.asOf})
 			}
 			if len(resets) == 0 {
@@ -474,6 +486,28 @@ func (s *Store) recover(ctx context.Context) error {
 	}
 	return s.recoverLegacy(ctx, names, marked)
 }
+
+// countedPast reports whether a batch marker replaced totals counted beyond offset c: the
+// batch did not start at c (a batch in flight after the committed offset c replaces totals as
+// of c or earlier), so more than one batch beyond c was counted.
+func countedPast(cells batchCells, c int64) bool {
+	for _, byKey := range cells {
+		for _, b := range byKey {
+			if b.asOf > c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// CountedFrom is the offset of stream st from which the generation begun by the last Begin
+// adds events to the rollups: the committed offset, or, when the group reads again offsets
+// the rollups counted already (a new consumer group, or offsets moved back past more than
+// the batch in flight), the end offset of the newest batch that counted them. Events below
+// it are in the totals already and must not be added to a Batch again. It must be called
+// after Begin, and not concurrently with it.
+func (s *Store) CountedFrom(st Stream) int64 { return s.committed[st] }
 
 // batch returns the cells batch version v of stream st wrote and the totals it replaced in
 // each, from its marker (nil if there is none), caching them for the generation.
