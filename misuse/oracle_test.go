@@ -10,18 +10,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"maps"
 	"net/url"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -242,7 +242,6 @@ func unevaluated(s *jsonschema.Schema) any {
 	}
 	return s
 }
-
 
 // dumpRules writes the rule graph from root in a canonical form: rules numbered in the order a
 // depth-first walk meets them (map members in key order, patterns in source order), each
