@@ -34,8 +34,9 @@ func findClickHouse() ([]string, error) {
 // clickHouseConfig is a minimal server config. The packaged config.xml cannot be reused: it
 // includes files (metrika.xml substitutions) the package does not ship, and it listens on
 // fixed ports. The <yandex> root is what 18.16 requires; newer servers still accept it.
-// No interserver_http_port is set, so the replication port is not opened.
-func clickHouseConfig(dir string, tcpPort, httpPort int) string {
+// No interserver_http_port is set, so the replication port is not opened; a cluster host
+// (clickHouseHostConfig) adds it in extra, with macros of its own in extraMacros.
+func clickHouseConfig(dir string, tcpPort, httpPort int, extraMacros, extra string) string {
 	x := func(s string) string {
 		var b strings.Builder
 		_ = xml.EscapeText(&b, []byte(s))
@@ -67,11 +68,11 @@ func clickHouseConfig(dir string, tcpPort, httpPort int) string {
     <mark_cache_size>268435456</mark_cache_size>
     <uncompressed_cache_size>268435456</uncompressed_cache_size>
     <max_concurrent_queries>100</max_concurrent_queries>
-    <macros><%s>%s</%s></macros>
-</yandex>
+    <macros><%s>%s</%s>%s</macros>
+%s</yandex>
 `, x(filepath.Join(dir, "server.log")), x(filepath.Join(dir, "server.err.log")),
 		tcpPort, httpPort, d("data"), d("tmp"), d("user_files"), d("format_schemas"),
-		x(filepath.Join(dir, "users.xml")), identityMacro, x(dir), identityMacro)
+		x(filepath.Join(dir, "users.xml")), identityMacro, x(dir), identityMacro, extraMacros, extra)
 }
 
 // fallbackUsersXML is used when the packaged users.xml is absent (a bare "clickhouse"
@@ -119,11 +120,9 @@ func clickHouseUsers() []byte {
 	return inclAttr.ReplaceAll(b, nil)
 }
 
-// startClickHouse runs the server from a generated config in <DataDir>/clickhouse and waits
-// for a native-protocol ping. fixedPorts nil chooses free native and HTTP ports (retried on a
-// lost port race); otherwise they are used as is, once.
-func (s *Stack) startClickHouse(ctx context.Context, argv []string, fixedPorts []int) error {
-	dir := filepath.Join(s.DataDir, "clickhouse")
+// prepareClickHouseDir creates a server's directories under dir and writes its users files
+// (everything but config.xml, which holds the ports).
+func prepareClickHouseDir(dir string) error {
 	for _, sub := range []string{"data", "tmp", "user_files", "format_schemas"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return fmt.Errorf("devstack: clickhouse dir: %w", err)
@@ -138,6 +137,17 @@ func (s *Stack) startClickHouse(ctx context.Context, argv []string, fixedPorts [
 	if err := os.WriteFile(filepath.Join(dir, "users.d", "mcpulse.xml"), []byte(profileOverrides), 0o644); err != nil {
 		return fmt.Errorf("devstack: writing clickhouse users.d: %w", err)
 	}
+	return nil
+}
+
+// startClickHouse runs the server from a generated config in <DataDir>/clickhouse and waits
+// for a native-protocol ping. fixedPorts nil chooses free native and HTTP ports (retried on a
+// lost port race); otherwise they are used as is, once.
+func (s *Stack) startClickHouse(ctx context.Context, argv []string, fixedPorts []int) error {
+	dir := filepath.Join(s.DataDir, "clickhouse")
+	if err := prepareClickHouseDir(dir); err != nil {
+		return err
+	}
 	var lastErr error
 	for range startAttempts {
 		ports := fixedPorts
@@ -148,7 +158,7 @@ func (s *Stack) startClickHouse(ctx context.Context, argv []string, fixedPorts [
 			}
 		}
 		confPath := filepath.Join(dir, "config.xml")
-		if err := os.WriteFile(confPath, []byte(clickHouseConfig(dir, ports[0], ports[1])), 0o644); err != nil {
+		if err := os.WriteFile(confPath, []byte(clickHouseConfig(dir, ports[0], ports[1], "", "")), 0o644); err != nil {
 			return fmt.Errorf("devstack: writing clickhouse config: %w", err)
 		}
 		args := append(append([]string(nil), argv...), "--config-file="+confPath)

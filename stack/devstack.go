@@ -306,9 +306,14 @@ type MissingBinaryError struct {
 
 // Error names the binary and how to install it, e.g. "redis-server not found on PATH:
 // install Debian package redis-server (apt-get install redis-server)".
+// A file looked for at a fixed path (the ZooKeeper jar) reads "... not found: install ...".
 func (e *MissingBinaryError) Error() string {
-	return fmt.Sprintf("%s not found on PATH: install Debian package %s (apt-get install %s)",
-		e.Binary, e.Package, e.Package)
+	where := " on PATH"
+	if strings.HasPrefix(e.Binary, "/") {
+		where = ""
+	}
+	return fmt.Sprintf("%s not found%s: install Debian package %s (apt-get install %s)",
+		e.Binary, where, e.Package, e.Package)
 }
 
 // extraBinDirs are searched after PATH. A variable so tests can simulate a bare machine.

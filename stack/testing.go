@@ -2,6 +2,8 @@ package stack
 
 import (
 	"context"
+	"errors"
+	"os"
 	"testing"
 	"time"
 )
@@ -47,4 +49,40 @@ func RedisClusterForTest(t testing.TB) *RedisCluster {
 		}
 	})
 	return rc
+}
+
+// ClickHouseClusterForTest starts a ClickHouse cluster of shards × replicas servers and a
+// ZooKeeper (StartClickHouseCluster) in a directory of the test's and stops it in t.Cleanup.
+// Start-up is bounded by 2 minutes; a 2×2 cluster takes about 2.5 s.
+//
+// When ZooKeeper (java or the Debian package zookeeper) or clickhouse-server is missing it
+// skips t, saying what to install, unless the environment variable CI is set: CI installs
+// them (.ci/run), so there a missing one fails t rather than reads as a pass.
+func ClickHouseClusterForTest(t testing.TB, shards, replicas int) *ClickHouseCluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cc, err := StartClickHouseCluster(ctx, ClusterConfig{Shards: shards, Replicas: replicas, Dir: t.TempDir()})
+	SkipOrFail(t, err)
+	t.Cleanup(func() {
+		if err := cc.Close(); err != nil {
+			t.Errorf("devstack: close clickhouse cluster: %v", err)
+		}
+	})
+	return cc
+}
+
+// SkipOrFail ends t for err returned by a start: a *MissingBinaryError skips t when the
+// environment variable CI is unset; any other error, or any error under CI, fails it. A nil
+// err does nothing. It is for helpers that share one cluster between a package's tests.
+func SkipOrFail(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var missing *MissingBinaryError
+	if errors.As(err, &missing) && os.Getenv("CI") == "" {
+		t.Skipf("devstack: %v (CI=true makes this a failure)", err)
+	}
+	t.Fatalf("devstack: %v", err)
 }
