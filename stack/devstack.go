@@ -75,6 +75,13 @@ type Config struct {
 	// errors. Default: a logger that discards everything.
 	Logger *slog.Logger
 
+	// Shards and Replicas, when either is above 1, replace the single clickhouse-server by a
+	// ClickHouseCluster of Shards × Replicas servers and a ZooKeeper in <DataDir>/clickhouse-cluster
+	// (StartClickHouseCluster); ClickHouseDSN is then its first host's. The schema is the
+	// caller's to create, ON CLUSTER ClusterName (migrations.Options.Cluster).
+	// Default: 1 and 1, one server.
+	Shards, Replicas int
+
 	// UseEnv, when true, makes each of EnvKafkaBrokers, EnvRedisURL and EnvClickHouseDSN that
 	// is set to a non-empty value replace the corresponding embedded service: that service is
 	// not started and the variable's value is used as is (not health-checked). Default: false.
@@ -94,7 +101,16 @@ func (c *Config) setDefaults() {
 	if c.GroupMinSessionTimeout == 0 {
 		c.GroupMinSessionTimeout = 6 * time.Second
 	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
 }
+
+// clustered reports whether the configuration asks for a ClickHouse cluster.
+func (c Config) clustered() bool { return c.Shards > 1 || c.Replicas > 1 }
 
 // Validate reports every problem with the configuration at once (after defaults are applied,
 // as Start does).
@@ -110,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if c.GroupMinSessionTimeout < 0 {
 		errs = append(errs, fmt.Errorf("devstack: GroupMinSessionTimeout must not be negative, got %s", c.GroupMinSessionTimeout))
+	}
+	if err := (ClusterConfig{Shards: c.Shards, Replicas: c.Replicas}).Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -127,6 +146,10 @@ type Stack struct {
 	ClickHouseDSN string
 	// DataDir is the directory holding the embedded services' data and logs.
 	DataDir string
+	// ClickHouseCluster is the embedded ClickHouse cluster when Config.Shards or
+	// Config.Replicas asked for one, else nil. Stack.StopClickHouse and the other single-server
+	// controls return ErrExternalService on a cluster; use its KillHost and StartHost.
+	ClickHouseCluster *ClickHouseCluster
 
 	log     *slog.Logger
 	tempDir bool
@@ -151,11 +174,12 @@ type Stack struct {
 // Start starts every service the configuration asks for and waits until each answers
 // as itself (redis: PING and INFO naming its process within 20 s; ClickHouse: a query of its
 // identity macro within 60 s, so a server that lost its port to another stack's fails
-// instead of passing that one off as its own). ctx bounds the
-// start-up only: cancelling it later does not stop the stack; Close does.
+// instead of passing that one off as its own; a cluster's servers: that, and reading
+// ZooKeeper). ctx bounds the start-up only: cancelling it later does not stop the stack; Close
+// does.
 //
 // Errors: an invalid Config; a *MissingBinaryError when redis-server or clickhouse-server is
-// not installed; otherwise an error carrying the tail of the failing server's log. On error
+// not installed, or java or the ZooKeeper jar for a cluster; otherwise an error carrying the tail of the failing server's log. On error
 // everything already started is stopped.
 func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	cfg.setDefaults()
@@ -186,6 +210,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if extCH == "" {
 		if chCmd, err = findClickHouse(); err != nil {
 			return nil, err
+		}
+		if cfg.clustered() {
+			if _, _, err := findZooKeeper(); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -221,6 +250,16 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if extCH != "" {
 		s.ClickHouseDSN = extCH
 		s.log.Info("devstack: using external clickhouse", "dsn", extCH)
+	} else if cfg.clustered() {
+		wg.Go(func() {
+			cc, err := StartClickHouseCluster(ctx, ClusterConfig{Shards: cfg.Shards, Replicas: cfg.Replicas,
+				Dir: filepath.Join(s.DataDir, "clickhouse-cluster"), Logger: s.log})
+			if err != nil {
+				chErr = err
+				return
+			}
+			s.ClickHouseCluster, s.ClickHouseDSN = cc, cc.Hosts[0].DSN
+		})
 	} else {
 		wg.Go(func() { chErr = s.startClickHouse(ctx, chCmd, nil) })
 	}
@@ -278,6 +317,9 @@ func (s *Stack) Close() error {
 		var errCH, errRedis error
 		if s.ch != nil {
 			wg.Go(func() { errCH = s.ch.stop(20 * time.Second) })
+		}
+		if s.ClickHouseCluster != nil {
+			wg.Go(func() { errCH = s.ClickHouseCluster.Close() })
 		}
 		if s.redis != nil {
 			wg.Go(func() { errRedis = s.redis.stop(10 * time.Second) })

@@ -16,10 +16,12 @@ func newStackCmd() *cobra.Command {
 	var (
 		dataDir    string
 		partitions int
+		shards     int
+		replicas   int
 		verbose    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "stack [--data-dir DIR] [--partitions N]",
+		Use:   "stack [--data-dir DIR] [--partitions N] [--shards S --replicas R]",
 		Short: "Run the embedded Kafka, Redis and ClickHouse stack until interrupted",
 		Long: `Run the embedded stack that tests and "mcpulse demo" use (DESIGN.md §7), for working
 against mcpulse by hand:
@@ -27,7 +29,10 @@ against mcpulse by hand:
   Kafka       in-process (franz-go kfake), one broker on a free 127.0.0.1 port, in memory,
               with topics mcp_tool_calls, mcp_recruitment, mcpulse_dlq and mcpulse_audit
   Redis       a redis-server child on a free 127.0.0.1 port, AOF in the data dir, noeviction
-  ClickHouse  a clickhouse-server child on free 127.0.0.1 ports (native and HTTP)
+  ClickHouse  a clickhouse-server child on free 127.0.0.1 ports (native and HTTP); with
+              --shards or --replicas above 1, a cluster instead: a ZooKeeper child and
+              S × R clickhouse-server children, cluster "mcpulse_cluster" in each server's
+              remote_servers, with {shard} and {replica} macros (docs/scaling.md)
 
 When the stack is up, three lines go to stdout, ready for a shell:
 
@@ -43,14 +48,22 @@ in --data-dir if one was given (a temporary directory is removed).
 The MCPULSE_* variables already set in this shell are ignored: this command always starts
 its own services.
 
-Requires the Debian packages redis-server and clickhouse-server.`,
+The DSN exported for a cluster is its first host's (shard 1, replica 1); every host's DSN
+is listed on stderr. The stack creates no schema: run "mcpulse migrate up" against it, with
+"--cluster mcpulse_cluster" for a cluster.
+
+Requires the Debian packages redis-server and clickhouse-server, and zookeeper for a cluster.`,
 		Example: `  mcpulse stack                          # throw-away stack in a temporary directory
   mcpulse stack --data-dir ./.stack      # keep ClickHouse tables and server logs
-  mcpulse stack > stack.env &            # then: . ./stack.env`,
+  mcpulse stack > stack.env &            # then: . ./stack.env
+  mcpulse stack --shards 2 --replicas 2  # then: mcpulse migrate up --cluster mcpulse_cluster`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partitions < 1 || partitions > 10000 {
 				return fmt.Errorf("--partitions must be between 1 and 10000, got %d", partitions)
+			}
+			if shards < 1 || replicas < 1 || shards*replicas > 16 {
+				return fmt.Errorf("--shards and --replicas must be at least 1 and their product at most 16 servers, got %d × %d", shards, replicas)
 			}
 			level := slog.LevelWarn
 			if verbose {
@@ -62,6 +75,8 @@ Requires the Debian packages redis-server and clickhouse-server.`,
 			s, err := stack.Start(ctx, stack.Config{
 				DataDir:    dataDir,
 				Partitions: partitions,
+				Shards:     shards,
+				Replicas:   replicas,
 				Logger:     logger,
 			})
 			if err != nil {
@@ -76,6 +91,14 @@ Requires the Debian packages redis-server and clickhouse-server.`,
 				"mcpulse stack: up in %s, data and server logs in %s\n"+
 					"mcpulse stack: run the export lines above in another shell to use it; Ctrl-C stops the stack\n",
 				time.Since(began).Round(time.Millisecond), s.DataDir)
+			if cc := s.ClickHouseCluster; cc != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse stack: ClickHouse cluster %s, %d shards × %d replicas, ZooKeeper %s:\n",
+					cc.Name, cc.Shards, cc.Replicas, cc.ZooKeeperAddr)
+				for _, h := range cc.Hosts {
+					fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse stack:   shard %d replica %d  %s\n", h.Shard, h.Replica, h.DSN)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse stack: create the schema with: mcpulse migrate up --cluster %s\n", cc.Name)
+			}
 			// The servers get their own stop bounds (ClickHouse 20 s), so that a persistent
 			// --data-dir is left as they write it; a second Ctrl-C still kills at once.
 			shutdown.Allow(30 * time.Second)
@@ -91,6 +114,8 @@ Requires the Debian packages redis-server and clickhouse-server.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "",
 		"directory for the servers' data and logs, created if missing and kept on exit (default: a temporary directory, removed on exit)")
 	cmd.Flags().IntVar(&partitions, "partitions", 4, "partitions per Kafka topic")
+	cmd.Flags().IntVar(&shards, "shards", 1, "ClickHouse shards; above 1 (or --replicas above 1) runs a cluster with ZooKeeper")
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "ClickHouse replicas per shard")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log start-up and shutdown progress to stderr")
 	return cmd
 }
