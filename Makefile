@@ -1,21 +1,24 @@
-# Developer and CI entry points. "make test" needs redis-server and clickhouse-server, which
-# "make deps" installs from Debian when missing (DESIGN.md §7).
+# Developer and CI entry points. "make test" needs redis-server, clickhouse-server and
+# zookeeper (the ClickHouse cluster tests), which "make deps" installs from Debian when missing
+# (DESIGN.md §7).
 
 GO       ?= go
-PACKAGES := redis-server clickhouse-server clickhouse-client nodejs npm chromium
+PACKAGES := redis-server clickhouse-server clickhouse-client zookeeper nodejs npm chromium
 # sudo only when not already root.
 SUDO     := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 .PHONY: deps web chdb sdk test demo build screenshots
 
 # Installs whichever of $(PACKAGES) is missing; a package counts as present when its command
-# is found (on PATH or in /usr/sbin), or the newer single "clickhouse" binary stands in.
+# is found (on PATH or in /usr/sbin), or the newer single "clickhouse" binary stands in;
+# zookeeper counts when java runs and its jar is in /usr/share/java (stack/zookeeper.go).
 deps:
 	@have() { command -v "$$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$$1" ]; }; \
 	missing=""; \
 	have redis-server || missing="$$missing redis-server"; \
 	have clickhouse-server || have clickhouse || missing="$$missing clickhouse-server"; \
 	have clickhouse-client || have clickhouse || missing="$$missing clickhouse-client"; \
+	{ have java && [ -f /usr/share/java/zookeeper.jar ]; } || missing="$$missing zookeeper"; \
 	have node || missing="$$missing nodejs"; \
 	have npm || missing="$$missing npm"; \
 	have chromium || missing="$$missing chromium"; \
