@@ -21,6 +21,16 @@ const ReplicaPath = "/clickhouse/tables/{shard}/%s/%s"
 // macro.
 const ReplicaName = "{replica}"
 
+// ClusterWidePath is the Keeper path of a table replicated on every host of every shard
+// (schema_migrations): without {shard}, all hosts are replicas of one table, so what one host
+// records every host reads.
+const ClusterWidePath = "/clickhouse/tables/all/%s/%s"
+
+// ClusterWideReplicaName is the replica name of a ClusterWidePath table. Replica names must
+// differ among a table's replicas, and a {replica} macro need only differ within a shard
+// (many clusters name the replicas of every shard alike), so the shard is part of the name.
+const ClusterWideReplicaName = "{shard}-{replica}"
+
 var (
 	clusterNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 	// name is a plain or backquoted identifier, optionally database-qualified.
@@ -73,6 +83,12 @@ func quoteCluster(name string) string {
 // Any other statement is an error, so a migration of a new kind cannot silently skip hosts.
 // With cluster "", stmt is returned unchanged.
 func ClusterStatement(stmt, cluster string) (string, error) {
+	return clusterStatement(stmt, cluster, ReplicaPath, ReplicaName)
+}
+
+// clusterStatement is ClusterStatement with the replicated engine's path format (database and
+// table) and replica name as given.
+func clusterStatement(stmt, cluster, pathFormat, replicaName string) (string, error) {
 	if cluster == "" {
 		return stmt, nil
 	}
@@ -119,7 +135,7 @@ func ClusterStatement(stmt, cluster string) (string, error) {
 	if e[2] >= 0 {
 		family = out[e[2]:e[3]]
 	}
-	args := []string{"'" + fmt.Sprintf(ReplicaPath, db, table) + "'", "'" + ReplicaName + "'"}
+	args := []string{"'" + fmt.Sprintf(pathFormat, db, table) + "'", "'" + replicaName + "'"}
 	if e[4] < 0 { // ENGINE = MergeTree, without parentheses, or arguments the pattern cannot read
 		if strings.HasPrefix(strings.TrimSpace(out[e[1]:]), "(") {
 			return "", fmt.Errorf("table %s: engine arguments with parentheses are not supported", name)

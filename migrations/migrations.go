@@ -131,11 +131,17 @@ ENGINE = ReplacingMergeTree()
 ORDER BY version`,
 }
 
+// migrationsTableStatement is the index in Bootstrap of schema_migrations' CREATE TABLE.
+const migrationsTableStatement = 1
+
 // Options choose the variant of the schema Up creates.
 type Options struct {
 	// Cluster, when set, is the ClickHouse cluster (a remote_servers key) every statement
 	// runs ON CLUSTER, with replicated tables (ClusterStatement). Default: "", one server.
 	Cluster string
+	// PreflightTimeout bounds each check of the Preflight run before any statement on a
+	// cluster. Default: 0, DefaultPreflightTimeout (10 s).
+	PreflightTimeout time.Duration
 	// Below, when positive, stops before the migration of that version: only those below it
 	// are applied, leaving the schema an earlier release left (a database to upgrade, in
 	// tests of an upgrade). Default: 0, every migration.
@@ -153,7 +159,11 @@ func Up(ctx context.Context, conn driver.Conn, log *slog.Logger) ([]Migration, e
 }
 
 // UpWith is Up for the schema variant of opts. On a cluster, conn may be any host of it: the
-// statements run ON CLUSTER, and schema_migrations is itself replicated.
+// statements run ON CLUSTER, and schema_migrations is replicated on every host of every
+// shard (BootstrapForCluster). There it first runs Preflight and returns its error (a
+// *PreflightError naming each host down) before any statement, and reads the applied
+// versions after SYSTEM SYNC REPLICA, so a run right after another one through another host
+// sees what that one recorded.
 func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Options) ([]Migration, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -166,9 +176,23 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 	if err != nil {
 		return nil, err
 	}
+	if opts.Cluster != "" {
+		began := time.Now()
+		hosts, err := Preflight(ctx, conn, opts.Cluster, opts.PreflightTimeout)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("cluster preflight passed", "cluster", opts.Cluster, "hosts", len(hosts), "took", time.Since(began).Round(time.Millisecond))
+	}
 	for _, st := range bootstrap {
 		if err := conn.Exec(ctx, st); err != nil {
 			return nil, fmt.Errorf("prepare migrations table: %w", err)
+		}
+	}
+	if opts.Cluster != "" {
+		// Another host's records reach this replica asynchronously; wait for them.
+		if err := conn.Exec(ctx, "SYSTEM SYNC REPLICA "+Database+".schema_migrations"); err != nil {
+			return nil, fmt.Errorf("wait for the applied migrations to replicate: %w", err)
 		}
 	}
 	applied, err := AppliedVersions(ctx, conn)
@@ -269,12 +293,18 @@ func renameDone(ctx context.Context, conn driver.Conn, stmt string) (bool, error
 	return true, nil
 }
 
-// BootstrapForCluster returns Bootstrap rewritten by ClusterStatement.
+// BootstrapForCluster returns Bootstrap rewritten by ClusterStatement, except that
+// schema_migrations is replicated on every host of every shard (ClusterWidePath,
+// ClusterWideReplicaName), so "migrate up" run against any host sees every version applied.
 func BootstrapForCluster(cluster string) ([]string, error) {
 	out := make([]string, len(Bootstrap))
 	for i, st := range Bootstrap {
+		path, replica := ReplicaPath, ReplicaName
+		if i == migrationsTableStatement {
+			path, replica = ClusterWidePath, ClusterWideReplicaName
+		}
 		var err error
-		if out[i], err = ClusterStatement(st, cluster); err != nil {
+		if out[i], err = clusterStatement(st, cluster, path, replica); err != nil {
 			return nil, fmt.Errorf("bootstrap statement %d: %w", i+1, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +18,10 @@ func newMigrateCmd() *cobra.Command {
 		Use:   "migrate",
 		Short: "Manage the ClickHouse schema (database mcpulse)",
 	}
-	var dsn, cluster string
+	var (
+		dsn, cluster     string
+		preflightTimeout time.Duration
+	)
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Create or upgrade database mcpulse: raw tables, rollups, materialized views, analyst views",
@@ -27,7 +31,13 @@ idempotent and applied versions are skipped. Works on ClickHouse 18.16 and curre
 
 With --cluster NAME every statement runs ON CLUSTER NAME and every table is a
 Replicated*MergeTree under the {shard} and {replica} macros (docs/scaling.md); the hosts
-need those macros and ClickHouse Keeper. "mcpulse migrate sql --cluster NAME" prints the SQL.`,
+need those macros and ClickHouse Keeper. "mcpulse migrate sql --cluster NAME" prints the SQL.
+schema_migrations is one table replicated on every host of every shard, so a run through any
+host sees what a run through another recorded.
+
+Before any statement on a cluster, a preflight checks that the server migrated through
+reaches every host of NAME in its system.clusters and that each host reads ZooKeeper, each
+check bounded by --preflight-timeout; it fails naming every host down, and runs nothing.`,
 		Example: "  mcpulse migrate up\n  mcpulse migrate up --clickhouse clickhouse://default@127.0.0.1:9000/default\n  mcpulse migrate up --cluster mcpulse_cluster",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -41,8 +51,11 @@ need those macros and ClickHouse Keeper. "mcpulse migrate sql --cluster NAME" pr
 					return fmt.Errorf("--cluster: %w", err)
 				}
 			}
+			if preflightTimeout <= 0 {
+				return fmt.Errorf("--preflight-timeout must be positive, got %s", preflightTimeout)
+			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			applied, err := migrations.UpWith(ctx, conn, log, migrations.Options{Cluster: cluster})
+			applied, err := migrations.UpWith(ctx, conn, log, migrations.Options{Cluster: cluster, PreflightTimeout: preflightTimeout})
 			if err != nil {
 				return err
 			}
@@ -57,6 +70,7 @@ need those macros and ClickHouse Keeper. "mcpulse migrate sql --cluster NAME" pr
 	}
 	up.Flags().StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	up.Flags().StringVar(&cluster, "cluster", "", "create the replicated schema ON CLUSTER this cluster (a remote_servers name)")
+	up.Flags().DurationVar(&preflightTimeout, "preflight-timeout", migrations.DefaultPreflightTimeout, "with --cluster: bound of each preflight check (a host reached, ZooKeeper read)")
 
 	var sqlCluster string
 	sql := &cobra.Command{
