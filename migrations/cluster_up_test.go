@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/mcpulse/mcpulse/internal/stores"
@@ -143,11 +144,31 @@ func TestClusterUpWithAReplicaDownFailsFastNamingIt(t *testing.T) {
 		t.Fatalf("UpWith error %v, want a *PreflightError", err)
 	}
 	h := cc.Hosts[down]
-	want := "127.0.0.1:" + strconv.Itoa(h.TCPPort) + " (shard 2, replica 2) unreachable"
+	want := "127.0.0.1:" + itoa(h.TCPPort) + " (shard 2, replica 2) unreachable"
 	if len(pe.Unreachable) != 1 || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "bounded by 5s") {
 		t.Errorf("error names %d unreachable hosts:\n%v\nwant exactly %q and the bound 5s", len(pe.Unreachable), err, want)
 	}
 	if took > 10*time.Second {
 		t.Errorf("took %s to fail, want well under the 5 s bound of one check and the client's 60 s read timeout", took)
 	}
+
+	// Past the preflight, an ON CLUSTER statement waits for the host that is down for the DDL
+	// timeout, which arrives at 18.16 as asked (DDLTimeoutSettings), not for its default 180 s.
+	settings, err := migrations.DDLTimeoutSettings(conn, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began = time.Now()
+	err = conn.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(settings)), "CREATE DATABASE IF NOT EXISTS mcpulse_ddl_probe ON CLUSTER "+cc.Name)
+	took = time.Since(began)
+	t.Logf("ON CLUSTER with a host down and a 2 s DDL timeout: %s: %v", took.Round(time.Millisecond), err)
+	var ex *clickhouse.Exception
+	if !errors.As(err, &ex) || ex.Code != 159 {
+		t.Errorf("ON CLUSTER with a host down: %v, want TIMEOUT_EXCEEDED (159)", err)
+	}
+	if took < 2*time.Second || took > 8*time.Second {
+		t.Errorf("ON CLUSTER with a host down failed after %s, want about the 2 s DDL timeout", took)
+	}
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }

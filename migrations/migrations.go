@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -142,6 +144,11 @@ type Options struct {
 	// PreflightTimeout bounds each check of the Preflight run before any statement on a
 	// cluster. Default: 0, DefaultPreflightTimeout (10 s).
 	PreflightTimeout time.Duration
+	// DDLTimeout bounds how long each ON CLUSTER statement waits for every host to run it
+	// (whole seconds; DDLTimeoutSettings), after which it fails while the hosts that have not
+	// run it yet keep it in their DDL queue. Keep it under the connection's read timeout.
+	// Default: 0, DefaultDDLTimeout (30 s).
+	DDLTimeout time.Duration
 	// Below, when positive, stops before the migration of that version: only those below it
 	// are applied, leaving the schema an earlier release left (a database to upgrade, in
 	// tests of an upgrade). Default: 0, every migration.
@@ -176,6 +183,7 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 	if err != nil {
 		return nil, err
 	}
+	ddlCtx := ctx // the context of the schema statements: on a cluster, with the DDL timeout
 	if opts.Cluster != "" {
 		began := time.Now()
 		hosts, err := Preflight(ctx, conn, opts.Cluster, opts.PreflightTimeout)
@@ -183,10 +191,18 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 			return nil, err
 		}
 		log.Info("cluster preflight passed", "cluster", opts.Cluster, "hosts", len(hosts), "took", time.Since(began).Round(time.Millisecond))
+		if opts.DDLTimeout == 0 {
+			opts.DDLTimeout = DefaultDDLTimeout
+		}
+		settings, err := DDLTimeoutSettings(conn, opts.DDLTimeout)
+		if err != nil {
+			return nil, err
+		}
+		ddlCtx = clickhouse.Context(ctx, clickhouse.WithSettings(settings))
 	}
 	for _, st := range bootstrap {
-		if err := conn.Exec(ctx, st); err != nil {
-			return nil, fmt.Errorf("prepare migrations table: %w", err)
+		if err := conn.Exec(ddlCtx, st); err != nil {
+			return nil, fmt.Errorf("prepare migrations table: %w", ddlTimedOut(err, opts))
 		}
 	}
 	if opts.Cluster != "" {
@@ -216,13 +232,13 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 			return done, err
 		}
 		for i, st := range statements {
-			if err := conn.Exec(ctx, st); err != nil {
+			if err := conn.Exec(ddlCtx, st); err != nil {
 				if ran, _ := renameDone(ctx, conn, m.Statements[i]); ran {
 					log.Warn("migration statement failed, but its rename is done: taken as run by an earlier attempt",
 						"version", m.Version, "name", m.Name, "statement", i+1, "err", err)
 					continue
 				}
-				return done, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
+				return done, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, ddlTimedOut(err, opts))
 			}
 		}
 		if err := record(ctx, conn, m); err != nil {
@@ -232,6 +248,16 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 		done = append(done, m)
 	}
 	return done, nil
+}
+
+// ddlTimedOut explains a cluster statement that outlived Options.DDLTimeout (ClickHouse's
+// TIMEOUT_EXCEEDED, code 159, whose message counts the hosts that have not run it).
+func ddlTimedOut(err error, opts Options) error {
+	var ex *clickhouse.Exception
+	if opts.Cluster == "" || !errors.As(err, &ex) || ex.Code != 159 {
+		return err
+	}
+	return fmt.Errorf("not run by every host of cluster %s within the DDL timeout %s (the hosts that have not run it keep it in their DDL queue and run it when they can; rerun migrate up once they are back): %w", opts.Cluster, opts.DDLTimeout, err)
 }
 
 // renamePairRE matches one "db.source TO db.target" pair of a RENAME TABLE statement, each

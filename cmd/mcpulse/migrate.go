@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/internal/stores"
@@ -21,6 +22,7 @@ func newMigrateCmd() *cobra.Command {
 	var (
 		dsn, cluster     string
 		preflightTimeout time.Duration
+		ddlTimeout       time.Duration
 	)
 	up := &cobra.Command{
 		Use:   "up",
@@ -37,25 +39,32 @@ host sees what a run through another recorded.
 
 Before any statement on a cluster, a preflight checks that the server migrated through
 reaches every host of NAME in its system.clusters and that each host reads ZooKeeper, each
-check bounded by --preflight-timeout; it fails naming every host down, and runs nothing.`,
+check bounded by --preflight-timeout; it fails naming every host down, and runs nothing.
+Each ON CLUSTER statement then waits at most --ddl-timeout for every host to run it
+(distributed_ddl_task_timeout, sent so ClickHouse 18.16 and current releases read the same
+seconds); it must stay under the connection's read timeout (60s unless the DSN sets
+read_timeout).`,
 		Example: "  mcpulse migrate up\n  mcpulse migrate up --clickhouse clickhouse://default@127.0.0.1:9000/default\n  mcpulse migrate up --cluster mcpulse_cluster",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if cluster != "" {
+				if err := migrations.ValidClusterName(cluster); err != nil {
+					return fmt.Errorf("--cluster: %w", err)
+				}
+				if preflightTimeout <= 0 {
+					return fmt.Errorf("--preflight-timeout must be positive, got %s", preflightTimeout)
+				}
+				if err := checkDDLTimeout(ddlTimeout, dsn); err != nil {
+					return err
+				}
+			}
 			conn, err := stores.OpenClickHouse(ctx, dsn)
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			if cluster != "" {
-				if err := migrations.ValidClusterName(cluster); err != nil {
-					return fmt.Errorf("--cluster: %w", err)
-				}
-			}
-			if preflightTimeout <= 0 {
-				return fmt.Errorf("--preflight-timeout must be positive, got %s", preflightTimeout)
-			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			applied, err := migrations.UpWith(ctx, conn, log, migrations.Options{Cluster: cluster, PreflightTimeout: preflightTimeout})
+			applied, err := migrations.UpWith(ctx, conn, log, migrations.Options{Cluster: cluster, PreflightTimeout: preflightTimeout, DDLTimeout: ddlTimeout})
 			if err != nil {
 				return err
 			}
@@ -70,6 +79,7 @@ check bounded by --preflight-timeout; it fails naming every host down, and runs 
 	}
 	up.Flags().StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	up.Flags().StringVar(&cluster, "cluster", "", "create the replicated schema ON CLUSTER this cluster (a remote_servers name)")
+	up.Flags().DurationVar(&ddlTimeout, "ddl-timeout", migrations.DefaultDDLTimeout, "with --cluster: how long each statement waits for every host to run it (whole seconds)")
 	up.Flags().DurationVar(&preflightTimeout, "preflight-timeout", migrations.DefaultPreflightTimeout, "with --cluster: bound of each preflight check (a host reached, ZooKeeper read)")
 
 	var sqlCluster string
@@ -117,4 +127,21 @@ variant: ON CLUSTER NAME and Replicated*MergeTree engines, from the same migrati
 	sql.Flags().StringVar(&sqlCluster, "cluster", "", "print the replicated variant ON CLUSTER this cluster")
 	cmd.AddCommand(up, sql)
 	return groupOnly(cmd)
+}
+
+// checkDDLTimeout refuses a --ddl-timeout under a second, or one that would outlast the
+// connection's read timeout (the DSN's read_timeout, else the stores default): the client
+// would give up before the server's answer naming the hosts that did not run the statement.
+func checkDDLTimeout(d time.Duration, dsn string) error {
+	if d < time.Second {
+		return fmt.Errorf("--ddl-timeout must be at least 1s, got %s", d)
+	}
+	read := stores.DefaultClickHouseReadTimeout
+	if opts, err := clickhouse.ParseDSN(dsn); err == nil && opts.ReadTimeout > 0 {
+		read = opts.ReadTimeout
+	}
+	if d+5*time.Second > read {
+		return fmt.Errorf("--ddl-timeout %s must stay at least 5s under the connection's read timeout %s (set read_timeout in the DSN to raise it)", d, read)
+	}
+	return nil
 }

@@ -68,6 +68,10 @@ func ParseBrokers(s string) ([]string, error) {
 // holds this to).
 const DefaultClickHouseConns = 24
 
+// DefaultClickHouseReadTimeout is how long OpenClickHouse's connections wait for a server's
+// answer when the DSN sets no read_timeout.
+const DefaultClickHouseReadTimeout = 60 * time.Second
+
 // OpenClickHouse connects over the native protocol (the HTTP protocol fails on 18.16:
 // DESIGN.md §4) and pings. dsn is clickhouse://user:password@host:port/database?options.
 func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
@@ -83,7 +87,7 @@ func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
 		opts.DialTimeout = 5 * time.Second
 	}
 	if opts.ReadTimeout == 0 {
-		opts.ReadTimeout = 60 * time.Second
+		opts.ReadTimeout = DefaultClickHouseReadTimeout
 	}
 	if opts.MaxOpenConns == 0 {
 		opts.MaxOpenConns = DefaultClickHouseConns
