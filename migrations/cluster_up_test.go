@@ -71,13 +71,17 @@ func TestClusterUpThroughOneShardIsUpToDateThroughTheOther(t *testing.T) {
 	for i, h := range cc.Hosts {
 		conns[i] = openHost(t, h)
 	}
+	var before uint64 // the cluster is shared: with -count above 1 it is migrated already
+	if err := conns[0].QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", migrations.Database).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
 	began := time.Now()
 	applied, err := migrations.UpWith(ctx, conns[0], nil, migrations.Options{Cluster: cc.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("migrated a 2×2 cluster in %s", time.Since(began).Round(time.Millisecond))
-	if len(applied) != len(all) {
+	if before == 0 && len(applied) != len(all) {
 		t.Fatalf("first run applied %d migrations, want %d", len(applied), len(all))
 	}
 	for i := 2; i < len(cc.Hosts); i++ { // shard 2's hosts
