@@ -176,3 +176,52 @@ func TestClusterUpWithAReplicaDownFailsFastNamingIt(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// With ZooKeeper down, a cluster migration fails within the preflight's bound, naming every
+// host that cannot read it, and runs nothing.
+func TestClusterUpWithZooKeeperDownFailsNamingIt(t *testing.T) {
+	cc := cluster2x2(t)
+	ctx := context.Background()
+	conn := openHost(t, cc.Hosts[0])
+	if err := cc.StopZooKeeper(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	restart := func() {
+		if restarted {
+			return
+		}
+		restarted = true
+		if err := cc.StartZooKeeper(context.Background()); err != nil {
+			t.Errorf("restart zookeeper: %v", err)
+		}
+	}
+	t.Cleanup(restart)
+	began := time.Now()
+	_, err := migrations.UpWith(ctx, conn, nil, migrations.Options{Cluster: cc.Name, PreflightTimeout: 3 * time.Second})
+	took := time.Since(began)
+	t.Logf("failed in %s: %v", took.Round(time.Millisecond), err)
+	var pe *migrations.PreflightError
+	if !errors.As(err, &pe) {
+		t.Fatalf("UpWith error %v, want a *PreflightError", err)
+	}
+	if len(pe.NoZooKeeper) != len(cc.Hosts) || !strings.Contains(err.Error(), "cannot read ZooKeeper") || !strings.Contains(err.Error(), "bounded by 3s") {
+		t.Errorf("%d hosts without ZooKeeper in\n%v\nwant all %d, and the bound 3s", len(pe.NoZooKeeper), err, len(cc.Hosts))
+	}
+	if took > 8*time.Second {
+		t.Errorf("took %s to fail, want about the 3 s bound", took)
+	}
+	restart()
+	// The servers find ZooKeeper again: a preflight passes within a minute.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err = migrations.Preflight(ctx, conn, cc.Name, 3*time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("preflight still failing a minute after ZooKeeper came back: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("preflight passes %s after the failed run", time.Since(began).Round(time.Millisecond))
+}

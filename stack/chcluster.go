@@ -354,6 +354,36 @@ func (cc *ClickHouseCluster) StartHost(ctx context.Context, i int) error {
 	return nil
 }
 
+// StopZooKeeper stops the cluster's ZooKeeper (SIGTERM; SIGKILL after 10 s, reported as an
+// error); its data stay. It is an error when ZooKeeper is not running.
+func (cc *ClickHouseCluster) StopZooKeeper() error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.zk == nil || cc.zk.c.exited() {
+		return errors.New("devstack: zookeeper is not running")
+	}
+	err := cc.zk.c.stop(10 * time.Second)
+	cc.log.Info("devstack: zookeeper stopped", "err", err)
+	return err
+}
+
+// StartZooKeeper starts the cluster's ZooKeeper again after StopZooKeeper, on its port and
+// data, and waits until it answers as itself (the servers reconnect by themselves). It is an
+// error when ZooKeeper is running or its port was taken meanwhile.
+func (cc *ClickHouseCluster) StartZooKeeper(ctx context.Context) error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.zk == nil || !cc.zk.c.exited() {
+		return errors.New("devstack: zookeeper is running")
+	}
+	zk, err := startZooKeeper(ctx, cc.zk.java, cc.zk.jar, cc.zk.dir, cc.zk.port)
+	if err != nil {
+		return err
+	}
+	cc.zk = zk
+	return nil
+}
+
 // Close stops the servers (SIGTERM, SIGKILL after 20 s), then ZooKeeper, and removes a
 // temporary directory. It is idempotent and safe for concurrent use; later calls return the
 // first call's result.
