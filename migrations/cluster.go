@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	chparser "github.com/AfterShip/clickhouse-sql-parser/parser"
 )
 
 // The cluster variant of the schema (docs/scaling.md): the same migration files, each
@@ -33,23 +35,7 @@ const ClusterWideReplicaName = "{shard}-{replica}"
 
 var (
 	clusterNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
-	// name is a plain or backquoted identifier, optionally database-qualified.
-	nameRE = `((?:` + "`[^`]+`" + `|[A-Za-z_][A-Za-z0-9_]*)(?:\.(?:` + "`[^`]+`" + `|[A-Za-z_][A-Za-z0-9_]*))?)`
-	// ddlRE matches the start of a statement that ON CLUSTER applies to, up to the object's
-	// name, after which " ON CLUSTER c" goes.
-	ddlRE = regexp.MustCompile(`(?is)^\s*(?:CREATE\s+(?:DATABASE|TABLE|MATERIALIZED\s+VIEW|VIEW)|ALTER\s+TABLE|DROP\s+(?:DATABASE|TABLE|VIEW|DICTIONARY)|TRUNCATE\s+TABLE|OPTIMIZE\s+TABLE)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?` + nameRE)
-	// engineRE matches a MergeTree-family engine clause (new syntax) and its arguments.
-	engineRE = regexp.MustCompile(`(?i)\bENGINE\s*=\s*(Replacing|Aggregating|Summing|Collapsing|VersionedCollapsing|Graphite)?MergeTree\b(?:\s*\(([^()]*)\))?`)
-	// nullEngineRE matches the Null engine, which stores nothing: each host's Null table
-	// feeds that host's materialized views, whose TO tables are replicated, so it is created
-	// on every host as it is.
-	nullEngineRE = regexp.MustCompile(`(?i)\bENGINE\s*=\s*Null\b`)
-	// insertRE matches statements that need no rewriting: data written on one replica is
-	// copied to the others by replication.
-	insertRE      = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s`)
-	createTableRE = regexp.MustCompile(`(?is)^\s*CREATE\s+TABLE\s`)
-	createMVRE    = regexp.MustCompile(`(?is)^\s*CREATE\s+MATERIALIZED\s+VIEW\s`)
-	// renameRE matches RENAME TABLE, whose ON CLUSTER clause comes after the last pair.
+	// renameRE matches RENAME TABLE (renameDone reads its pairs).
 	renameRE = regexp.MustCompile(`(?is)^\s*RENAME\s+TABLE\s`)
 )
 
@@ -76,12 +62,19 @@ func quoteCluster(name string) string {
 //
 //   - CREATE DATABASE/TABLE/VIEW/MATERIALIZED VIEW, ALTER TABLE, DROP, TRUNCATE and OPTIMIZE
 //     get ON CLUSTER cluster after the object's name (a TO view keeps its TO target);
+//     RENAME TABLE gets it after its last pair;
 //   - a table's XMergeTree(args) engine becomes ReplicatedXMergeTree(ReplicaPath,
 //     ReplicaName, args); a Null table (it stores nothing) keeps its engine;
 //   - INSERT statements are kept as they are (replication copies their rows).
 //
-// Any other statement is an error, so a migration of a new kind cannot silently skip hosts.
-// With cluster "", stmt is returned unchanged.
+// The statement is parsed with the ClickHouse SQL parser (AfterShip clickhouse-sql-parser),
+// which finds the name and the engine; the clauses are spliced into the statement's own text
+// there, so everything else stays as written (the parser's printer would reformat it, and
+// changes some statements: docs/DESIGN.md §8).
+//
+// Any other statement, one that does not parse, or one already ON CLUSTER is an error, so a
+// migration of a new kind cannot silently skip hosts. With cluster "", stmt is returned
+// unchanged.
 func ClusterStatement(stmt, cluster string) (string, error) {
 	return clusterStatement(stmt, cluster, ReplicaPath, ReplicaName)
 }
@@ -95,57 +88,111 @@ func clusterStatement(stmt, cluster, pathFormat, replicaName string) (string, er
 	if err := ValidClusterName(cluster); err != nil {
 		return "", err
 	}
-	if insertRE.MatchString(stmt) {
-		return stmt, nil
+	stmts, err := chparser.NewParser(stmt).ParseStmts()
+	if err != nil {
+		return "", fmt.Errorf("statement %q does not parse: %w", firstLine(stmt), err)
 	}
-	if renameRE.MatchString(stmt) {
-		if strings.Contains(strings.ToUpper(stmt), " ON CLUSTER ") {
+	if len(stmts) != 1 {
+		return "", fmt.Errorf("want one statement, parsed %d: %q", len(stmts), firstLine(stmt))
+	}
+	onCluster := " ON CLUSTER " + quoteCluster(cluster)
+	// at inserts ON CLUSTER after the name ending at end (the parser's end of a backquoted
+	// name stops before its closing backquote).
+	at := func(end chparser.Pos, already *chparser.ClusterClause) (string, error) {
+		if already != nil {
 			return "", fmt.Errorf("statement already has ON CLUSTER: %q", firstLine(stmt))
 		}
-		return strings.TrimRight(stmt, " \t\n;") + " ON CLUSTER " + quoteCluster(cluster), nil
+		i := int(end)
+		if i < len(stmt) && stmt[i] == '`' {
+			i++
+		}
+		return stmt[:i] + onCluster + stmt[i:], nil
 	}
-	loc := ddlRE.FindStringSubmatchIndex(stmt)
-	if loc == nil {
-		return "", fmt.Errorf("no cluster form for statement %q", firstLine(stmt))
+	switch n := stmts[0].(type) {
+	case *chparser.InsertStmt:
+		return stmt, nil
+	case *chparser.RenameStmt:
+		if n.OnCluster != nil {
+			return "", fmt.Errorf("statement already has ON CLUSTER: %q", firstLine(stmt))
+		}
+		return strings.TrimRight(stmt, " \t\n;") + onCluster, nil
+	case *chparser.CreateDatabase:
+		return at(n.Name.End(), n.OnCluster)
+	case *chparser.CreateView:
+		return at(n.Name.End(), n.OnCluster)
+	case *chparser.CreateMaterializedView:
+		if n.Engine != nil || n.Destination == nil {
+			return "", fmt.Errorf("materialized view %s: give it a TO table, whose engine is replicated; an inner table's is not", n.Name.String())
+		}
+		return at(n.Name.End(), n.OnCluster)
+	case *chparser.AlterTable:
+		return at(n.TableIdentifier.End(), n.OnCluster)
+	case *chparser.DropStmt:
+		return at(n.Name.End(), n.OnCluster)
+	case *chparser.TruncateTable:
+		return at(n.Name.End(), n.OnCluster)
+	case *chparser.OptimizeStmt:
+		return at(n.Table.End(), n.OnCluster)
+	case *chparser.CreateTable:
+		return clusterTable(stmt, n, onCluster, pathFormat, replicaName)
 	}
-	if strings.Contains(strings.ToUpper(stmt[loc[1]:]), " ON CLUSTER ") {
+	return "", fmt.Errorf("no cluster form for statement %q", firstLine(stmt))
+}
+
+// replicable are the MergeTree engines that have a Replicated form, by lower-case name.
+var replicable = map[string]bool{}
+
+func init() {
+	for _, f := range []string{"", "Replacing", "Aggregating", "Summing", "Collapsing", "VersionedCollapsing", "Graphite"} {
+		replicable[strings.ToLower(f+"MergeTree")] = true
+	}
+}
+
+// clusterTable is clusterStatement for CREATE TABLE t: ON CLUSTER after the name and the
+// engine replicated, its arguments kept as written after the replication path and replica.
+func clusterTable(stmt string, t *chparser.CreateTable, onCluster, pathFormat, replicaName string) (string, error) {
+	name := t.Name.String()
+	if t.OnCluster != nil {
 		return "", fmt.Errorf("statement already has ON CLUSTER: %q", firstLine(stmt))
 	}
-	name := stmt[loc[2]:loc[3]]
-	out := stmt[:loc[1]] + " ON CLUSTER " + quoteCluster(cluster) + stmt[loc[1]:]
-	if createMVRE.MatchString(stmt) && engineRE.MatchString(stmt) {
-		return "", fmt.Errorf("materialized view %s: give it a TO table, whose engine is replicated; an inner table's is not", name)
+	if t.Engine == nil {
+		return "", fmt.Errorf("table %s: want a MergeTree-family or Null engine, found none", name)
 	}
-	if !createTableRE.MatchString(stmt) {
-		return out, nil
+	nameEnd := int(t.Name.End())
+	if nameEnd < len(stmt) && stmt[nameEnd] == '`' {
+		nameEnd++
 	}
-	engines := engineRE.FindAllStringSubmatchIndex(out, -1)
-	if len(engines) == 0 && len(nullEngineRE.FindAllStringIndex(out, -1)) == 1 {
-		return out, nil
+	if strings.EqualFold(t.Engine.Name, "Null") {
+		return stmt[:nameEnd] + onCluster + stmt[nameEnd:], nil
 	}
-	if len(engines) != 1 {
-		return "", fmt.Errorf("table %s: want one MergeTree-family ENGINE clause, found %d", name, len(engines))
+	if !replicable[strings.ToLower(t.Engine.Name)] {
+		return "", fmt.Errorf("table %s: engine %s has no replicated form; want a MergeTree-family or Null engine", name, t.Engine.Name)
 	}
-	db, table, ok := strings.Cut(strings.ReplaceAll(name, "`", ""), ".")
-	if !ok {
+	if t.Name.Database == nil {
 		return "", fmt.Errorf("table %s: want a database-qualified name", name)
 	}
-	e := engines[0]
-	family := ""
-	if e[2] >= 0 {
-		family = out[e[2]:e[3]]
+	// The engine's name follows ENGINE and "="; its arguments run to the closing parenthesis.
+	from := int(t.Engine.EnginePos) + len("ENGINE")
+	for from < len(stmt) && (stmt[from] == ' ' || stmt[from] == '\t' || stmt[from] == '\n' || stmt[from] == '\r' || stmt[from] == '=') {
+		from++
 	}
-	args := []string{"'" + fmt.Sprintf(pathFormat, db, table) + "'", "'" + replicaName + "'"}
-	if e[4] < 0 { // ENGINE = MergeTree, without parentheses, or arguments the pattern cannot read
-		if strings.HasPrefix(strings.TrimSpace(out[e[1]:]), "(") {
-			return "", fmt.Errorf("table %s: engine arguments with parentheses are not supported", name)
+	to := from + len(t.Engine.Name)
+	if to > len(stmt) || !strings.EqualFold(stmt[from:to], t.Engine.Name) || from <= nameEnd {
+		return "", fmt.Errorf("BUG: table %s: the parser's engine position does not hold %s", name, t.Engine.Name)
+	}
+	args := []string{"'" + fmt.Sprintf(pathFormat, unquote(t.Name.Database.Name), unquote(t.Name.Table.Name)) + "'", "'" + replicaName + "'"}
+	if p := t.Engine.Params; p != nil {
+		if a := strings.TrimSpace(stmt[p.LeftParenPos+1 : p.RightParenPos]); a != "" {
+			args = append(args, a)
 		}
-	} else if a := strings.TrimSpace(out[e[4]:e[5]]); a != "" {
-		args = append(args, a)
+		to = int(p.RightParenPos) + 1
 	}
-	engine := "ENGINE = Replicated" + family + "MergeTree(" + strings.Join(args, ", ") + ")"
-	return out[:e[0]] + engine + out[e[1]:], nil
+	engine := "Replicated" + t.Engine.Name + "(" + strings.Join(args, ", ") + ")"
+	return stmt[:nameEnd] + onCluster + stmt[nameEnd:from] + engine + stmt[to:], nil
 }
+
+// unquote drops the backquotes of an identifier the parser kept them on.
+func unquote(s string) string { return strings.Trim(s, "`") }
 
 // ForCluster returns m's statements rewritten by ClusterStatement (m's own with cluster "").
 func (m Migration) ForCluster(cluster string) ([]string, error) {

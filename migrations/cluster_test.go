@@ -159,7 +159,8 @@ func TestClusterStatementRefusesWhatItCannotRewrite(t *testing.T) {
 		{"cluster name with a quote", "CREATE DATABASE IF NOT EXISTS mcpulse", "a`b"},
 		{"unknown statement", "SYSTEM RELOAD DICTIONARIES", "prod"},
 		{"table without database", "CREATE TABLE t (a UInt8) ENGINE = MergeTree() ORDER BY a", "prod"},
-		{"engine with nested arguments", "CREATE TABLE d.t (a UInt8) ENGINE = SummingMergeTree((a)) ORDER BY a", "prod"},
+		{"statement that does not parse", "CREATE TABLE d.t (a UInt8 ENGINE = MergeTree ORDER BY a", "prod"},
+		{"two statements", "CREATE DATABASE a; CREATE DATABASE b", "prod"},
 		{"log engine", "CREATE TABLE d.t (a UInt8) ENGINE = Log", "prod"},
 		{"already on cluster", "CREATE VIEW d.v ON CLUSTER other AS SELECT 1", "prod"},
 		{"materialized view with an inner table", "CREATE MATERIALIZED VIEW d.v ENGINE = MergeTree() ORDER BY a AS SELECT 1 AS a", "prod"},
@@ -171,6 +172,12 @@ func TestClusterStatementRefusesWhatItCannotRewrite(t *testing.T) {
 	got, err := migrations.ClusterStatement("CREATE TABLE IF NOT EXISTS d.in (a UInt8) ENGINE = Null", "prod")
 	if want := "CREATE TABLE IF NOT EXISTS d.in ON CLUSTER prod (a UInt8) ENGINE = Null"; err != nil || got != want {
 		t.Errorf("Null table: %q, %v; want %q (nothing to replicate)", got, err, want)
+	}
+	// The parser finds the engine's arguments, nested parentheses included, and backquoted
+	// names; the statement's own text is kept around them.
+	got, err = migrations.ClusterStatement("CREATE TABLE IF NOT EXISTS `d`.`t`\n(a UInt8)\nENGINE = SummingMergeTree((a))\nORDER BY a", "prod")
+	if want := "CREATE TABLE IF NOT EXISTS `d`.`t` ON CLUSTER prod\n(a UInt8)\nENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/d/t', '{replica}', (a))\nORDER BY a"; err != nil || got != want {
+		t.Errorf("nested engine arguments, backquoted name:\n got %q, %v\nwant %q", got, err, want)
 	}
 	got, err = migrations.ClusterStatement("INSERT INTO d.t SELECT 1", "prod")
 	if err != nil || got != "INSERT INTO d.t SELECT 1" {
