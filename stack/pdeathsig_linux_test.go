@@ -21,16 +21,32 @@ const prSetChildSubreaper = 36
 // TestChildrenDieWithTheParent runs a helper process that starts a stack, kills it with
 // SIGKILL (no Close, no cleanup), and checks the kernel took its servers down too.
 func TestChildrenDieWithTheParent(t *testing.T) {
-	if os.Getenv("DEVSTACK_HELPER") == "1" {
+	if os.Getenv("DEVSTACK_HELPER") != "" {
 		t.Skip("helper process only runs TestHelperProcessHoldsAStack")
 	}
+	killHelperAndCheckItsChildren(t, "1", 2)
+}
+
+// The same for a stack with a ClickHouse cluster: redis, ZooKeeper and two clickhouse-servers.
+func TestClusterChildrenDieWithTheParent(t *testing.T) {
+	if os.Getenv("DEVSTACK_HELPER") != "" {
+		t.Skip("helper process only runs TestHelperProcessHoldsAStack")
+	}
+	_, _, err := findZooKeeper()
+	SkipOrFail(t, err)
+	killHelperAndCheckItsChildren(t, "cluster", 4)
+}
+
+// killHelperAndCheckItsChildren runs the helper in mode (DEVSTACK_HELPER), reads the want
+// pids of its servers, kills it and checks they die.
+func killHelperAndCheckItsChildren(t *testing.T, mode string, want int) {
 	// Become the orphans' reaper, so the killed helper's servers come back to this process
 	// (rather than to init) and can be reaped here instead of lingering as zombies.
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		t.Fatalf("prctl(PR_SET_CHILD_SUBREAPER): %v", errno)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessHoldsAStack$", "-test.v")
-	cmd.Env = append(os.Environ(), "DEVSTACK_HELPER=1")
+	cmd.Env = append(os.Environ(), "DEVSTACK_HELPER="+mode)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +69,7 @@ func TestChildrenDieWithTheParent(t *testing.T) {
 			break
 		}
 	}
-	if len(pids) != 2 {
+	if len(pids) != want {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("helper did not report its server pids")
@@ -76,15 +92,33 @@ func TestChildrenDieWithTheParent(t *testing.T) {
 
 // TestHelperProcessHoldsAStack is the helper for TestChildrenDieWithTheParent.
 func TestHelperProcessHoldsAStack(t *testing.T) {
-	if os.Getenv("DEVSTACK_HELPER") != "1" {
+	mode := os.Getenv("DEVSTACK_HELPER")
+	if mode == "" {
 		t.Skip("only run as the helper process of TestChildrenDieWithTheParent")
 	}
-	s, err := Start(context.Background(), Config{})
+	cfg := Config{}
+	if mode == "cluster" {
+		cfg.Replicas = 2
+	}
+	s, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The parent removes the data dir: this process dies without running Close.
-	fmt.Printf("PIDS %d %d %s\n", s.redis.pid(), s.ch.pid(), s.DataDir)
+	pids := []int{s.redis.pid()}
+	if cc := s.ClickHouseCluster; cc != nil {
+		pids = append(pids, cc.zk.c.pid())
+		for _, c := range cc.servers {
+			pids = append(pids, c.pid())
+		}
+	} else {
+		pids = append(pids, s.ch.pid())
+	}
+	fmt.Print("PIDS")
+	for _, p := range pids {
+		fmt.Printf(" %d", p)
+	}
+	fmt.Printf(" %s\n", s.DataDir)
 	time.Sleep(time.Minute)
 	t.Error("helper was not killed")
 }
