@@ -117,6 +117,9 @@ type recruitRec struct {
 	respondedTxt string    // "" when responded_at is absent (defaults to the timestamp)
 	sentAt       time.Time // the invitation's send time (funnel cohort)
 	diag         *diagRec
+	// protocol and client are an invitation's $mcp_protocol_version and $mcp_client_name
+	// ("" absent): the SDK's session properties, which tell its protocol path.
+	protocol, client string
 }
 
 // kv is one property: key and raw JSON value, or a string to quote when str.
@@ -193,6 +196,12 @@ func (e *event) appendProperties(p []kv) []kv {
 		sv("feature_flag", r.featureFlag))
 	if r.instanceURL != "" {
 		p = append(p, sv("instance_url", r.instanceURL))
+	}
+	if r.client != "" {
+		p = append(p, sv("$mcp_client_name", r.client))
+	}
+	if r.protocol != "" {
+		p = append(p, sv("$mcp_protocol_version", r.protocol))
 	}
 	if e.name == evResponse {
 		p = append(p, sv("response", r.response))
