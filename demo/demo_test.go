@@ -45,6 +45,13 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	if len(expected.Suppression) == 0 || len(expected.Funnel) == 0 || len(expected.IgnoredKeys) == 0 || len(expected.GateReasons) == 0 {
 		t.Errorf("expected outcome lacks suppression records, funnel, ignored keys or gate reasons")
 	}
+	paths := map[string]int64{}
+	for _, r := range expected.FunnelByPath {
+		paths[r.Path] += r.Invitations
+	}
+	if paths["input_required"] == 0 || paths["sse_elicitation_create"] == 0 {
+		t.Errorf("expected funnel by path lacks invitations of a protocol path: %v", paths)
+	}
 	failedReads := int64(0)
 	for _, r := range expected.SDKEvents {
 		if r.Kind == "resource_read" {
@@ -85,6 +92,7 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	// (raw tables) are taken as observed.
 	recomputed.EventsByKind, recomputed.Tables, recomputed.Suppression = observed.EventsByKind, observed.Tables, observed.Suppression
 	recomputed.ServedSchemas, recomputed.SDKEvents = observed.ServedSchemas, observed.SDKEvents
+	recomputed.FunnelByPath = observed.FunnelByPath // computed from the raw table already
 	for _, m := range outcome.Compare(recomputed, observed, time.Now()) {
 		t.Errorf("rollup differs from its recomputation: %s", m)
 	}
