@@ -313,6 +313,83 @@ func TestFunnelEqualsExpectedOutcome(t *testing.T) {
 	}
 }
 
+// The funnel split by protocol path and client adds up, row by row, to the unsplit funnel
+// under every filter both take (on ClickHouse 18.16, over the generated corpus), holds
+// invitations of both protocol paths, and over the whole range equals the generator's
+// expected outcome (recruitment_funnel_by_path), people included.
+func TestFunnelByPathSumsToFunnel(t *testing.T) {
+	withDemoData(t)
+	funnel := panelByID(t, "recruitment-campaigns", "funnel")
+	byPath := panelByID(t, "recruitment-campaigns", "funnel-by-path")
+	steps := []string{"sent", "first_opens", "answered", "accepted", "declined", "cancelled", "unanswered"}
+	end := demoData.end
+	campaign := demoData.expected.Funnel[0].CampaignID
+	for _, f := range []Filters{
+		{},
+		{From: end.Add(-30 * time.Hour), To: end.Add(-6 * time.Hour)},
+		{Campaign: campaign},
+		{From: end.Add(-48 * time.Hour), Campaign: campaign},
+		{From: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2001, 1, 2, 0, 0, 0, 0, time.UTC)},
+	} {
+		sum := func(res *Result) []float64 {
+			out := make([]float64, len(steps))
+			for _, row := range res.Rows {
+				for i, c := range steps {
+					out[i] += num(row[col(t, res, c)])
+				}
+			}
+			return out
+		}
+		whole, split := run(t, funnel, f), run(t, byPath, f)
+		if w, s := sum(whole), sum(split); !slices.Equal(w, s) {
+			t.Errorf("filters %+v: the rows by path sum to %v (%v), the funnel to %v", f, s, steps, w)
+		}
+		if f.From.Year() == 2001 && len(split.Rows) != 0 {
+			t.Errorf("filters %+v: %d rows over a range without data", f, len(split.Rows))
+		}
+	}
+
+	res := run(t, byPath, Filters{})
+	got := map[string][8]float64{}
+	perPath := map[string]float64{}
+	for _, row := range res.Rows {
+		var g [8]float64
+		for i, c := range []string{"sent", "people", "first_opens", "answered", "accepted", "declined", "cancelled", "unanswered"} {
+			g[i] = num(row[col(t, res, c)])
+		}
+		path := row[col(t, res, "path")].(string)
+		got[path+" "+row[col(t, res, "client")].(string)] = g
+		perPath[path] += g[0]
+		if sent := g[0]; sent > 0 {
+			if r := row[col(t, res, "accept_rate")]; r == nil || math.Abs(num(r)-g[4]/sent) > 1e-9 {
+				t.Errorf("%s: accept rate %v, want %v / %v", path, r, g[4], sent)
+			}
+		}
+	}
+	t.Logf("invitations per path: %v; rows: %v", perPath, got)
+	if perPath["input_required"] == 0 || perPath["sse_elicitation_create"] == 0 {
+		t.Errorf("invitations per path %v: want both protocol paths", perPath)
+	}
+	want := map[string][8]float64{}
+	for _, r := range demoData.expected.FunnelByPath {
+		want[r.Path+" "+r.ClientName] = [8]float64{float64(r.Invitations), float64(r.People), float64(r.FirstOpens),
+			float64(r.Answered), float64(r.Accepted), float64(r.Declined), float64(r.Cancelled), float64(r.Unanswered)}
+	}
+	if len(want) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("funnel by path %v, expected outcome %v", got, want)
+	}
+	// A client filter keeps that client's rows, the same figures.
+	res = run(t, byPath, Filters{Client: "cursor"})
+	if len(res.Rows) == 0 {
+		t.Fatal("no row for client cursor")
+	}
+	for _, row := range res.Rows {
+		if k := row[col(t, res, "path")].(string) + " " + row[col(t, res, "client")].(string); num(row[col(t, res, "sent")]) != want[k][0] {
+			t.Errorf("client filter: %s sent %v, want %v", k, row[col(t, res, "sent")], want[k][0])
+		}
+	}
+}
+
 // The ignored-key rate panels equal the generator's expected outcome: per tool, and per tool
 // and hour, summed over clients (or for one client).
 func TestIgnoredKeyRatesEqualExpectedOutcome(t *testing.T) {
