@@ -3,7 +3,7 @@
 -- minutes and how they ended (accept, decline, cancel, or no answer within 10 minutes), counted
 -- once per invitation, with the conversions from the invitations sent. The path is read from
 -- the invitation's own `$mcp_protocol_version` (its properties column: the SDK's session
--- property, no column of its own), and this CASE is the one place it is mapped (DESIGN.md §8):
+-- property, no column of its own), and this multiIf is the one place it is mapped (DESIGN.md §8):
 -- 2026-07-28 and later date-shaped revisions answer with an `input_required` result
 -- (input_required); the earlier revisions the MCP servers invite on send an SSE
 -- `elicitation/create` request (sse_elicitation_create); anything else, or none, is unknown.
@@ -13,8 +13,11 @@
 -- panel_campaign_funnel's (an open or response whose invitation is not stored is in the
 -- unknown path, client 'unknown', by its own day); people are distinct per row, so a person
 -- reached on two paths or clients counts in each. Cohort by the invitation's UTC send day, as
--- panel_campaign_funnel. Parameters, in order: from, to (DateTime UTC: the days starting
--- from..to, both included), campaign twice, client twice (String, '' = all).
+-- panel_campaign_funnel. The raw table is read without FINAL: every figure is a distinct count
+-- of ids or a least value, which a row stored twice (same uuid, same event) changes nothing
+-- of, and FINAL doubled the time (DESIGN.md §8). Parameters, in order: from, to (DateTime
+-- UTC: the days starting from..to, both included), campaign twice, client twice (String, ''
+-- = all).
 SELECT
     multiIf(
         match(protocol_version, '^[0-9]{4}-[0-9]{2}-[0-9]{2}$') AND protocol_version >= '2026-07-28', 'input_required',
@@ -36,7 +39,7 @@ SELECT
 FROM
 (
     SELECT kind, timestamp, campaign_id, invitation_id, distinct_id, response, responded_at
-    FROM mcpulse.recruitment_events FINAL
+    FROM mcpulse.recruitment_events
 ) AS events
 ANY LEFT JOIN
 (
@@ -46,7 +49,7 @@ ANY LEFT JOIN
         1 AS has_invitation,
         argMin(visitParamExtractString(properties, '$mcp_protocol_version'), timestamp) AS protocol_version,
         argMin(visitParamExtractString(properties, '$mcp_client_name'), timestamp) AS invitation_client
-    FROM mcpulse.recruitment_events FINAL
+    FROM mcpulse.recruitment_events
     WHERE kind = 'invitation_sent'
     GROUP BY invitation_id
 ) AS invitations USING invitation_id
