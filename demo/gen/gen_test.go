@@ -674,3 +674,19 @@ func TestDemoShapeShowsMisuse(t *testing.T) {
 		}
 	}
 }
+
+// ProtocolPath restates panel_campaign_funnel_by_path's mapping: date-shaped revisions from
+// 2026-07-28 on take the input_required path, the earlier revisions invited on the SSE
+// elicitation/create path, anything else is unknown.
+func TestProtocolPath(t *testing.T) {
+	for v, want := range map[string]string{
+		"2026-07-28": "input_required", "2027-01-15": "input_required",
+		"2025-11-25": "sse_elicitation_create", "2025-06-18": "sse_elicitation_create",
+		"2025-03-26": "sse_elicitation_create", "2024-11-05": "sse_elicitation_create",
+		"": "unknown", "DRAFT-2026-v2": "unknown", "2025-10-01": "unknown", "2026-07-28 ": "unknown", "2026-7-280": "unknown",
+	} {
+		if got := ProtocolPath(v); got != want {
+			t.Errorf("ProtocolPath(%q) = %q, want %q", v, got, want)
+		}
+	}
+}
