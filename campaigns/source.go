@@ -31,8 +31,13 @@ type Given struct {
 	ExclusionCohort, Host, ProjectID bool
 }
 
-// ErrNoSource is ResolveSource's error when neither a file nor a project is given.
-var ErrNoSource = errors.New("no flag source: give a flags file, or a PostHog project id with a personal API key in $" + EnvPersonalAPIKey)
+// ResolveSource's errors: neither a file nor a project given, both given, a negative cohort
+// id (wrapped with the id).
+var (
+	ErrNoSource       = errors.New("no flag source: give a flags file, or a PostHog project id with a personal API key in $" + EnvPersonalAPIKey)
+	ErrTwoSources     = errors.New("give a flags file or a PostHog project id, not both")
+	ErrNegativeCohort = errors.New("not a cohort id")
+)
 
 // ResolveSource completes s with the campaigns.yaml at configPath ("" reads none): its
 // exclusion_cohort, posthog.host and posthog.project_id fill the fields not given explicitly
@@ -61,11 +66,11 @@ func ResolveSource(s Source, configPath string, given Given) (Source, error) {
 	}
 	switch {
 	case s.File != "" && s.ProjectID != "":
-		return s, errors.New("give a flags file or a PostHog project id, not both")
+		return s, ErrTwoSources
 	case s.File == "" && s.ProjectID == "":
 		return s, ErrNoSource
 	case s.ExclusionCohort < 0:
-		return s, fmt.Errorf("exclusion cohort %s is not a cohort id", strconv.FormatInt(s.ExclusionCohort, 10))
+		return s, fmt.Errorf("exclusion cohort %s: %w", strconv.FormatInt(s.ExclusionCohort, 10), ErrNegativeCohort)
 	}
 	return s, nil
 }
