@@ -8,7 +8,7 @@
 SELECT
     variant AS campaign_id,
     first_seen,
-    last_seen,
+    last_seen AS version_last_seen,
     substring(payload_sha256, 1, 12) AS payload_hash,
     removed AS payload_removed
 FROM mcpulse.flag_payload_versions FINAL
