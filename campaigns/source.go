@@ -75,10 +75,13 @@ func ResolveSource(s Source, configPath string, given Given) (Source, error) {
 	return s, nil
 }
 
-// Load reads the flags of s: the file (stdin for "-"), or every page of PostHog's
-// feature-flags API (Fetch) with the key read through getenv (nil: os.Getenv). Errors are
-// ReadFile's and Fetch's.
+// Load reads the flags of s: the file (stdin for "-"; an error when stdin is nil), or every
+// page of PostHog's feature-flags API (Fetch) with the key read through getenv (nil:
+// os.Getenv). Errors are ReadFile's and Fetch's.
 func (s Source) Load(ctx context.Context, stdin io.Reader, getenv func(string) string) ([]Flag, error) {
+	if s.File == "-" && stdin == nil {
+		return nil, errors.New("flags file -: no standard input to read")
+	}
 	if s.File != "" {
 		return ReadFile(s.File, stdin)
 	}

@@ -199,6 +199,9 @@ func (l campaignsLintFlags) job(f *pflag.FlagSet) (*jobs.CampaignsLint, error) {
 	if l.retention <= 0 {
 		return nil, fmt.Errorf("--campaigns-lint-retention must be positive, got %s (e.g. 720h for 30 days)", l.retention)
 	}
+	if l.file == "-" {
+		return nil, errors.New("--flags-file -: the scheduler re-reads the file at every run, so it cannot be standard input")
+	}
 	src, err := campaigns.ResolveSource(campaigns.Source{File: l.file, ProjectID: l.project, Host: l.host, ExclusionCohort: l.cohort}, l.config,
 		campaigns.Given{ExclusionCohort: f.Changed("exclusion-cohort"), Host: f.Changed("campaigns-posthog-host"), ProjectID: f.Changed("campaigns-project-id")})
 	switch {

@@ -102,6 +102,7 @@ func TestSchedulerCampaignsLintFlags(t *testing.T) {
 		{"--flags-file", "flags.json", "--campaigns-project-id", "2"},
 		{"--flags-file", "flags.json", "--exclusion-cohort", "-1"},
 		{"--flags-file", "flags.json", "--campaigns-lint-retention", "0s"},
+		{"--flags-file", "-"},
 		{"--campaigns-config", noProject},
 	} {
 		if j, err := parse(args...); err == nil {
