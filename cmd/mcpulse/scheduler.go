@@ -75,7 +75,7 @@ func newSchedulerCmd() *cobra.Command {
                  --campaigns-lint-retention are deleted. The alerts campaign-cannot-recruit
                  and campaign-lost-exclusion fire from them; the recruitment dashboard shows
                  each campaign's lint state and payload changes. The personal API key is read
-                 from $` + campaigns.EnvPersonalAPIKey + ` (or the variable the config names)
+                 from $` + campaigns.EnvPersonalAPIKey + ` (or the variable the config names).
 
 Every job runs once per period across scheduler replicas sharing the Redis (a lock per job
 while it runs, and its last start kept for one period). A panicking run is logged and the
@@ -87,7 +87,8 @@ runs on the machine's local time unless it starts with CRON_TZ=<zone> (or TZ=<zo
 daylight-saving days: a time the clocks skip runs when they land (02:30 runs at 03:00), a time
 they repeat runs at its first occurrence only. @every counts elapsed time.`,
 		Example: "  mcpulse scheduler\n  mcpulse scheduler --reconcile '@every 5m' --contact-audit ''\n" +
-			"  MCPULSE_ALERT_SLACK_URL=https://hooks.slack.com/services/... mcpulse scheduler --alert-receivers alert-receivers.yaml",
+			"  MCPULSE_ALERT_SLACK_URL=https://hooks.slack.com/services/... mcpulse scheduler --alert-receivers alert-receivers.yaml\n" +
+			"  " + campaigns.EnvPersonalAPIKey + "=phx_... mcpulse scheduler --campaigns-config campaigns.yaml --campaigns-lint '@every 15m'",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if cfg.ContactAuditWindow <= 0 {
