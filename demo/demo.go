@@ -229,7 +229,11 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		step("left history for the dashboards: %d schema check runs, %d suppression resets", runs, len(reset))
+		lintRuns, err := RecordCampaignLint(ctx, ch, genCfg.End)
+		if err != nil {
+			return nil, err
+		}
+		step("left history for the dashboards: %d schema check runs, %d suppression resets, %d campaign flag lint runs", runs, len(reset), lintRuns)
 	}
 	stopConsumer()
 	if err := <-consumed; err != nil {

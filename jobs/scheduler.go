@@ -1,6 +1,7 @@
 // Package jobs runs mcpulse's scheduled jobs with robfig/cron: suppression reconcile (Redis
 // rebuilt from ClickHouse), the contact-policy audit, the seal of the closed hours, the
-// schema ratchet of each configured MCP server, and the alert rules' evaluation.
+// schema ratchet of each configured MCP server, the campaign flag lint, and the alert rules'
+// evaluation.
 package jobs
 
 import (
@@ -63,6 +64,12 @@ type SchedulerConfig struct {
 	AlertSchedule string
 	// Alerts evaluates the alert rules and notifies their receivers; nil disables the job.
 	Alerts AlertEvaluator
+	// CampaignsLintSchedule is the cron spec of the campaign flag lint. "" disables it.
+	// Default (`mcpulse scheduler`): "@every 15m" when a flag source is given.
+	CampaignsLintSchedule string
+	// CampaignsLint is the campaign flag lint (its flag source, retention); nil disables the
+	// job. Its unset ClickHouse, Logger, Now, Timeout and Getenv are the scheduler's.
+	CampaignsLint *CampaignsLint
 }
 
 // AlertEvaluator evaluates alert rules as of now and notifies their receivers once per
@@ -112,7 +119,7 @@ func (c *SchedulerConfig) Validate() error {
 	if c.ClickHouse == nil {
 		errs = append(errs, errors.New("scheduler: no ClickHouse connection"))
 	}
-	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "alerts": c.AlertSchedule, "seal": c.SealSchedule} {
+	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "alerts": c.AlertSchedule, "seal": c.SealSchedule, "campaigns lint": c.CampaignsLintSchedule} {
 		if spec == "" {
 			continue
 		}
@@ -152,6 +159,10 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	if cfg.Alerts == nil {
 		alertSchedule = ""
 	}
+	lintSchedule := cfg.CampaignsLintSchedule
+	if cfg.CampaignsLint == nil {
+		lintSchedule = ""
+	}
 	for _, j := range []struct {
 		name, spec string
 		run        func(SchedulerConfig) error
@@ -160,6 +171,7 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 		{JobContactAudit, cfg.ContactAuditSchedule, ContactAuditOnce},
 		{JobAlerts, alertSchedule, AlertsOnce},
 		{JobSeal, cfg.SealSchedule, SealOnce},
+		{JobCampaignsLint, lintSchedule, CampaignsLintOnce},
 	} {
 		if j.spec == "" {
 			continue

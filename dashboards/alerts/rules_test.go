@@ -37,7 +37,7 @@ func TestDefaultRulesLoad(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"dead-letter-rate", "ratchet-broken", "invitation-to-suppressed", "tool-error-rate",
-		"ignored-keys-after-new-version", "validation-errors-after-new-version"} {
+		"ignored-keys-after-new-version", "validation-errors-after-new-version", "campaign-cannot-recruit", "campaign-lost-exclusion"} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("no built-in rule %s (have %v)", want, rules)
 		}
