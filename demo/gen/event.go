@@ -117,6 +117,12 @@ type recruitRec struct {
 	respondedTxt string    // "" when responded_at is absent (defaults to the timestamp)
 	sentAt       time.Time // the invitation's send time (funnel cohort)
 	diag         *diagRec
+	// The invitation context the contact-policy audit reads ("" / triAbsent: not written):
+	// $mcp_client_name, $mcp_conversation_id, interview_recruitment_surface, _task_bound and
+	// _request_id. Only contact-policy cases carry them.
+	clientName, conversationID string
+	surface, requestID         string
+	taskBound                  tri
 }
 
 // kv is one property: key and raw JSON value, or a string to quote when str.
@@ -201,6 +207,21 @@ func (e *event) appendProperties(p []kv) []kv {
 		}
 	}
 	p = appendDiag(p, r.diag)
+	if r.clientName != "" {
+		p = append(p, sv("$mcp_client_name", r.clientName))
+	}
+	if r.conversationID != "" {
+		p = append(p, sv("$mcp_conversation_id", r.conversationID))
+	}
+	if r.surface != "" {
+		p = append(p, sv("interview_recruitment_surface", r.surface))
+	}
+	if r.taskBound != triAbsent {
+		p = append(p, kv{k: "interview_recruitment_task_bound", v: r.taskBound.raw()})
+	}
+	if r.requestID != "" {
+		p = append(p, sv("interview_recruitment_request_id", r.requestID))
+	}
 	return p
 }
 
