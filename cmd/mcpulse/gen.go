@@ -78,6 +78,9 @@ files.`,
 			if hours < 1 {
 				return errors.New("--hours must be at least 1")
 			}
+			if contactViolations < 0 || (contactViolations > 0 && shape == string(gen.ShapeSDK)) {
+				return errors.New("--contact-violations must not be negative, and needs --shape demo")
+			}
 			if out == "" || out == "-" {
 				return errors.New("--out must be a file path (the expected outcome is written next to it)")
 			}
