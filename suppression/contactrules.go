@@ -42,6 +42,13 @@ var DefaultNonProductTools = []string{
 	"learn", "skills-list", "skill-get", "skills-search",
 }
 
+// A boolean recruitment flag identifies the original campaign BooleanCampaign; the lint stores
+// its payload under the variant BooleanVariant.
+const (
+	BooleanCampaign = "mcp-research"
+	BooleanVariant  = "true"
+)
+
 // WarmupExpiry is how long the server's warm-up counter lives without a product call.
 const WarmupExpiry = 24 * time.Hour
 
@@ -178,6 +185,9 @@ func readPayloadVersions(ctx context.Context, ch driver.Conn) (payloadVersions, 
 // server does.
 func (pv payloadVersions) thresholdsAt(flag, variant string, t time.Time) thresholds {
 	vs := pv[flag+"\x00"+variant]
+	if len(vs) == 0 && variant == BooleanCampaign {
+		vs = pv[flag+"\x00"+BooleanVariant] // a boolean flag's payload is stored under "true"
+	}
 	n := sort.Search(len(vs), func(i int) bool { return vs[i].firstSeen.After(t) })
 	if n == 0 || vs[n-1].removed {
 		return defaultThresholds
