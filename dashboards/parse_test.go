@@ -65,6 +65,7 @@ var nonPanelArgs = map[string][]any{
 	"alert_invitations_to_suppressed": {alertFrom, alertTo},
 	"alert_campaign_cannot_recruit":   {alertFrom, alertTo, alertFrom, alertTo},
 	"alert_campaign_lost_exclusion":   {alertFrom, alertTo, alertFrom, alertTo},
+	"alert_contact_policy_violations": {alertFrom, alertTo},
 	"alert_delivered":                 {"t1"},
 	"alert_misuse_after_new_version":  {alertFrom, alertTo, alertFrom, alertTo, alertFrom.Add(-24 * time.Hour), alertTo, alertFrom, alertTo},
 }

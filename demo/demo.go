@@ -126,6 +126,9 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	corpus := filepath.Join(dir, "events.jsonl")
 	step("generating %d events (seed %d) into %s", cfg.Events, cfg.Seed, corpus)
 	genCfg := gen.Config{Events: cfg.Events, Seed: cfg.Seed, End: time.Now().UTC().Truncate(time.Hour), Shape: cfg.Shape, Reports: true}
+	if cfg.Shape != gen.ShapeSDK {
+		genCfg.ContactViolations = ContactViolations
+	}
 	if _, err := gen.WriteFiles(genCfg, corpus); err != nil {
 		return nil, err
 	}
@@ -195,6 +198,12 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	if stats.Duplicates != int64(expected.Corpus.Duplicates) {
 		summary.Mismatches = append(summary.Mismatches, fmt.Sprintf("duplicates dropped: want %d, got %d", expected.Corpus.Duplicates, stats.Duplicates))
 	}
+	step("auditing the contact policy (violations stored for the dashboards)")
+	contactMismatches, err := auditContactPolicy(ctx, ch, corpus, expected.ContactPolicy, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	summary.Mismatches = append(summary.Mismatches, contactMismatches...)
 
 	if !cfg.NoLive {
 		step("running live MCP servers (official Go SDK): per-session tool sets, a paginated tools/list, a tool removed at run time; one reports PostHog events, one OpenTelemetry spans")

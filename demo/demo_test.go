@@ -61,6 +61,11 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	if failedReads == 0 {
 		t.Errorf("expected outcome has no failed resource read: %+v", expected.SDKEvents)
 	}
+	// The contact-policy cases: the demo's audit found exactly them (else a mismatch above),
+	// and stored them for the dashboards.
+	if cp := expected.ContactPolicy; cp == nil || cp.Counts[suppression.ViolationExcludedPerson] != demo.ContactViolations {
+		t.Errorf("expected contact policy %+v; want %d of each further kind", expected.ContactPolicy, demo.ContactViolations)
+	}
 	if summary.DuplicatesDropped != int64(expected.Corpus.Duplicates) {
 		t.Errorf("duplicates dropped %d, want %d", summary.DuplicatesDropped, expected.Corpus.Duplicates)
 	}
@@ -74,6 +79,10 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
+	var furtherStored uint64
+	if err := ch.QueryRow(ctx, `SELECT count() FROM mcpulse.contact_policy_violations FINAL WHERE kind NOT IN ('sent_while_suppressed', 'repeat_within_7_days')`).Scan(&furtherStored); err != nil || furtherStored != 5*demo.ContactViolations {
+		t.Errorf("stored %d further contact-policy violations (%v), want %d", furtherStored, err, 5*demo.ContactViolations)
+	}
 	rdb, err := stores.OpenRedis(ctx, stack.RedisURL)
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,10 @@ type SchedulerConfig struct {
 	ContactAuditSchedule string
 	// ContactAuditWindow is how far back each contact-policy audit looks. Default: 30 days.
 	ContactAuditWindow time.Duration
+	// ContactPolicy, when set, gives each contact-policy audit its options (non-product tools,
+	// exclusion members read afresh from a file or PostHog cohort); its error fails the run.
+	// Default: nil, suppression.ContactPolicyOptions{}.
+	ContactPolicy func(context.Context) (suppression.ContactPolicyOptions, error)
 	// SealSchedule is the cron spec of the seal of the closed hours (rollup.SealClosedHours:
 	// their ignored key paths and gate-reason calls and people, kept without the Kafka
 	// partition). "" disables it: readers then take every hour from the per-partition rollup
@@ -232,12 +236,24 @@ func ContactAuditOnce(cfg SchedulerConfig) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	now := cfg.Now()
-	a, err := suppression.AuditContactPolicy(ctx, cfg.ClickHouse, now.Add(-cfg.ContactAuditWindow), now, false)
+	var opts suppression.ContactPolicyOptions
+	if cfg.ContactPolicy != nil {
+		var err error
+		if opts, err = cfg.ContactPolicy(ctx); err != nil {
+			cfg.Logger.Error("contact-policy audit failed", "err", err)
+			return err
+		}
+	}
+	a, err := suppression.AuditContactPolicyWith(ctx, cfg.ClickHouse, now.Add(-cfg.ContactAuditWindow), now, false, opts)
 	if err != nil {
 		cfg.Logger.Error("contact-policy audit failed", "err", err)
 		return err
 	}
-	cfg.Logger.Info("contact-policy audit", "invitations", a.Invitations, "violations", len(a.Violations))
+	args := []any{"invitations", a.Invitations, "violations", len(a.Violations), "excluded_members", a.Excluded}
+	for _, k := range suppression.ViolationKinds {
+		args = append(args, k.Kind, a.ByKind[k.Kind])
+	}
+	cfg.Logger.Info("contact-policy audit", args...)
 	return nil
 }
 

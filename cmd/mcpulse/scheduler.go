@@ -34,6 +34,7 @@ func newSchedulerCmd() *cobra.Command {
 		alertRules               string
 		lint                     campaignsLintFlags
 		cfg                      jobs.SchedulerConfig
+		policy                   contactPolicyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -42,8 +43,13 @@ func newSchedulerCmd() *cobra.Command {
 
   reconcile      rebuilds every live suppression record in Redis from the ClickHouse response
                  history and reset audit, repairing missing, stale and wrong records
-  contact audit  checks the event log for invitations sent while suppressed or in cooldown,
-                 and repeat invitations within 7 days; stores them in contact_policy_violations
+  contact audit  checks the event log for invitations that broke the contact policy (sent
+                 while suppressed or in cooldown, repeats within 7 days, before the warm-up
+                 thresholds, to a client without URL elicitation, on another surface or a
+                 task-bound request, twice from one evaluation, to an excluded person: see
+                 mcpulse suppression audit --help and its flags, which it takes too); stores
+                 them in contact_policy_violations. The exclusion members are read afresh at
+                 each run
   schema check   (with --ratchets) lists each MCP server's tools and checks the schema
                  ratchets; every run lands in schema_check_runs and schema_check_tools. A
                  server whose token variable (auth_header_env, $NAME in headers) is not set
@@ -91,6 +97,10 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 			"  " + campaigns.EnvPersonalAPIKey + "=phx_... mcpulse scheduler --campaigns-config campaigns.yaml --campaigns-lint '@every 15m'",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := policy.check(); err != nil {
+				return err
+			}
+			cfg.ContactPolicy = policy.options
 			if cfg.ContactAuditWindow <= 0 {
 				return fmt.Errorf("--contact-audit-window must be positive, got %s (e.g. 720h for 30 days)", cfg.ContactAuditWindow)
 			}
@@ -167,6 +177,7 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 	f.StringVar(&alertReceivers, "alert-receivers", "", "the alert receivers file (see alert-receivers.example.yaml); without it alerts are recorded (alerts dashboard) but sent nowhere")
 	f.StringVar(&alertRules, "alert-rules", "", "a directory of further alert rules (*.yaml, the format of dashboards/alerts), evaluated beside the built-in ones")
 	f.DurationVar(&cfg.ContactAuditWindow, "contact-audit-window", 30*24*time.Hour, "how far back each contact-policy audit looks")
+	policy.add(f)
 	f.StringVar(&ratchets, "ratchets", "", "ratchets.yaml: the MCP servers whose tool schemas are checked on their schedules (see ratchets.example.yaml)")
 	f.StringVar(&posthogHost, "posthog-host", "", "send each schema check's summary to this PostHog instance (e.g. https://us.i.posthog.com)")
 	f.StringVar(&posthogKey, "posthog-api-key", os.Getenv(posthogAPIKeyEnv), "PostHog project API key for --posthog-host (default $"+posthogAPIKeyEnv+")")

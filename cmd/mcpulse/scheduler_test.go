@@ -37,7 +37,7 @@ func TestSchedulerLoadsAlertRulesAndReceivers(t *testing.T) {
 	for _, r := range ev.Rules {
 		names = append(names, r.Name)
 	}
-	if got := strings.Join(names, ","); got != "campaign-cannot-recruit,campaign-lost-exclusion,dead-letter-rate,ignored-keys-after-new-version,invitation-to-suppressed,ratchet-broken,tool-error-rate,validation-errors-after-new-version,no-schema-checks" {
+	if got := strings.Join(names, ","); got != "campaign-cannot-recruit,campaign-lost-exclusion,contact-policy-violation,dead-letter-rate,ignored-keys-after-new-version,invitation-to-suppressed,ratchet-broken,tool-error-rate,validation-errors-after-new-version,no-schema-checks" {
 		t.Errorf("rules %s", got)
 	}
 	if len(ev.Receivers.Receivers) != 1 || ev.Receivers.Receivers[0].URL != "https://alerts.example.com/hook" {

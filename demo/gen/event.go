@@ -120,6 +120,11 @@ type recruitRec struct {
 	// protocol and client are an invitation's $mcp_protocol_version and $mcp_client_name
 	// ("" absent): the SDK's session properties, which tell its protocol path.
 	protocol, client string
+	// The invitation context the contact-policy audit reads besides client ("" / triAbsent:
+	// not written): $mcp_conversation_id, interview_recruitment_surface, _task_bound and
+	// _request_id. Only contact-policy cases carry them.
+	conversationID, surface, requestID string
+	taskBound                          tri
 }
 
 // kv is one property: key and raw JSON value, or a string to quote when str.
@@ -210,6 +215,18 @@ func (e *event) appendProperties(p []kv) []kv {
 		}
 	}
 	p = appendDiag(p, r.diag)
+	if r.conversationID != "" {
+		p = append(p, sv("$mcp_conversation_id", r.conversationID))
+	}
+	if r.surface != "" {
+		p = append(p, sv("interview_recruitment_surface", r.surface))
+	}
+	if r.taskBound != triAbsent {
+		p = append(p, kv{k: "interview_recruitment_task_bound", v: r.taskBound.raw()})
+	}
+	if r.requestID != "" {
+		p = append(p, sv("interview_recruitment_request_id", r.requestID))
+	}
 	return p
 }
 

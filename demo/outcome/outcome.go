@@ -53,6 +53,25 @@ type Outcome struct {
 
 	// Suppression maps identity hash to the record Redis must hold at the end of the run.
 	Suppression map[string]Suppression `json:"suppression"`
+
+	// ContactPolicy is what the contact-policy audit must find in a corpus generated with
+	// contact-policy violations (gen's ContactViolations); nil otherwise. Compare leaves it to
+	// the audit's own test.
+	ContactPolicy *ContactPolicy `json:"contact_policy,omitempty"`
+}
+
+// ContactPolicy is the contact-policy audit's expected answer for the kinds the generator
+// injects (suppression.ViolationKinds after the first two, which the recruitment flows cause
+// on their own and are not counted here): per kind, how many violations and their invitation
+// ids (sorted); per campaign, the counts per kind. ExclusionMembers names the file of
+// excluded distinct ids the audit must be given (next to the corpus); Members holds them
+// and is not written.
+type ContactPolicy struct {
+	Counts           map[string]int64            `json:"counts"`
+	InvitationIDs    map[string][]string         `json:"invitation_ids"`
+	ByCampaign       map[string]map[string]int64 `json:"by_campaign"`
+	ExclusionMembers string                      `json:"exclusion_members"`
+	Members          []string                    `json:"-"`
 }
 
 // ServedSchema is one row of v_served_tool_schemas. Truncated is 1 when the SDK cut or
