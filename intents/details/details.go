@@ -39,12 +39,15 @@ type Pattern struct {
 	Kind        Kind
 	Placeholder string // replaces a match in Mask: "[email]", ...
 	Exprs       []string
-	Quick       func(s string, digits int) bool // s may hold a match; digits: how many ASCII digits s has
+	// Needles, when set, holds per expression (same index) lowercase strings one of which
+	// the lowercased text must contain for the expression to be tried.
+	Needles [][]string
+	Quick   func(s string, digits int) bool // s may hold a match; digits: how many ASCII digits s has
 	// Reject, when set, drops a match that the text around it shows is no detail: a dotted
 	// version number is not an IP address, a Unix time not an id. before and after are the
 	// whole text before and after the match.
 	Reject func(before, match, after string) bool
-	re     *regexp.Regexp
+	re     []*regexp.Regexp
 }
 
 // Patterns is the table of kinds, in the order Mask applies them (a URL's token before the
@@ -58,7 +61,7 @@ var Patterns = []*Pattern{
 	}, Quick: func(s string, _ int) bool { return strings.Contains(s, "://") }},
 	{Kind: APIKey, Placeholder: "[api-key]", Exprs: []string{
 		`\bph[cxs]_[A-Za-z0-9]{16,}`,                                                      // PostHog project, personal and secret keys
-		`\bsk-(?:proj-|ant-(?:api\d\d-)?|live-)?[A-Za-z0-9_\-]{16,}`,                      // OpenAI, Anthropic and alike
+		`\bsk-(?:proj-|ant-(?:api[0-9][0-9]-)?|live-)?[A-Za-z0-9_\-]{16,}`,                // OpenAI, Anthropic and alike
 		`\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`,                                          // Stripe
 		`\bgh[pousr]_[A-Za-z0-9]{30,}`,                                                    // GitHub tokens
 		`\bgithub_pat_[A-Za-z0-9_]{30,}`,                                                  // GitHub fine-grained tokens
@@ -69,6 +72,9 @@ var Patterns = []*Pattern{
 		`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`,              // JWT
 		`(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{20,}=*`,                                        // an Authorization header's token
 		`(?i)\b(?:api[_\-]?key|secret|token|password)\s*[:=]\s*["']?[A-Za-z0-9._\-]{16,}`, // key=value
+	}, Needles: [][]string{
+		{"phc_", "phx_", "phs_"}, {"sk-"}, {"k_live_", "k_test_"}, {"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, {"github_pat_"},
+		{"glpat-"}, {"xox"}, {"akia", "asia"}, {"aiza"}, {"eyj"}, {"bearer"}, {"key", "secret", "token", "password"},
 	}},
 	{Kind: Email, Placeholder: "[email]", Exprs: []string{
 		`(?i)\b[a-z0-9][a-z0-9._%+\-]*@[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)*\.[a-z]{2,}\b`,
@@ -85,7 +91,8 @@ var Patterns = []*Pattern{
 		`(?i)\b(?:[0-9a-f]{1,4}:){7}[0-9a-f]{1,4}\b`,
 		`(?i)(?:\b[0-9a-f]{1,4}:)+:(?:[0-9a-f]{1,4}(?::[0-9a-f]{1,4})*)?\b`,
 		`(?:^|[\s\[(])::1\b`,
-	}, Quick: func(s string, digits int) bool { return digits > 0 }, Reject: versionNumber},
+	}, Needles: [][]string{{"."}, {":"}, {"::"}, {"::1"}},
+		Quick: func(s string, digits int) bool { return digits > 0 }, Reject: versionNumber},
 	{Kind: Phone, Placeholder: "[phone]", Exprs: []string{
 		// +CC then groups: +44 20 7946 0958, +1-415-555-0132, +4930123456
 		`\+[1-9][0-9]{0,2}[\s.\-]?(?:\(?[0-9]{1,4}\)?[\s.\-]?){1,5}[0-9]{2,10}\b`,
@@ -100,7 +107,16 @@ var Patterns = []*Pattern{
 
 func init() {
 	for _, p := range Patterns {
-		p.re = regexp.MustCompile(strings.Join(p.Exprs, "|"))
+		if p.Needles != nil && len(p.Needles) != len(p.Exprs) {
+			panic("BUG: details: " + string(p.Kind) + " has needles for some expressions only")
+		}
+		if p.Needles == nil {
+			p.re = []*regexp.Regexp{regexp.MustCompile(strings.Join(p.Exprs, "|"))}
+			continue
+		}
+		for _, e := range p.Exprs {
+			p.re = append(p.re, regexp.MustCompile(e))
+		}
 	}
 }
 
@@ -140,34 +156,60 @@ func Mask(text string) (string, []Kind) {
 func scan(text string) (string, []Kind) {
 	var kinds []Kind
 	digits := digitCount(text)
-	cur := text
+	cur, lower := text, ""
 	for _, p := range Patterns {
 		if p.Quick != nil && !p.Quick(cur, digits) {
 			continue
 		}
-		if p.Reject == nil {
-			if !p.re.MatchString(cur) {
-				continue
+		found := false
+		for i, re := range p.re {
+			if p.Needles != nil {
+				if lower == "" {
+					lower = strings.ToLower(cur)
+				}
+				if !containsAny(lower, p.Needles[i]) {
+					continue
+				}
 			}
-			cur = p.re.ReplaceAllLiteralString(cur, p.Placeholder)
-		} else {
-			next, found := replaceKept(cur, p)
-			if !found {
-				continue
+			next, ok := replace(cur, re, p)
+			if ok {
+				cur, found, lower = next, true, ""
 			}
-			cur = next
 		}
-		kinds = append(kinds, p.Kind)
-		digits = digitCount(cur)
+		if found {
+			kinds = append(kinds, p.Kind)
+			digits = digitCount(cur)
+		}
 	}
 	return cur, kinds
 }
 
-// replaceKept replaces p's matches in s that p.Reject keeps, and says whether there was one.
-func replaceKept(s string, p *Pattern) (string, bool) {
+func containsAny(s string, needles []string) bool {
+	for _, n := range needles {
+		if strings.Contains(s, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// replace replaces re's matches in s (those p.Reject keeps) by p's placeholder, and says
+// whether there was one.
+func replace(s string, re *regexp.Regexp, p *Pattern) (string, bool) {
+	if p.Reject == nil {
+		if !re.MatchString(s) {
+			return s, false
+		}
+		return re.ReplaceAllLiteralString(s, p.Placeholder), true
+	}
+	return replaceKept(s, re, p)
+}
+
+// replaceKept replaces re's matches in s that p.Reject keeps, and says whether there was one.
+func replaceKept(s string, re *regexp.Regexp, p *Pattern) (string, bool) {
 	var b strings.Builder
 	last, found := 0, false
-	for _, m := range p.re.FindAllStringIndex(s, -1) {
+	for _, m := range re.FindAllStringIndex(s, -1) {
 		if p.Reject(s[:m[0]], s[m[0]:m[1]], s[m[1]:]) {
 			continue
 		}
