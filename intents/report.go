@@ -13,14 +13,17 @@
 package intents
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/mcpulse/mcpulse/intents/details"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/sql"
 )
 
@@ -153,4 +156,39 @@ func checkKindColumns(cols []string) error {
 		}
 	}
 	return nil
+}
+
+// Print writes the report as text: per version its label, first seen, calls, blank share,
+// words, detail shares by kind and masked examples. Labels and examples are untrusted text,
+// written escaped (safetext.Escape) and cut to 200 bytes.
+func (r Report) Print(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "Intent prompt versions, calls at %s .. %s (UTC)\n", r.From.Format(time.RFC3339), r.Until.Format(time.RFC3339))
+	if len(r.Versions) == 0 {
+		fmt.Fprintln(bw, "no tool calls in the range")
+	}
+	for _, v := range r.Versions {
+		seen := "never recorded"
+		if v.FirstSeen != nil {
+			seen = "first seen " + v.FirstSeen.Format(time.RFC3339)
+		}
+		fmt.Fprintf(bw, "\n%d. %s (%s)\n", v.Index, safetext.Escape(safetext.Bound(v.Label, 200)), seen)
+		fmt.Fprintf(bw, "   calls %d, with an intent %d, blank %.1f%%, words median %g, p90 %g\n",
+			v.Calls, v.CallsWithIntent, 100*v.BlankShare, v.WordsMedian, v.WordsP90)
+		fmt.Fprintf(bw, "   intents with identifying details %d (%.1f%%)", v.CallsWithDetails, 100*v.DetailShare)
+		for _, k := range v.Details {
+			if k.Calls > 0 {
+				fmt.Fprintf(bw, ", %s %d (%.1f%%)", k.Kind, k.Calls, 100*k.Share)
+			}
+		}
+		fmt.Fprintln(bw)
+		if g := v.Goals; g != nil {
+			fmt.Fprintf(bw, "   calls with a recorded goal %d (with an intent %d), intents stating uncertainty %d\n",
+				g.CallsWithGoal, g.IntentsWithGoal, g.HedgedIntents)
+		}
+		for _, e := range v.MaskedExamples {
+			fmt.Fprintf(bw, "   e.g. %s\n", safetext.Escape(safetext.Bound(e, 200)))
+		}
+	}
+	return bw.Flush()
 }
