@@ -225,11 +225,15 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 		if err != nil {
 			return nil, err
 		}
+		prompts, err := RecordIntentPromptVersions(ctx, ch, genCfg.End)
+		if err != nil {
+			return nil, err
+		}
 		reset, err := resetSomeIdentities(ctx, ch, rdb, pub, expected, time.Now())
 		if err != nil {
 			return nil, err
 		}
-		step("left history for the dashboards: %d schema check runs, %d suppression resets", runs, len(reset))
+		step("left history for the dashboards: %d schema check runs, %d intent prompt versions, %d suppression resets", runs, prompts, len(reset))
 	}
 	stopConsumer()
 	if err := <-consumed; err != nil {
