@@ -62,8 +62,9 @@ type Version struct {
 	CallsWithDetails uint64      `json:"calls_with_details"`
 	DetailShare      float64     `json:"detail_share"`
 	Details          []KindCount `json:"details"`
-	// MaskedExamples are up to 5 intents holding details, each detail replaced by its kind's
-	// placeholder. Untrusted text: escape it to display.
+	// MaskedExamples are, per kind found, one intent holding it (in the kinds' order; the same
+	// intent may stand for two), each detail replaced by its kind's placeholder. Untrusted
+	// text: escape it to display.
 	MaskedExamples []string `json:"masked_examples"`
 	// Goals is the goal review's figures (Report.JoinGoals), nil without goals.
 	Goals *GoalFigures `json:"goals,omitempty"`

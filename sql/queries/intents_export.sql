@@ -65,4 +65,4 @@ FROM
         ) AS listings USING distinct_id, client
     ) AS joined
 ) AS attributed
-ORDER BY timestamp, distinct_id
+ORDER BY timestamp, distinct_id, client, conversation_id, tool_name, intent_masked

@@ -14,8 +14,9 @@
 -- quantiles of those intents' words (runs of non-space characters; 0 when none); calls
 -- whose intent holds any identifying detail; per kind (tool_calls.intent_details, migration
 -- 0043) the calls holding it, one column details_<kind> per kind of intents/details.Patterns
--- in its order (a test holds the two equal); up to 5 masked intents holding details
--- (intent_masked, never the intent itself).
+-- in its order (a test holds the two equal); per kind found, one masked intent holding it
+-- (intent_masked, never the intent itself: the one of least cityHash64, so every engine
+-- picks the same), in the kinds' order.
 --
 -- Parameters, in order: from, to (DateTime UTC: calls at from..to, both included).
 SELECT
@@ -33,7 +34,15 @@ SELECT
     countIf(has(intent_details, 'ip_address')) AS details_ip_address,
     countIf(has(intent_details, 'phone')) AS details_phone,
     countIf(has(intent_details, 'id')) AS details_id,
-    groupArrayIf(5)(intent_masked, notEmpty(intent_details)) AS masked_examples
+    arrayFilter(x -> x != '', [
+        argMinIf(intent_masked, cityHash64(intent_masked), has(intent_details, 'url_credentials')),
+        argMinIf(intent_masked, cityHash64(intent_masked), has(intent_details, 'api_key')),
+        argMinIf(intent_masked, cityHash64(intent_masked), has(intent_details, 'email')),
+        argMinIf(intent_masked, cityHash64(intent_masked), has(intent_details, 'home_path')),
+        argMinIf(intent_masked, cityHash64(intent_masked), has(intent_details, 'ip_address')),
+        argMinIf(intent_masked, cityHash64(intent_masked), has(intent_details, 'phone')),
+        argMinIf(intent_masked, cityHash64(intent_masked), has(intent_details, 'id'))
+    ]) AS masked_examples
 FROM
 (
     SELECT
