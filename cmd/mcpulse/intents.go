@@ -71,7 +71,7 @@ Shares are fractions (0-1) of the calls with an intent, the blank share of all c
 			to := now
 			if until != "" {
 				if to, err = parseSince(until, now); err != nil {
-					return fmt.Errorf("--until: %w", err)
+					return fmt.Errorf("--until %s: want a date (2006-01-02), an RFC 3339 time or a duration such as 24h", safetext.Quote(until))
 				}
 			}
 			if to.Before(from) {
