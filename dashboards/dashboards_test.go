@@ -21,7 +21,8 @@ func TestEmbeddedDefinitionsLoad(t *testing.T) {
 		"schema-ratchet":        {"oversized-vs-ratchet", "coverage-vs-minimum", "offending-tools", "schemas-seen-in-traffic"},
 		"suppression-data-quality": {"identities-by-state", "recent-resets", "dead-letters-by-reason", "dead-letters-over-time",
 			"events-by-name", "other-events", "schemas-over-limit"},
-		"alerts": {"firing-now", "history", "fired-per-day", "notifications"},
+		"alerts":        {"firing-now", "history", "fired-per-day", "notifications"},
+		"intent-trials": {"versions", "details-by-kind"},
 	}
 	if len(ds) != len(want) {
 		t.Fatalf("%d dashboards, want %d", len(ds), len(want))

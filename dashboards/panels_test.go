@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/demo/live"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/intents"
 	"github.com/mcpulse/mcpulse/suppression"
 )
 
@@ -614,5 +615,45 @@ func TestOtherEventsAreCountedPerName(t *testing.T) {
 	}
 	if total["$pageview"] != 3 || total["$screen"] != 1 || total["$mcp_tool_call"] == 0 || total["$identify"] == 0 || total["$mcp_feedback"] == 0 {
 		t.Errorf("events per name %v, want the routed kinds and the other names", total)
+	}
+}
+
+// The intent-trials page shows, per prompt version, what `mcpulse intents report` counts over
+// the same range, and masked examples only: the demo's intents that hold an email, an IP
+// address, a home path or a key show as placeholders, never as written.
+func TestIntentTrialsPanelsMatchTheReport(t *testing.T) {
+	withDemoData(t)
+	versions := panelByID(t, "intent-trials", "versions")
+	res := run(t, versions, Filters{})
+	args := Filters{}.Args(versions)
+	from, to := args[0].(time.Time), args[1].(time.Time)
+	rep, err := intents.Run(context.Background(), demoData.ch, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != len(rep.Versions) || len(res.Rows) < 2 {
+		t.Fatalf("%d version rows, the report %d; want the SDK default and a recorded version", len(res.Rows), len(rep.Versions))
+	}
+	for i, row := range res.Rows {
+		v := rep.Versions[i]
+		if row[col(t, res, "intent_version")] != v.Label || num(row[col(t, res, "calls")]) != float64(v.Calls) ||
+			num(row[col(t, res, "calls_with_intent")]) != float64(v.CallsWithIntent) || num(row[col(t, res, "calls_with_details")]) != float64(v.CallsWithDetails) {
+			t.Errorf("row %d %v, report %+v", i, row, v)
+		}
+	}
+	kinds := run(t, panelByID(t, "intent-trials", "details-by-kind"), Filters{})
+	found := map[string]bool{}
+	for _, row := range kinds.Rows {
+		found[row[col(t, kinds, "detail_kind")].(string)] = true
+		ex := row[col(t, kinds, "masked_example")].(string)
+		if !strings.Contains(ex, "[") || strings.Contains(ex, "@example.com") || strings.Contains(ex, "203.0.113.42") ||
+			strings.Contains(ex, "/home/mkowalski") || strings.Contains(ex, "phc_") {
+			t.Errorf("masked example %q shows a detail", ex)
+		}
+	}
+	for _, k := range []string{"email", "ip_address", "home_path", "api_key"} {
+		if !found[k] {
+			t.Errorf("no %s row; the demo's intents hold one", k)
+		}
 	}
 }

@@ -68,6 +68,8 @@ var nonPanelArgs = map[string][]any{
 	"alert_contact_policy_violations": {alertFrom, alertTo},
 	"alert_delivered":                 {"t1"},
 	"alert_misuse_after_new_version":  {alertFrom, alertTo, alertFrom, alertTo, alertFrom.Add(-24 * time.Hour), alertTo, alertFrom, alertTo},
+	"intents_report":                  {alertFrom, alertTo},
+	"intents_export":                  {alertFrom, alertTo},
 }
 
 // The window the alert queries are bound with above.

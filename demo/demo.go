@@ -234,6 +234,10 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 		if err != nil {
 			return nil, err
 		}
+		prompts, err := RecordIntentPromptVersions(ctx, ch, genCfg.End)
+		if err != nil {
+			return nil, err
+		}
 		reset, err := resetSomeIdentities(ctx, ch, rdb, pub, expected, time.Now())
 		if err != nil {
 			return nil, err
@@ -242,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		step("left history for the dashboards: %d schema check runs, %d suppression resets, %d campaign flag lint runs", runs, len(reset), lintRuns)
+		step("left history for the dashboards: %d schema check runs, %d intent prompt versions, %d suppression resets, %d campaign flag lint runs", runs, prompts, len(reset), lintRuns)
 	}
 	stopConsumer()
 	if err := <-consumed; err != nil {

@@ -172,6 +172,12 @@ func (e *event) appendProperties(p []kv) []kv {
 		if t.conversationID != "" {
 			p = append(p, sv("$mcp_conversation_id", t.conversationID))
 		}
+		// The agent's stated intent, picked by the event's sequence number (no draw from the
+		// generator's random source, so the rest of the corpus is unchanged); one call in five
+		// gives none.
+		if i := e.seq % (len(sdkIntents) + len(sdkIntents)/4); i < len(sdkIntents) {
+			p = append(p, sv("$mcp_intent", sdkIntents[i]))
+		}
 		p = append(p, sv("$session_id", t.sessionID), sv("source", t.source))
 		if t.errorType != "" {
 			p = append(p, sv("$mcp_error_type", t.errorType))

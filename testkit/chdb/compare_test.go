@@ -23,6 +23,7 @@ import (
 	"github.com/mcpulse/mcpulse/demo/gen"
 	"github.com/mcpulse/mcpulse/demo/report"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/intents"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/migrations"
 	"github.com/mcpulse/mcpulse/sql"
@@ -187,8 +188,24 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		if len(alerted.Transitions) == 0 || alerted.Sent == 0 || len(alerted.Errors) > 0 {
 			t.Errorf("alerts on %s fired nothing or failed: %+v", e.name, alerted)
 		}
+		if _, err := demo.RecordIntentPromptVersions(ctx, e.ch, end); err != nil {
+			t.Fatalf("intent prompt versions on %s: %v", e.name, err)
+		}
+		intentsReport, err := intents.Run(ctx, e.ch, end.Add(-gen.Window-2*time.Hour), end)
+		if err != nil {
+			t.Fatalf("intents report on %s: %v", e.name, err)
+		}
+		var intentsExport bytes.Buffer
+		figs, err := intents.Export(ctx, e.ch, end.Add(-gen.Window-2*time.Hour), end, map[string]string{}, &intentsExport)
+		if err != nil {
+			t.Fatalf("intents export on %s: %v", e.name, err)
+		}
+		intentsReport.JoinGoals(figs)
+		if len(intentsReport.Versions) < 2 {
+			t.Errorf("intents report on %s: %d versions, want calls under the SDK default and a recorded version", e.name, len(intentsReport.Versions))
+		}
 		for name, v := range map[string]any{"schema check runs": runs, "contact-policy audit": audit, "seal of the closed hours": sealed,
-			"campaign flag lint runs": lintRuns, "alerts": alerted} {
+			"campaign flag lint runs": lintRuns, "alerts": alerted, "intents report": intentsReport, "intents export": intentsExport.String()} {
 			pair := reports[name]
 			pair[i] = v
 			reports[name] = pair
