@@ -34,7 +34,7 @@ func newSchedulerCmd() *cobra.Command {
 		alertRules               string
 		lint                     campaignsLintFlags
 		cfg                      jobs.SchedulerConfig
-		policy                   contactPolicyFlags
+		policy                   = contactPolicyFlags{withLint: true}
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -108,8 +108,13 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 			if cfg.Logger, err = newLogger(logFormat); err != nil {
 				return err
 			}
+			lint.cohort = policy.cohortID
 			if cfg.CampaignsLint, err = lint.job(cmd.Flags()); err != nil {
 				return err
+			}
+			policy.shareLintSource(cfg.CampaignsLint, cmd.Flags())
+			if policy.exclusionFile == "" && policy.cohortID != 0 && policy.cohortProject == "" {
+				cfg.Logger.Warn("the contact-policy audit reads no exclusion cohort members: --exclusion-cohort has no PostHog project (give --exclusion-cohort-project, --campaigns-project-id or --exclusion-members)")
 			}
 			rdb, ch, closeStores, err := openStores(ctx, redisURL, dsn)
 			if err != nil {
@@ -185,7 +190,6 @@ they repeat runs at its first occurrence only. @every counts elapsed time.`,
 	f.StringVar(&lint.file, "flags-file", "", "campaign flag lint: a PostHog flag definitions file, re-read at every run")
 	f.StringVar(&lint.project, "campaigns-project-id", "", "campaign flag lint: the PostHog project whose flags are read through its feature-flags API (key in $"+campaigns.EnvPersonalAPIKey+")")
 	f.StringVar(&lint.host, "campaigns-posthog-host", campaigns.DefaultPostHogHost, "campaign flag lint: PostHog API host for --campaigns-project-id")
-	f.Int64Var(&lint.cohort, "exclusion-cohort", 0, "campaign flag lint: id of the shared recruitment exclusion cohort every release condition must exclude (0: any cohort not_in condition, with a warning)")
 	f.StringVar(&lint.config, "campaigns-config", "", "campaign flag lint: campaigns.yaml with exclusion_cohort and the PostHog project (see campaigns.example.yaml); flags given override it")
 	f.DurationVar(&lint.retention, "campaigns-lint-retention", campaigns.DefaultRetention, "campaign flag lint: delete stored lint runs older than this")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
