@@ -2,8 +2,7 @@ package demo
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -36,14 +35,18 @@ func RecordIntentPromptVersions(ctx context.Context, ch driver.Conn, end time.Ti
 		return 0, fmt.Errorf("demo intent prompt versions: %w", err)
 	}
 	for i, v := range intentPromptVersions {
-		payload := fmt.Sprintf(`{"prompt":%q}`, v.prompt)
-		sum := sha256.Sum256([]byte(payload))
+		raw, err := json.Marshal(map[string]string{"prompt": v.prompt})
+		if err != nil {
+			_ = batch.Abort()
+			return 0, fmt.Errorf("BUG: demo intent prompt versions: %w", err)
+		}
+		payload, sum := campaigns.CanonicalPayload(raw) // as the lint job stores it
 		first := end.Add(-v.before).UTC().Truncate(time.Second)
 		last := end.UTC().Truncate(time.Second)
 		if i+1 < len(intentPromptVersions) {
 			last = end.Add(-intentPromptVersions[i+1].before).UTC().Truncate(time.Second)
 		}
-		if err := batch.Append(campaigns.IntentPromptFlag, "true", first, last, hex.EncodeToString(sum[:]), payload, uint8(0)); err != nil {
+		if err := batch.Append(campaigns.IntentPromptFlag, "true", first, last, sum, payload, uint8(0)); err != nil {
 			_ = batch.Abort()
 			return 0, fmt.Errorf("BUG: demo intent prompt versions: %w", err)
 		}

@@ -42,8 +42,9 @@ var DefaultNonProductTools = []string{
 	"learn", "skills-list", "skill-get", "skills-search",
 }
 
-// A boolean recruitment flag identifies the original campaign BooleanCampaign; the lint stores
-// its payload under the variant BooleanVariant.
+// A boolean recruitment flag identifies the original campaign BooleanCampaign, the variant
+// under which the campaign flag lint stores its payload (campaigns.VariantReport.CampaignID);
+// versions stored under the flag value BooleanVariant are read too.
 const (
 	BooleanCampaign = "mcp-research"
 	BooleanVariant  = "true"
