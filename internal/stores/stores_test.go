@@ -279,8 +279,14 @@ func TestOpenClickHouseKeepsEveryConnectionIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if st := conn.Stats(); st.Idle != stores.DefaultClickHouseConns {
-		t.Errorf("after %d concurrent queries the pool keeps %d idle connections (%+v), want all %d",
+	// The driver releases a connection from its result's reading goroutine, which may still be
+	// returning it to the pool when Close returns: wait for that, never for a dial.
+	st := conn.Stats()
+	for deadline := time.Now().Add(10 * time.Second); st.Idle != stores.DefaultClickHouseConns && time.Now().Before(deadline); st = conn.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.Idle != stores.DefaultClickHouseConns {
+		t.Errorf("after %d results held at once the pool keeps %d idle connections (%+v), want all %d",
 			stores.DefaultClickHouseConns, st.Idle, st, stores.DefaultClickHouseConns)
 	}
 }
