@@ -114,8 +114,8 @@ func (c Config) Validate() error {
 	if c.Partitions < 1 || c.Partitions > 10000 {
 		errs = append(errs, fmt.Errorf("devstack: Partitions must be between 1 and 10000, got %d", c.Partitions))
 	}
-	if c.Brokers < 1 || c.Brokers > maxBrokers {
-		errs = append(errs, fmt.Errorf("devstack: Brokers must be between 1 and %d, got %d", maxBrokers, c.Brokers))
+	if c.Brokers < 1 || c.Brokers > MaxBrokers {
+		errs = append(errs, fmt.Errorf("devstack: Brokers must be between 1 and %d, got %d", MaxBrokers, c.Brokers))
 	}
 	for i, t := range c.Topics {
 		if t == "" {

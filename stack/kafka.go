@@ -11,9 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// maxBrokers bounds Config.Brokers: enough for any failure a test can stage, few enough that
-// a typo does not open hundreds of ports.
-const maxBrokers = 16
+// MaxBrokers is the most brokers the embedded Kafka runs (Config.Brokers): enough for any
+// failure a test can stage, few enough that a typo does not open hundreds of ports.
+const MaxBrokers = 16
 
 // startKafka starts an in-process kfake cluster of cfg.Brokers brokers, each on a free
 // 127.0.0.1 port, with the configured topics. kfake listens on 127.0.0.1 itself and picks the
