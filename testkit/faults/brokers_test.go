@@ -60,7 +60,11 @@ func TestLeadersMovingAndABrokerLostAndBackWhileThreeMembersRebalanceLoseAndDoub
 	live := slices.DeleteFunc(slices.Clone(nodes), func(n int32) bool { return n == lost })
 	p.placeLeaders(live, 0)
 	p.start()
-	t.Logf("broker %d (%s) stopped; the group's coordinator is now broker %d", lost, p.stack.KafkaBrokers[lost], cluster.CoordinatorFor(consumers.DefaultGroupID))
+	coordinator := cluster.CoordinatorFor(consumers.DefaultGroupID)
+	if coordinator == lost || p.ledBy(lost) != 0 {
+		t.Fatalf("with broker %d stopped, the group's coordinator is broker %d and it leads %d partitions", lost, coordinator, p.ledBy(lost))
+	}
+	t.Logf("broker %d (%s) stopped; the group's coordinator is now broker %d", lost, p.stack.KafkaBrokers[lost], coordinator)
 	p.publishNext() // published with a broker down
 	gen = p.waitGroupAfter(gen, 4)
 
