@@ -21,6 +21,7 @@ func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
 	}{
 		{[]string{"demo", "--events", "0"}, "--events must be at least 1"},
 		{[]string{"demo", "--events", "-1"}, "--events must be at least 1"},
+		{[]string{"demo", "--kafka-brokers", "0"}, "--kafka-brokers must be between 1 and 16"},
 		{[]string{"stack", "--partitions", "0"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "-1"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "10001"}, "--partitions must be between 1 and 10000"},
