@@ -135,3 +135,56 @@ func TestBrokersOutsideOneToSixteenAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// RestartKafka brings every broker of a persisted cluster back on its port, one stopped with
+// StopKafkaBroker included, with the records written before.
+func TestRestartKafkaBringsEveryBrokerBackWithTheRecords(t *testing.T) {
+	cfg := Config{Brokers: 3, Topics: []string{"t"}, PersistKafka: true}
+	cfg.setDefaults()
+	s := &Stack{log: slog.New(slog.DiscardHandler), DataDir: t.TempDir()}
+	if err := s.startKafka(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.kafka.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	w := &kafka.Writer{Addr: kafka.TCP(s.KafkaBrokers...), Topic: "t", RequiredAcks: kafka.RequireAll, Transport: &kafka.Transport{}}
+	defer w.Close()
+	var msgs []kafka.Message
+	for i := range 12 {
+		msgs = append(msgs, kafka.Message{Key: []byte{byte(i)}, Value: []byte{byte(i)}})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StopKafkaBroker(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RestartKafka(0); err != nil {
+		t.Fatalf("RestartKafka: %v", err)
+	}
+	meta := metadata(ctx, t, s.KafkaBrokers[2], "t")
+	if len(meta.Brokers) != 3 {
+		t.Errorf("after the restart the metadata lists %d brokers, want 3", len(meta.Brokers))
+	}
+	var records int64
+	for _, p := range meta.Topics[0].Partitions {
+		conn, err := kafka.DialLeader(ctx, "tcp", net.JoinHostPort(p.Leader.Host, strconv.Itoa(p.Leader.Port)), "t", p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, last, err := conn.ReadOffsets()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		records += last - first
+	}
+	if records != 12 {
+		t.Errorf("the partitions hold %d records after the restart, want 12", records)
+	}
+	if err := s.StopKafkaBroker(2); err != nil {
+		t.Errorf("stopping broker 2 after the restart brought it back: %v", err)
+	}
+}
