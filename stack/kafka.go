@@ -161,6 +161,7 @@ func (b *brokerListeners) dropConns(addr string) int {
 	tl.mu.Lock()
 	conns := tl.conns
 	tl.conns = map[*trackedConn]struct{}{}
+	tl.dropped = true
 	tl.mu.Unlock()
 	for c := range conns {
 		_ = c.Conn.Close()
@@ -170,8 +171,9 @@ func (b *brokerListeners) dropConns(addr string) int {
 
 type trackedListener struct {
 	net.Listener
-	mu    sync.Mutex
-	conns map[*trackedConn]struct{}
+	mu      sync.Mutex
+	conns   map[*trackedConn]struct{}
+	dropped bool // its broker was stopped: a connection accepted just before is closed too
 }
 
 // Accept implements net.Listener.
@@ -182,8 +184,12 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 	}
 	tc := &trackedConn{Conn: c, l: l}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dropped {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
 	l.conns[tc] = struct{}{}
-	l.mu.Unlock()
 	return tc, nil
 }
 
