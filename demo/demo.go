@@ -49,6 +49,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Stack, when set, is used instead of starting one (its stores must be empty).
 	Stack *stack.Stack
+	// KafkaBrokers is the broker count of the embedded Kafka the demo starts when Stack is nil
+	// (stack.Config.Brokers: topics replicated on min(3, KafkaBrokers) brokers). Default: 1.
+	KafkaBrokers int
 	// NoHistory skips what the demo leaves after its comparison for the dashboards: schema
 	// check runs of the scheduler's ratchet job over the generator's MCP servers (served on
 	// loopback) and two suppression resets through the ops reset path. Default: false (left).
@@ -98,7 +101,7 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	if st == nil {
 		step("starting the embedded stack (kfake, redis-server, clickhouse-server) in %s", dir)
 		start := time.Now()
-		s, err := stack.Start(ctx, stack.Config{DataDir: filepath.Join(dir, "stack"), Logger: cfg.Logger})
+		s, err := stack.Start(ctx, stack.Config{DataDir: filepath.Join(dir, "stack"), Brokers: cfg.KafkaBrokers, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}

@@ -21,9 +21,12 @@ func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
 	}{
 		{[]string{"demo", "--events", "0"}, "--events must be at least 1"},
 		{[]string{"demo", "--events", "-1"}, "--events must be at least 1"},
+		{[]string{"demo", "--kafka-brokers", "0"}, "--kafka-brokers must be between 1 and 16"},
 		{[]string{"stack", "--partitions", "0"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "-1"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "10001"}, "--partitions must be between 1 and 10000"},
+		{[]string{"stack", "--kafka-brokers", "0"}, "--kafka-brokers must be between 1 and 16"},
+		{[]string{"stack", "--kafka-brokers", "17"}, "--kafka-brokers must be between 1 and 16"},
 		{[]string{"bench", "pipeline", "--events", "0"}, "--events must be at least 1"},
 		{[]string{"bench", "pipeline", "--runs", "0"}, "--runs must be at least 1"},
 		{[]string{"bench", "dashboards", "--events", "0"}, "--events must be at least 1"},

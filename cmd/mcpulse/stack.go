@@ -14,24 +14,27 @@ import (
 
 func newStackCmd() *cobra.Command {
 	var (
-		dataDir    string
-		partitions int
-		verbose    bool
+		dataDir      string
+		partitions   int
+		kafkaBrokers int
+		verbose      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "stack [--data-dir DIR] [--partitions N]",
+		Use:   "stack [--data-dir DIR] [--partitions N] [--kafka-brokers N]",
 		Short: "Run the embedded Kafka, Redis and ClickHouse stack until interrupted",
 		Long: `Run the embedded stack that tests and "mcpulse demo" use (DESIGN.md §7), for working
 against mcpulse by hand:
 
   Kafka       in-process (franz-go kfake), one broker on a free 127.0.0.1 port, in memory,
-              with topics mcp_tool_calls, mcp_recruitment, mcpulse_dlq and mcpulse_audit
+              with topics mcp_tool_calls, mcp_recruitment, mcpulse_dlq and mcpulse_audit;
+              with --kafka-brokers N, N brokers on their own ports and every topic
+              replicated on min(3, N) of them (kfake keeps one copy of the data)
   Redis       a redis-server child on a free 127.0.0.1 port, AOF in the data dir, noeviction
   ClickHouse  a clickhouse-server child on free 127.0.0.1 ports (native and HTTP)
 
 When the stack is up, three lines go to stdout, ready for a shell:
 
-  export MCPULSE_KAFKA_BROKERS=127.0.0.1:PORT
+  export MCPULSE_KAFKA_BROKERS=127.0.0.1:PORT[,127.0.0.1:PORT...]
   export MCPULSE_REDIS_URL=redis://127.0.0.1:PORT/0
   export MCPULSE_CLICKHOUSE_DSN='clickhouse://default@127.0.0.1:PORT/default?dial_timeout=5s'
 
@@ -46,11 +49,15 @@ its own services.
 Requires the Debian packages redis-server and clickhouse-server.`,
 		Example: `  mcpulse stack                          # throw-away stack in a temporary directory
   mcpulse stack --data-dir ./.stack      # keep ClickHouse tables and server logs
+  mcpulse stack --kafka-brokers 3        # three brokers, replication factor 3
   mcpulse stack > stack.env &            # then: . ./stack.env`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partitions < 1 || partitions > 10000 {
 				return fmt.Errorf("--partitions must be between 1 and 10000, got %d", partitions)
+			}
+			if kafkaBrokers < 1 || kafkaBrokers > stack.MaxBrokers {
+				return fmt.Errorf("--kafka-brokers must be between 1 and %d, got %d", stack.MaxBrokers, kafkaBrokers)
 			}
 			level := slog.LevelWarn
 			if verbose {
@@ -62,6 +69,7 @@ Requires the Debian packages redis-server and clickhouse-server.`,
 			s, err := stack.Start(ctx, stack.Config{
 				DataDir:    dataDir,
 				Partitions: partitions,
+				Brokers:    kafkaBrokers,
 				Logger:     logger,
 			})
 			if err != nil {
@@ -91,6 +99,7 @@ Requires the Debian packages redis-server and clickhouse-server.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "",
 		"directory for the servers' data and logs, created if missing and kept on exit (default: a temporary directory, removed on exit)")
 	cmd.Flags().IntVar(&partitions, "partitions", 4, "partitions per Kafka topic")
+	cmd.Flags().IntVar(&kafkaBrokers, "kafka-brokers", 1, "Kafka brokers, each on its own port; topics are replicated on min(3, N) of them")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log start-up and shutdown progress to stderr")
 	return cmd
 }
