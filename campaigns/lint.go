@@ -60,6 +60,7 @@ const (
 	CodePromptBlank            = "prompt_blank"             // error
 	CodePromptTooLong          = "prompt_too_long"          // error: over MaxPromptUnits
 	CodeUnconditionalRelease   = "unconditional_release"    // error: no properties and a rollout of 100% or unset
+	CodeFlagMissing            = "flag_missing"             // warning, stored runs only (Record): the flag is absent or deleted
 )
 
 // Problem is one finding. Condition is the 1-based index of the release condition it is

@@ -112,6 +112,8 @@ var rawTables = []rawTable{
 		func(r *ingest.ResourceRow) uuid.UUID { return r.UUID }),
 	table("mcpulse.mcp_identify_events", func(r *ingest.Rows) []ingest.IdentifyRow { return r.Identify },
 		func(r *ingest.IdentifyRow) uuid.UUID { return r.UUID }),
+	table("mcpulse.tools_list_events", func(r *ingest.Rows) []ingest.ToolsListRow { return r.ToolsLists },
+		func(r *ingest.ToolsListRow) uuid.UUID { return r.UUID }),
 }
 
 func optionalTable(t rawTable) rawTable {

@@ -17,11 +17,12 @@ func TestEmbeddedDefinitionsLoad(t *testing.T) {
 		"tool-diagnostics": {"tools", "most-failing", "slowest", "most-misused", "compared-with-previous-period",
 			"error-rate-over-time", "ignored-key-rate-over-time", "top-ignored-key-paths", "clients", "server-versions", "cardinality-caps", "coverage",
 			"schemas-over-limit", "schema-vs-ignored-key-rate", "missing-capabilities", "agent-feedback", "resource-reads", "prompts"},
-		"recruitment-campaigns": {"funnel", "reach", "gate-reason-shares", "clients", "capabilities"},
+		"recruitment-campaigns": {"funnel", "reach", "campaign-lint", "payload-changes", "funnel-by-path", "gate-reason-shares", "clients", "capabilities", "contact-policy-violations"},
 		"schema-ratchet":        {"oversized-vs-ratchet", "coverage-vs-minimum", "offending-tools", "schemas-seen-in-traffic"},
 		"suppression-data-quality": {"identities-by-state", "recent-resets", "dead-letters-by-reason", "dead-letters-over-time",
 			"events-by-name", "other-events", "schemas-over-limit"},
-		"alerts": {"firing-now", "history", "fired-per-day", "notifications"},
+		"alerts":        {"firing-now", "history", "fired-per-day", "notifications"},
+		"intent-trials": {"versions", "details-by-kind"},
 	}
 	if len(ds) != len(want) {
 		t.Fatalf("%d dashboards, want %d", len(ds), len(want))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/demo/live"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/intents"
 	"github.com/mcpulse/mcpulse/suppression"
 )
 
@@ -313,6 +314,83 @@ func TestFunnelEqualsExpectedOutcome(t *testing.T) {
 	}
 }
 
+// The funnel split by protocol path and client adds up, row by row, to the unsplit funnel
+// under every filter both take (on ClickHouse 18.16, over the generated corpus), holds
+// invitations of both protocol paths, and over the whole range equals the generator's
+// expected outcome (recruitment_funnel_by_path), people included.
+func TestFunnelByPathSumsToFunnel(t *testing.T) {
+	withDemoData(t)
+	funnel := panelByID(t, "recruitment-campaigns", "funnel")
+	byPath := panelByID(t, "recruitment-campaigns", "funnel-by-path")
+	steps := []string{"sent", "first_opens", "answered", "accepted", "declined", "cancelled", "unanswered"}
+	end := demoData.end
+	campaign := demoData.expected.Funnel[0].CampaignID
+	for _, f := range []Filters{
+		{},
+		{From: end.Add(-30 * time.Hour), To: end.Add(-6 * time.Hour)},
+		{Campaign: campaign},
+		{From: end.Add(-48 * time.Hour), Campaign: campaign},
+		{From: time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2001, 1, 2, 0, 0, 0, 0, time.UTC)},
+	} {
+		sum := func(res *Result) []float64 {
+			out := make([]float64, len(steps))
+			for _, row := range res.Rows {
+				for i, c := range steps {
+					out[i] += num(row[col(t, res, c)])
+				}
+			}
+			return out
+		}
+		whole, split := run(t, funnel, f), run(t, byPath, f)
+		if w, s := sum(whole), sum(split); !slices.Equal(w, s) {
+			t.Errorf("filters %+v: the rows by path sum to %v (%v), the funnel to %v", f, s, steps, w)
+		}
+		if f.From.Year() == 2001 && len(split.Rows) != 0 {
+			t.Errorf("filters %+v: %d rows over a range without data", f, len(split.Rows))
+		}
+	}
+
+	res := run(t, byPath, Filters{})
+	got := map[string][8]float64{}
+	perPath := map[string]float64{}
+	for _, row := range res.Rows {
+		var g [8]float64
+		for i, c := range []string{"sent", "people", "first_opens", "answered", "accepted", "declined", "cancelled", "unanswered"} {
+			g[i] = num(row[col(t, res, c)])
+		}
+		path := row[col(t, res, "path")].(string)
+		got[path+" "+row[col(t, res, "client")].(string)] = g
+		perPath[path] += g[0]
+		if sent := g[0]; sent > 0 {
+			if r := row[col(t, res, "accept_rate")]; r == nil || math.Abs(num(r)-g[4]/sent) > 1e-9 {
+				t.Errorf("%s: accept rate %v, want %v / %v", path, r, g[4], sent)
+			}
+		}
+	}
+	t.Logf("invitations per path: %v; rows: %v", perPath, got)
+	if perPath["input_required"] == 0 || perPath["sse_elicitation_create"] == 0 {
+		t.Errorf("invitations per path %v: want both protocol paths", perPath)
+	}
+	want := map[string][8]float64{}
+	for _, r := range demoData.expected.FunnelByPath {
+		want[r.Path+" "+r.ClientName] = [8]float64{float64(r.Invitations), float64(r.People), float64(r.FirstOpens),
+			float64(r.Answered), float64(r.Accepted), float64(r.Declined), float64(r.Cancelled), float64(r.Unanswered)}
+	}
+	if len(want) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("funnel by path %v, expected outcome %v", got, want)
+	}
+	// A client filter keeps that client's rows, the same figures.
+	res = run(t, byPath, Filters{Client: "cursor"})
+	if len(res.Rows) == 0 {
+		t.Fatal("no row for client cursor")
+	}
+	for _, row := range res.Rows {
+		if k := row[col(t, res, "path")].(string) + " " + row[col(t, res, "client")].(string); num(row[col(t, res, "sent")]) != want[k][0] {
+			t.Errorf("client filter: %s sent %v, want %v", k, row[col(t, res, "sent")], want[k][0])
+		}
+	}
+}
+
 // The ignored-key rate panels equal the generator's expected outcome: per tool, and per tool
 // and hour, summed over clients (or for one client).
 func TestIgnoredKeyRatesEqualExpectedOutcome(t *testing.T) {
@@ -537,5 +615,45 @@ func TestOtherEventsAreCountedPerName(t *testing.T) {
 	}
 	if total["$pageview"] != 3 || total["$screen"] != 1 || total["$mcp_tool_call"] == 0 || total["$identify"] == 0 || total["$mcp_feedback"] == 0 {
 		t.Errorf("events per name %v, want the routed kinds and the other names", total)
+	}
+}
+
+// The intent-trials page shows, per prompt version, what `mcpulse intents report` counts over
+// the same range, and masked examples only: the demo's intents that hold an email, an IP
+// address, a home path or a key show as placeholders, never as written.
+func TestIntentTrialsPanelsMatchTheReport(t *testing.T) {
+	withDemoData(t)
+	versions := panelByID(t, "intent-trials", "versions")
+	res := run(t, versions, Filters{})
+	args := Filters{}.Args(versions)
+	from, to := args[0].(time.Time), args[1].(time.Time)
+	rep, err := intents.Run(context.Background(), demoData.ch, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != len(rep.Versions) || len(res.Rows) < 2 {
+		t.Fatalf("%d version rows, the report %d; want the SDK default and a recorded version", len(res.Rows), len(rep.Versions))
+	}
+	for i, row := range res.Rows {
+		v := rep.Versions[i]
+		if row[col(t, res, "intent_version")] != v.Label || num(row[col(t, res, "calls")]) != float64(v.Calls) ||
+			num(row[col(t, res, "calls_with_intent")]) != float64(v.CallsWithIntent) || num(row[col(t, res, "calls_with_details")]) != float64(v.CallsWithDetails) {
+			t.Errorf("row %d %v, report %+v", i, row, v)
+		}
+	}
+	kinds := run(t, panelByID(t, "intent-trials", "details-by-kind"), Filters{})
+	found := map[string]bool{}
+	for _, row := range kinds.Rows {
+		found[row[col(t, kinds, "detail_kind")].(string)] = true
+		ex := row[col(t, kinds, "masked_example")].(string)
+		if !strings.Contains(ex, "[") || strings.Contains(ex, "@example.com") || strings.Contains(ex, "203.0.113.42") ||
+			strings.Contains(ex, "/home/mkowalski") || strings.Contains(ex, "phc_") {
+			t.Errorf("masked example %q shows a detail", ex)
+		}
+	}
+	for _, k := range []string{"email", "ip_address", "home_path", "api_key"} {
+		if !found[k] {
+			t.Errorf("no %s row; the demo's intents hold one", k)
+		}
 	}
 }

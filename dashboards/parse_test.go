@@ -63,8 +63,13 @@ var nonPanelArgs = map[string][]any{
 	"alert_dead_letter_rate":          {alertFrom, alertTo, alertFrom, alertTo, alertFrom, alertTo},
 	"alert_ratchet_broken":            {alertFrom, alertTo},
 	"alert_invitations_to_suppressed": {alertFrom, alertTo},
+	"alert_campaign_cannot_recruit":   {alertFrom, alertTo, alertFrom, alertTo},
+	"alert_campaign_lost_exclusion":   {alertFrom, alertTo, alertFrom, alertTo},
+	"alert_contact_policy_violations": {alertFrom, alertTo},
 	"alert_delivered":                 {"t1"},
 	"alert_misuse_after_new_version":  {alertFrom, alertTo, alertFrom, alertTo, alertFrom.Add(-24 * time.Hour), alertTo, alertFrom, alertTo},
+	"intents_report":                  {alertFrom, alertTo},
+	"intents_export":                  {alertFrom, alertTo},
 }
 
 // The window the alert queries are bound with above.

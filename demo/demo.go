@@ -49,6 +49,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Stack, when set, is used instead of starting one (its stores must be empty).
 	Stack *stack.Stack
+	// KafkaBrokers is the broker count of the embedded Kafka the demo starts when Stack is nil
+	// (stack.Config.Brokers: topics replicated on min(3, KafkaBrokers) brokers). Default: 1.
+	KafkaBrokers int
 	// NoHistory skips what the demo leaves after its comparison for the dashboards: schema
 	// check runs of the scheduler's ratchet job over the generator's MCP servers (served on
 	// loopback) and two suppression resets through the ops reset path. Default: false (left).
@@ -98,7 +101,7 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	if st == nil {
 		step("starting the embedded stack (kfake, redis-server, clickhouse-server) in %s", dir)
 		start := time.Now()
-		s, err := stack.Start(ctx, stack.Config{DataDir: filepath.Join(dir, "stack"), Logger: cfg.Logger})
+		s, err := stack.Start(ctx, stack.Config{DataDir: filepath.Join(dir, "stack"), Brokers: cfg.KafkaBrokers, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -126,6 +129,9 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	corpus := filepath.Join(dir, "events.jsonl")
 	step("generating %d events (seed %d) into %s", cfg.Events, cfg.Seed, corpus)
 	genCfg := gen.Config{Events: cfg.Events, Seed: cfg.Seed, End: time.Now().UTC().Truncate(time.Hour), Shape: cfg.Shape, Reports: true}
+	if cfg.Shape != gen.ShapeSDK {
+		genCfg.ContactViolations = ContactViolations
+	}
 	if _, err := gen.WriteFiles(genCfg, corpus); err != nil {
 		return nil, err
 	}
@@ -195,6 +201,12 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	if stats.Duplicates != int64(expected.Corpus.Duplicates) {
 		summary.Mismatches = append(summary.Mismatches, fmt.Sprintf("duplicates dropped: want %d, got %d", expected.Corpus.Duplicates, stats.Duplicates))
 	}
+	step("auditing the contact policy (violations stored for the dashboards)")
+	contactMismatches, err := auditContactPolicy(ctx, ch, corpus, expected.ContactPolicy, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	summary.Mismatches = append(summary.Mismatches, contactMismatches...)
 
 	if !cfg.NoLive {
 		step("running live MCP servers (official Go SDK): per-session tool sets, a paginated tools/list, a tool removed at run time; one reports PostHog events, one OpenTelemetry spans")
@@ -225,11 +237,19 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 		if err != nil {
 			return nil, err
 		}
+		prompts, err := RecordIntentPromptVersions(ctx, ch, genCfg.End)
+		if err != nil {
+			return nil, err
+		}
 		reset, err := resetSomeIdentities(ctx, ch, rdb, pub, expected, time.Now())
 		if err != nil {
 			return nil, err
 		}
-		step("left history for the dashboards: %d schema check runs, %d suppression resets", runs, len(reset))
+		lintRuns, err := RecordCampaignLint(ctx, ch, genCfg.End)
+		if err != nil {
+			return nil, err
+		}
+		step("left history for the dashboards: %d schema check runs, %d intent prompt versions, %d suppression resets, %d campaign flag lint runs", runs, prompts, len(reset), lintRuns)
 	}
 	stopConsumer()
 	if err := <-consumed; err != nil {

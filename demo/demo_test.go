@@ -45,6 +45,13 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	if len(expected.Suppression) == 0 || len(expected.Funnel) == 0 || len(expected.IgnoredKeys) == 0 || len(expected.GateReasons) == 0 {
 		t.Errorf("expected outcome lacks suppression records, funnel, ignored keys or gate reasons")
 	}
+	paths := map[string]int64{}
+	for _, r := range expected.FunnelByPath {
+		paths[r.Path] += r.Invitations
+	}
+	if paths["input_required"] == 0 || paths["sse_elicitation_create"] == 0 {
+		t.Errorf("expected funnel by path lacks invitations of a protocol path: %v", paths)
+	}
 	failedReads := int64(0)
 	for _, r := range expected.SDKEvents {
 		if r.Kind == "resource_read" {
@@ -53,6 +60,11 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	}
 	if failedReads == 0 {
 		t.Errorf("expected outcome has no failed resource read: %+v", expected.SDKEvents)
+	}
+	// The contact-policy cases: the demo's audit found exactly them (else a mismatch above),
+	// and stored them for the dashboards.
+	if cp := expected.ContactPolicy; cp == nil || cp.Counts[suppression.ViolationExcludedPerson] != demo.ContactViolations {
+		t.Errorf("expected contact policy %+v; want %d of each further kind", expected.ContactPolicy, demo.ContactViolations)
 	}
 	if summary.DuplicatesDropped != int64(expected.Corpus.Duplicates) {
 		t.Errorf("duplicates dropped %d, want %d", summary.DuplicatesDropped, expected.Corpus.Duplicates)
@@ -67,6 +79,10 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
+	var furtherStored uint64
+	if err := ch.QueryRow(ctx, `SELECT count() FROM mcpulse.contact_policy_violations FINAL WHERE kind NOT IN ('sent_while_suppressed', 'repeat_within_7_days')`).Scan(&furtherStored); err != nil || furtherStored != 5*demo.ContactViolations {
+		t.Errorf("stored %d further contact-policy violations (%v), want %d", furtherStored, err, 5*demo.ContactViolations)
+	}
 	rdb, err := stores.OpenRedis(ctx, stack.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +101,7 @@ func TestGeneratedCorpusEndToEndEqualsItsExpectedOutcome(t *testing.T) {
 	// (raw tables) are taken as observed.
 	recomputed.EventsByKind, recomputed.Tables, recomputed.Suppression = observed.EventsByKind, observed.Tables, observed.Suppression
 	recomputed.ServedSchemas, recomputed.SDKEvents = observed.ServedSchemas, observed.SDKEvents
+	recomputed.FunnelByPath = observed.FunnelByPath // computed from the raw table already
 	for _, m := range outcome.Compare(recomputed, observed, time.Now()) {
 		t.Errorf("rollup differs from its recomputation: %s", m)
 	}

@@ -53,6 +53,14 @@ const (
 // in one produce batch. It must be at least MaxMessageBytes plus per-message overhead.
 const writerBatchBytes = 1_000_000
 
+// publisherMetadataTTL bounds how long the publisher's kafka-go transport trusts its cached
+// cluster metadata (kafka-go's default: 6 s). kafka-go refreshes it on that timer only, not on
+// NOT_LEADER_FOR_PARTITION or a refused connection, so after a leader moves or a broker goes
+// away every publish retries against the old leader until the cache expires: on three brokers
+// (testkit/faults) a publish spanning such a change took up to 8 attempts, about 7 s, with the
+// default. The price is one metadata request a second per publisher.
+const publisherMetadataTTL = time.Second
+
 // Retry backoff of the Publisher: doubles from retryBackoffMin up to retryBackoffMax.
 const (
 	retryBackoffMin = 100 * time.Millisecond
@@ -201,6 +209,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	p.transport = &kafka.Transport{
 		ClientID:    "mcpulse-publisher",
 		DialTimeout: min(5*time.Second, cfg.WriteTimeout),
+		MetadataTTL: publisherMetadataTTL,
 	}
 	p.w = &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Brokers...),

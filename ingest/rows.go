@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mcpulse/mcpulse/intents/details"
 	"github.com/mcpulse/mcpulse/misuse"
 )
 
@@ -39,6 +40,7 @@ type Rows struct {
 	Feedback      []FeedbackRow     // mcpulse.mcp_feedback
 	Resources     []ResourceRow     // mcpulse.mcp_resource_prompt_events
 	Identify      []IdentifyRow     // mcpulse.mcp_identify_events
+	ToolsLists    []ToolsListRow    // mcpulse.tools_list_events
 }
 
 // Append appends the raw rows of ev (an event Parse returned) to rs.
@@ -47,7 +49,7 @@ func (rs *Rows) Append(ev *Event, at RowContext) { ev.Kind.rows(rs, ev, at) }
 // Len is the number of rows in rs, over every table.
 func (rs *Rows) Len() int {
 	return len(rs.ToolCalls) + len(rs.Recruitment) + len(rs.ServedSchemas) + len(rs.Initialize) + len(rs.Exceptions) + len(rs.OtherEvents) +
-		len(rs.Feedback) + len(rs.Resources) + len(rs.Identify)
+		len(rs.Feedback) + len(rs.Resources) + len(rs.Identify) + len(rs.ToolsLists)
 }
 
 // Filtered returns a copy of rs holding only the rows of the events keep accepts (by uuid),
@@ -63,6 +65,7 @@ func (rs *Rows) Filtered(keep func(uuid.UUID) bool) Rows {
 		Feedback:      filterRows(rs.Feedback, func(r *FeedbackRow) bool { return keep(r.UUID) }),
 		Resources:     filterRows(rs.Resources, func(r *ResourceRow) bool { return keep(r.UUID) }),
 		Identify:      filterRows(rs.Identify, func(r *IdentifyRow) bool { return keep(r.UUID) }),
+		ToolsLists:    filterRows(rs.ToolsLists, func(r *ToolsListRow) bool { return keep(r.UUID) }),
 	}
 }
 
@@ -129,6 +132,11 @@ type ToolCallRow struct {
 	FoldedToolName   string   `ch:"folded_tool_name"`
 	FoldedClientName string   `ch:"folded_client_name"`
 	FoldedKeyPaths   []string `ch:"folded_key_paths"`
+	// IntentDetails are the kinds of identifying detail Intent holds (intents/details.Find:
+	// email, ip_address, ...; each once), IntentMasked is Intent with each replaced by its
+	// kind's placeholder (Intent itself when it holds none). Migration 0043.
+	IntentDetails []string `ch:"intent_details"`
+	IntentMasked  string   `ch:"intent_masked"`
 }
 
 func toolCallRows(rs *Rows, ev *Event, at RowContext) {
@@ -147,6 +155,14 @@ func toolCallRows(rs *Rows, ev *Event, at RowContext) {
 		Intent: t.Intent, IntentSource: t.IntentSource, ErrorMessage: t.ErrorMessage, FoldedKeyPaths: []string{},
 	})
 	row := &rs.ToolCalls[len(rs.ToolCalls)-1]
+	row.IntentDetails = []string{}
+	if t.Intent != "" {
+		masked, kinds := details.Mask(t.Intent)
+		row.IntentMasked = masked
+		for _, k := range kinds {
+			row.IntentDetails = append(row.IntentDetails, string(k))
+		}
+	}
 	if t.IgnoredKeysReported {
 		row.IgnoredKeysSource = string(misuse.SourceReported)
 	}

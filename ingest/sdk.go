@@ -176,8 +176,32 @@ func NewServedSchemaRow(server, version string, tool ServedTool, seenAt time.Tim
 	}
 }
 
-func toolsListRows(rs *Rows, ev *Event, _ RowContext) {
+// ToolsListRow is one row of mcpulse.tools_list_events (migration 0043): a tools/list request
+// for a listing's first page, when and by which user's client, so a tool call can be
+// attributed to the tool schemas its client last fetched (DESIGN.md §8, "Intent prompt
+// trials"). Names are the session properties as the event held them (bounded).
+type ToolsListRow struct {
+	UUID           uuid.UUID `ch:"uuid"`
+	ListedAt       time.Time `ch:"listed_at"`
+	DistinctID     string    `ch:"distinct_id"`
+	ClientName     string    `ch:"client_name"`
+	ClientVersion  string    `ch:"client_version"`
+	ServerName     string    `ch:"server_name"`
+	ServerVersion  string    `ch:"server_version"`
+	SessionID      string    `ch:"session_id"`
+	KafkaPartition int32     `ch:"kafka_partition"`
+	KafkaOffset    int64     `ch:"kafka_offset"`
+}
+
+func toolsListRows(rs *Rows, ev *Event, at RowContext) {
 	t := ev.ToolsList
+	if !t.HasCursor {
+		rs.ToolsLists = append(rs.ToolsLists, ToolsListRow{
+			UUID: ev.UUID, ListedAt: ev.Timestamp, DistinctID: ev.DistinctID, ClientName: t.ClientName,
+			ClientVersion: t.ClientVersion, ServerName: t.ServerName, ServerVersion: t.ServerVersion,
+			SessionID: t.SessionID, KafkaPartition: at.Partition, KafkaOffset: at.Offset,
+		})
+	}
 	for _, tool := range t.Tools {
 		rs.ServedSchemas = append(rs.ServedSchemas, NewServedSchemaRow(t.ServerName, t.ServerVersion, tool, ev.Timestamp, ev.UUID))
 	}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 
+	"github.com/mcpulse/mcpulse/campaigns"
 	"github.com/mcpulse/mcpulse/schemacheck"
 	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
@@ -21,10 +23,10 @@ type evaluations struct{ n atomic.Int64 }
 
 func (e *evaluations) EvaluateAndLog(context.Context, time.Time) error { e.n.Add(1); return nil }
 
-// Every job the scheduler runs (reconcile, contact audit, alerts, schema check) runs once per
-// period across scheduler replicas sharing a Redis: two replicas firing the same tick run
-// each job once, a second tick in the same period runs nothing, and the next period runs each
-// once again.
+// Every job the scheduler runs (reconcile, contact audit, alerts, schema check, campaign flag
+// lint) runs once per period across scheduler replicas sharing a Redis: two replicas firing the
+// same tick run each job once, a second tick in the same period runs nothing, and the next
+// period runs each once again.
 func TestEveryJobRunsOncePerPeriodAcrossReplicas(t *testing.T) {
 	e := testenv.New(t, testenv.Options{})
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -49,14 +51,17 @@ func TestEveryJobRunsOncePerPeriodAcrossReplicas(t *testing.T) {
 		c, err := NewScheduler(SchedulerConfig{Redis: e.Redis, ClickHouse: e.ClickHouse, Now: now, Metrics: m,
 			ReconcileSchedule: "@every 15m", ContactAuditSchedule: "@every 15m",
 			AlertSchedule: "@every 15m", Alerts: alerts,
-			SchemaServers: []schemacheck.ServerConfig{{Name: "replicated", URL: unreachable, Schedule: "@every 15m"}},
-			Timeout:       30 * time.Second})
+			SchemaServers:         []schemacheck.ServerConfig{{Name: "replicated", URL: unreachable, Schedule: "@every 15m"}},
+			CampaignsLintSchedule: "@every 15m",
+			CampaignsLint: &CampaignsLint{Source: campaigns.Source{
+				File: filepath.Join("..", "campaigns", "testdata", "valid_api.json"), ExclusionCohort: 641799}},
+			Timeout: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		replicas = append(replicas, replica{c, reg})
 	}
-	jobs := []string{JobReconcile, JobContactAudit, JobAlerts, JobSchemaCheck}
+	jobs := []string{JobReconcile, JobContactAudit, JobAlerts, JobSchemaCheck, JobCampaignsLint}
 	tick := func() {
 		var wg sync.WaitGroup
 		for _, r := range replicas {
@@ -97,5 +102,12 @@ func TestEveryJobRunsOncePerPeriodAcrossReplicas(t *testing.T) {
 	}
 	if got := runs(JobReconcile, OutcomeOK) + runs(JobContactAudit, OutcomeOK); got != 4 {
 		t.Errorf("reconcile and the contact audit succeeded %v times, want 4 (the runs are real, not only counted)", got)
+	}
+	var lintRuns uint64
+	if err := e.ClickHouse.QueryRow(context.Background(), "SELECT uniqExact(run_at) FROM mcpulse.campaign_lint_runs").Scan(&lintRuns); err != nil {
+		t.Fatal(err)
+	}
+	if lintRuns != 2 || runs(JobCampaignsLint, OutcomeOK) != 2 {
+		t.Errorf("the campaign flag lint stored %d runs and succeeded %v times, want 2 and 2", lintRuns, runs(JobCampaignsLint, OutcomeOK))
 	}
 }

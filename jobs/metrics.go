@@ -15,6 +15,8 @@ const (
 	JobSchemaCheck  = "schema_check"
 	JobAlerts       = "alerts"
 	JobSeal         = "seal"
+	// JobCampaignsLint is the campaign flag lint (CampaignsLint).
+	JobCampaignsLint = "campaigns_lint"
 )
 
 // Run outcomes, the outcome label of mcpulse_job_runs_total.

@@ -1,6 +1,7 @@
 // Package jobs runs mcpulse's scheduled jobs with robfig/cron: suppression reconcile (Redis
 // rebuilt from ClickHouse), the contact-policy audit, the seal of the closed hours, the
-// schema ratchet of each configured MCP server, and the alert rules' evaluation.
+// schema ratchet of each configured MCP server, the campaign flag lint, and the alert rules'
+// evaluation.
 package jobs
 
 import (
@@ -34,6 +35,10 @@ type SchedulerConfig struct {
 	ContactAuditSchedule string
 	// ContactAuditWindow is how far back each contact-policy audit looks. Default: 30 days.
 	ContactAuditWindow time.Duration
+	// ContactPolicy, when set, gives each contact-policy audit its options (non-product tools,
+	// exclusion members read afresh from a file or PostHog cohort); its error fails the run.
+	// Default: nil, suppression.ContactPolicyOptions{}.
+	ContactPolicy func(context.Context) (suppression.ContactPolicyOptions, error)
 	// SealSchedule is the cron spec of the seal of the closed hours (rollup.SealClosedHours:
 	// their ignored key paths and gate-reason calls and people, kept without the Kafka
 	// partition). "" disables it: readers then take every hour from the per-partition rollup
@@ -63,6 +68,12 @@ type SchedulerConfig struct {
 	AlertSchedule string
 	// Alerts evaluates the alert rules and notifies their receivers; nil disables the job.
 	Alerts AlertEvaluator
+	// CampaignsLintSchedule is the cron spec of the campaign flag lint. "" disables it.
+	// Default (`mcpulse scheduler`): "@every 15m" when a flag source is given.
+	CampaignsLintSchedule string
+	// CampaignsLint is the campaign flag lint (its flag source, retention); nil disables the
+	// job. Its unset ClickHouse, Logger, Now, Timeout and Getenv are the scheduler's.
+	CampaignsLint *CampaignsLint
 }
 
 // AlertEvaluator evaluates alert rules as of now and notifies their receivers once per
@@ -112,7 +123,7 @@ func (c *SchedulerConfig) Validate() error {
 	if c.ClickHouse == nil {
 		errs = append(errs, errors.New("scheduler: no ClickHouse connection"))
 	}
-	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "alerts": c.AlertSchedule, "seal": c.SealSchedule} {
+	for name, spec := range map[string]string{"reconcile": c.ReconcileSchedule, "contact audit": c.ContactAuditSchedule, "alerts": c.AlertSchedule, "seal": c.SealSchedule, "campaigns lint": c.CampaignsLintSchedule} {
 		if spec == "" {
 			continue
 		}
@@ -152,6 +163,10 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 	if cfg.Alerts == nil {
 		alertSchedule = ""
 	}
+	lintSchedule := cfg.CampaignsLintSchedule
+	if cfg.CampaignsLint == nil {
+		lintSchedule = ""
+	}
 	for _, j := range []struct {
 		name, spec string
 		run        func(SchedulerConfig) error
@@ -160,6 +175,7 @@ func NewScheduler(cfg SchedulerConfig) (*cron.Cron, error) {
 		{JobContactAudit, cfg.ContactAuditSchedule, ContactAuditOnce},
 		{JobAlerts, alertSchedule, AlertsOnce},
 		{JobSeal, cfg.SealSchedule, SealOnce},
+		{JobCampaignsLint, lintSchedule, CampaignsLintOnce},
 	} {
 		if j.spec == "" {
 			continue
@@ -220,12 +236,24 @@ func ContactAuditOnce(cfg SchedulerConfig) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	now := cfg.Now()
-	a, err := suppression.AuditContactPolicy(ctx, cfg.ClickHouse, now.Add(-cfg.ContactAuditWindow), now, false)
+	var opts suppression.ContactPolicyOptions
+	if cfg.ContactPolicy != nil {
+		var err error
+		if opts, err = cfg.ContactPolicy(ctx); err != nil {
+			cfg.Logger.Error("contact-policy audit failed", "err", err)
+			return err
+		}
+	}
+	a, err := suppression.AuditContactPolicyWith(ctx, cfg.ClickHouse, now.Add(-cfg.ContactAuditWindow), now, false, opts)
 	if err != nil {
 		cfg.Logger.Error("contact-policy audit failed", "err", err)
 		return err
 	}
-	cfg.Logger.Info("contact-policy audit", "invitations", a.Invitations, "violations", len(a.Violations))
+	args := []any{"invitations", a.Invitations, "violations", len(a.Violations), "excluded_members", a.Excluded}
+	for _, k := range suppression.ViolationKinds {
+		args = append(args, k.Kind, a.ByKind[k.Kind])
+	}
+	cfg.Logger.Info("contact-policy audit", args...)
 	return nil
 }
 

@@ -8,6 +8,9 @@
 // panel_*.sql are the dashboard panels' queries (dashboards/*.yaml names them), reading the
 // rollups and analyst views; raw_*.sql compute the same figures from the deduplicated raw
 // tables, with the same parameters, as the dashboards benchmark's peer and the tests' check.
+//
+// campaigns/*.sql are the statements of the campaign flag lint's store (package campaigns,
+// migration 0041): its inserts, retention, and the reads of the payload versions.
 package sql
 
 import (
@@ -16,7 +19,7 @@ import (
 	"strings"
 )
 
-//go:embed queries/*.sql rollup/*.sql
+//go:embed queries/*.sql rollup/*.sql campaigns/*.sql
 var files embed.FS
 
 // Query returns the text of the named query (the file name without ".sql"). An unknown name is
@@ -54,6 +57,27 @@ func Rollup(name string) string {
 // RollupNames lists every rollup statement name.
 func RollupNames() []string {
 	entries, _ := files.ReadDir("rollup")
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(e.Name(), ".sql"))
+	}
+	return out
+}
+
+// Campaigns returns the text of the named statement of the campaign flag lint's store
+// (campaigns/NAME.sql), e.g. "payload_version_at". An unknown name is a BUG in the caller and
+// panics.
+func Campaigns(name string) string {
+	data, err := files.ReadFile("campaigns/" + name + ".sql")
+	if err != nil {
+		panic(fmt.Sprintf("BUG: no campaigns statement named %q", name))
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// CampaignsNames lists every campaigns statement name.
+func CampaignsNames() []string {
+	entries, _ := files.ReadDir("campaigns")
 	out := make([]string, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, strings.TrimSuffix(e.Name(), ".sql"))

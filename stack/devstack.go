@@ -67,6 +67,14 @@ type Config struct {
 	// Default: 4.
 	Partitions int
 
+	// Brokers is the number of brokers of the embedded Kafka (node ids 0 to Brokers-1, each on
+	// its own 127.0.0.1 port; Stack.KafkaBrokers lists them in node order). Topics are
+	// created with replication factor min(3, Brokers) and their leaders spread over the
+	// brokers; kfake keeps one copy of the data, so a broker stopped with StopKafkaBroker takes
+	// its connections and its leaderships away, not its records. Between 1 and 16.
+	// Default: 1.
+	Brokers int
+
 	// Topics are created on the embedded Kafka at start. They are not created on an external
 	// Kafka chosen through EnvKafkaBrokers. Default: ingest.AllTopics.
 	Topics []string
@@ -91,6 +99,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Partitions == 0 {
 		c.Partitions = 4
+	}
+	if c.Brokers == 0 {
+		c.Brokers = 1
 	}
 	if len(c.Topics) == 0 {
 		c.Topics = append([]string(nil), ingest.AllTopics...)
@@ -119,6 +130,9 @@ func (c Config) Validate() error {
 	if c.Partitions < 1 || c.Partitions > 10000 {
 		errs = append(errs, fmt.Errorf("devstack: Partitions must be between 1 and 10000, got %d", c.Partitions))
 	}
+	if c.Brokers < 1 || c.Brokers > MaxBrokers {
+		errs = append(errs, fmt.Errorf("devstack: Brokers must be between 1 and %d, got %d", MaxBrokers, c.Brokers))
+	}
 	for i, t := range c.Topics {
 		if t == "" {
 			errs = append(errs, fmt.Errorf("devstack: Topics[%d] is empty", i))
@@ -136,8 +150,9 @@ func (c Config) Validate() error {
 // Stack is a running embedded stack. Its exported fields are what clients need to connect;
 // they are set by Start and must not be modified. Call Close when done.
 type Stack struct {
-	// KafkaBrokers are the bootstrap broker addresses ("127.0.0.1:PORT" for the embedded
-	// cluster, which has one broker).
+	// KafkaBrokers are the bootstrap broker addresses: for the embedded cluster one
+	// "127.0.0.1:PORT" per broker, in node id order (Config.Brokers; one by default). A broker
+	// stopped with StopKafkaBroker stays listed, as it would in a client's configuration.
 	KafkaBrokers []string
 	// RedisURL is redis://127.0.0.1:PORT/0 for the embedded redis-server.
 	RedisURL string
@@ -161,6 +176,9 @@ type Stack struct {
 	kafka        *kfake.Cluster
 	kafkaOpts    []kfake.Opt // NewCluster options, kept for RestartKafka (with the port fixed)
 	kafkaPersist bool
+	kafkaPorts   []int            // by node id
+	kafkaDown    map[int32]bool   // brokers stopped with StopKafkaBroker
+	kafkaConns   *brokerListeners // every broker's listener and accepted connections
 	redis        *child
 	redisBin     string
 	redisPort    int

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -94,11 +92,12 @@ func (s *Stack) StartClickHouse(ctx context.Context) error {
 	return s.startClickHouse(ctx, s.chArgv, s.chPorts)
 }
 
-// RestartKafka restarts the embedded Kafka broker: the cluster is closed (its listener
-// closes, so every client connection drops; with persistence it first writes its state) and
-// a new one is created on the same port from the same data directory. It needs
-// Config.PersistKafka: without it a restart would come back empty, which is not a restart.
-// down is how long the broker stays down between the two (0 for an immediate restart).
+// RestartKafka restarts the embedded Kafka cluster: the cluster is closed (its listeners
+// close, so every client connection drops; with persistence it first writes its state) and
+// a new one is created on the same ports from the same data directory, every broker running
+// again (one stopped with StopKafkaBroker included). It needs Config.PersistKafka: without it
+// a restart would come back empty, which is not a restart. down is how long the cluster stays
+// down between the two (0 for an immediate restart).
 //
 // The new cluster serves every record acknowledged before the restart: kfake appends each
 // produced batch to its segment file before acknowledging it, Close saves the partition
@@ -115,24 +114,17 @@ func (s *Stack) RestartKafka(down time.Duration) error {
 	if !s.kafkaPersist {
 		return errors.New("devstack: RestartKafka needs Config.PersistKafka (an in-memory broker would restart empty)")
 	}
-	_, portText, err := net.SplitHostPort(s.KafkaBrokers[0])
-	if err != nil {
-		return fmt.Errorf("devstack: BUG: broker address %q: %w", s.KafkaBrokers[0], err)
-	}
-	port, err := strconv.Atoi(portText)
-	if err != nil {
-		return fmt.Errorf("devstack: BUG: broker address %q: %w", s.KafkaBrokers[0], err)
-	}
 	began := time.Now()
 	s.kafka.Close()
 	time.Sleep(down)
-	c, err := kfake.NewCluster(append(append([]kfake.Opt(nil), s.kafkaOpts...), kfake.Ports(port))...)
+	c, err := kfake.NewCluster(append(append([]kfake.Opt(nil), s.kafkaOpts...), kfake.Ports(s.kafkaPorts...))...)
 	if err != nil {
 		s.kafka = nil
-		return fmt.Errorf("devstack: restarting embedded kafka (kfake) on port %d: %w", port, err)
+		return fmt.Errorf("devstack: restarting embedded kafka (kfake) on ports %v: %w", s.kafkaPorts, err)
 	}
 	s.kafka = c
-	s.log.Info("devstack: kafka restarted", "broker", s.KafkaBrokers[0], "took", time.Since(began).Round(time.Millisecond))
+	clear(s.kafkaDown)
+	s.log.Info("devstack: kafka restarted", "brokers", s.KafkaBrokers, "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
 

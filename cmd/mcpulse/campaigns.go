@@ -1,13 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/campaigns"
+	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
 func newCampaignsCmd() *cobra.Command {
@@ -27,10 +30,12 @@ func newCampaignsLintCmd() *cobra.Command {
 		file, host, project string
 		configPath          string
 		cohort              int64
-		asJSON              bool
+		asJSON, store       bool
+		dsn                 string
+		retention           time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "lint (--flags-file F | --project-id P [--posthog-host H]) [--exclusion-cohort ID] [--config F] [--json]",
+		Use:   "lint (--flags-file F | --project-id P [--posthog-host H]) [--exclusion-cohort ID] [--config F] [--json] [--store [--clickhouse DSN] [--retention D]]",
 		Short: "Find what stops a campaign recruiting, or lets it reach people it must not, in the PostHog flags",
 		Long: `Reads PostHog flag definitions and checks the two flags an MCP server with interview
 recruitment evaluates. The server skips a campaign silently when its payload is wrong; this
@@ -72,6 +77,16 @@ mcp-intent-prompt, per variant:
 Per flag: W flag_inactive, no_release_condition, unknown_variant_override (a condition
 overriding to a variant the flag lacks), payload_orphan (a payload for no variant),
 exclusion_cohort_unset (no --exclusion-cohort: any cohort not_in filter was accepted).
+Stored runs only (--store, the scheduler): W flag_missing, the flag is absent or deleted.
+
+--store also records the run in ClickHouse (--clickhouse), as the scheduler's campaigns_lint
+job does (mcpulse scheduler --campaigns-lint): one campaign_lint_runs row per flag (variant
+'', the flag's own problems) and per variant (will_recruit, exclusion_ok, errors, warnings,
+problem codes), and the payload version of each variant in flag_payload_versions (SHA-256 of
+its canonical JSON: first_seen kept while the hash is unchanged, a new version when it
+changes, a removed = 1 row when the variant goes). Runs older than --retention (30 days) are
+deleted. The recruitment dashboard shows them (panels campaign-lint, payload-changes), and the
+alerts campaign-cannot-recruit and campaign-lost-exclusion read them.
 
 --json prints {"flags": [{"flag", "active", "problems", "variants": [{"campaign_id",
 "payload_key", "will_recruit", "prompt_in_use" (intent prompt only), "problems": [{"code",
@@ -79,55 +94,51 @@ exclusion_cohort_unset (no --exclusion-cohort: any cohort not_in filter was acce
 whether the server would invite anyone for the campaign (active, selectable, valid payload);
 a campaign with exclusion errors can still recruit. Codes are stable.
 
-Exit status: 0 without errors (warnings allowed), 1 when any error is found or the flags
-cannot be read.`,
+Exit status: 0 without errors (warnings allowed), 1 when any error is found, or the flags
+cannot be read, or (--store) the run cannot be stored.`,
 		Example: `  mcpulse campaigns lint --flags-file flags.json --exclusion-cohort 641799
-  ` + campaigns.EnvPersonalAPIKey + `=phx_... mcpulse campaigns lint --project-id 2 --exclusion-cohort 641799 --json`,
+  ` + campaigns.EnvPersonalAPIKey + `=phx_... mcpulse campaigns lint --project-id 2 --exclusion-cohort 641799 --json
+  mcpulse campaigns lint --config campaigns.yaml --store --clickhouse clickhouse://localhost:9000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var (
-				flags []campaigns.Flag
-				err   error
-			)
-			keyEnv := campaigns.EnvPersonalAPIKey
-			if configPath != "" {
-				cfg, err := campaigns.LoadConfig(configPath)
-				if err != nil {
-					return err
-				}
-				f := cmd.Flags()
-				if !f.Changed("exclusion-cohort") && cfg.ExclusionCohort != 0 {
-					cohort = cfg.ExclusionCohort
-				}
-				if !f.Changed("posthog-host") && cfg.PostHog.Host != "" {
-					host = cfg.PostHog.Host
-				}
-				if !f.Changed("project-id") && file == "" {
-					project = cfg.PostHog.ProjectID
-				}
-				if cfg.PostHog.PersonalAPIKeyEnv != "" {
-					keyEnv = cfg.PostHog.PersonalAPIKeyEnv
-				}
+			f := cmd.Flags()
+			if store && dsn == "" {
+				return fmt.Errorf("--store writes to ClickHouse: give --clickhouse or set $%s", stores.EnvClickHouseDSN)
 			}
+			if retention <= 0 {
+				return fmt.Errorf("--retention must be positive, got %s (e.g. 720h for 30 days)", retention)
+			}
+			src, err := campaigns.ResolveSource(campaigns.Source{File: file, ProjectID: project, Host: host, ExclusionCohort: cohort}, configPath,
+				campaigns.Given{ExclusionCohort: f.Changed("exclusion-cohort"), Host: f.Changed("posthog-host"), ProjectID: f.Changed("project-id")})
 			switch {
-			case file != "" && project != "":
-				return fmt.Errorf("give --flags-file or --project-id, not both")
-			case file != "":
-				flags, err = campaigns.ReadFile(file, cmd.InOrStdin())
-			case project != "":
-				flags, err = campaigns.Fetch(cmd.Context(), campaigns.FetchOptions{
-					Host: host, ProjectID: project, APIKey: os.Getenv(keyEnv), APIKeyEnv: keyEnv,
-				})
-			default:
+			case errors.Is(err, campaigns.ErrNoSource):
 				return fmt.Errorf("give --flags-file F, or --project-id P with a PostHog personal API key in $%s", campaigns.EnvPersonalAPIKey)
+			case errors.Is(err, campaigns.ErrNegativeCohort):
+				return fmt.Errorf("--exclusion-cohort %s is not a cohort id", strconv.FormatInt(src.ExclusionCohort, 10))
+			case errors.Is(err, campaigns.ErrTwoSources):
+				return fmt.Errorf("give --flags-file or --project-id, not both")
+			case err != nil:
+				return err
 			}
+			now := time.Now()
+			flags, err := src.Load(cmd.Context(), cmd.InOrStdin(), nil)
 			if err != nil {
 				return err
 			}
-			if cohort < 0 {
-				return fmt.Errorf("--exclusion-cohort %s is not a cohort id", strconv.FormatInt(cohort, 10))
+			rep := campaigns.Lint(flags, src.Options())
+			if store {
+				ch, err := stores.OpenClickHouse(cmd.Context(), dsn)
+				if err != nil {
+					return err
+				}
+				defer ch.Close()
+				res, err := campaigns.Record(cmd.Context(), ch, rep, flags, now, retention)
+				if err != nil {
+					return fmt.Errorf("the lint ran but was not stored: %w", err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse campaigns lint: stored the run of %s in campaign_lint_runs (%d rows) and flag_payload_versions (%d new versions, %d variants removed)\n",
+					res.RunAt.Format(time.RFC3339), res.Rows, res.NewVersions, res.Removed)
 			}
-			rep := campaigns.Lint(flags, campaigns.Options{ExclusionCohort: cohort})
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := newJSONEncoder(out)
@@ -152,5 +163,8 @@ cannot be read.`,
 	f.Int64Var(&cohort, "exclusion-cohort", 0, "id of the shared recruitment exclusion cohort every release condition must exclude (0: accept any cohort not_in condition, with a warning)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&configPath, "config", "", "campaigns.yaml with exclusion_cohort and the PostHog project (see campaigns.example.yaml); flags given override it")
+	f.BoolVar(&store, "store", false, "also record the run in ClickHouse (campaign_lint_runs, flag_payload_versions: the rows the scheduler's campaigns_lint job writes)")
+	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN for --store, native protocol (default $"+stores.EnvClickHouseDSN+")")
+	f.DurationVar(&retention, "retention", campaigns.DefaultRetention, "with --store: delete stored lint runs older than this")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -9,9 +10,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpulse/mcpulse/campaigns"
 	"github.com/mcpulse/mcpulse/campaigns/campaignstest"
+	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
 func runLint(t *testing.T, args ...string) (string, error) {
@@ -160,5 +163,42 @@ func TestCampaignsLintConfig(t *testing.T) {
 	var exit exitCodeError
 	if !errors.As(err, &exit) || !strings.Contains(out, "exclusion_missing") {
 		t.Fatalf("explicit cohort not used: %v\n%s", err, out)
+	}
+}
+
+// --store records the run in ClickHouse: a broken campaign still exits 1, and its run and
+// payload versions are stored; a second run with a changed payload adds a version.
+func TestCampaignsLintStore(t *testing.T) {
+	e := testenv.New(t, testenv.Options{})
+	dsn := e.Stack.ClickHouseDSN
+	rules := filepath.Join("..", "..", "campaigns", "testdata")
+	if _, err := runLint(t, "--flags-file", filepath.Join(rules, "valid_api.json"), "--exclusion-cohort", "641799", "--store"); err == nil || !strings.Contains(err.Error(), "--clickhouse") {
+		t.Errorf("--store without a DSN: %v", err)
+	}
+	out, err := runLint(t, "--flags-file", filepath.Join(rules, "valid_api.json"), "--exclusion-cohort", "641799", "--store", "--clickhouse", dsn)
+	if err != nil || !strings.Contains(out, "stored the run") {
+		t.Fatalf("valid flags: %v\n%s", err, out)
+	}
+	time.Sleep(1100 * time.Millisecond) // runs are kept per second
+	out, err = runLint(t, "--flags-file", filepath.Join(rules, "rules", "booking_url_not_https.json"), "--exclusion-cohort", "641799", "--store", "--clickhouse", dsn, "--retention", "48h")
+	var exit exitCodeError
+	if !errors.As(err, &exit) || exit.code != 1 || !strings.Contains(out, "stored the run") {
+		t.Fatalf("broken flags: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	var runs, broken uint64
+	if err := e.ClickHouse.QueryRow(ctx, `SELECT uniqExact(run_at), countIf(variant = 'data-teams' AND will_recruit = 0 AND has(problem_codes, 'booking_url_not_https'))
+FROM mcpulse.campaign_lint_runs`).Scan(&runs, &broken); err != nil {
+		t.Fatal(err)
+	}
+	if runs != 2 || broken != 1 {
+		t.Errorf("%d runs stored, %d with data-teams broken; want 2 and 1", runs, broken)
+	}
+	var versions uint64
+	if err := e.ClickHouse.QueryRow(ctx, `SELECT count() FROM mcpulse.flag_payload_versions FINAL WHERE variant = 'data-teams'`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != 2 {
+		t.Errorf("data-teams has %d payload versions, want 2 (its booking URL changed)", versions)
 	}
 }

@@ -14,15 +14,16 @@ import (
 
 func newGenCmd() *cobra.Command {
 	var (
-		events      int
-		seed        int64
-		out         string
-		force       bool
-		end         string
-		instanceURL string
-		shape       string
-		hours       int
-		listEvery   int
+		events            int
+		seed              int64
+		out               string
+		force             bool
+		end               string
+		instanceURL       string
+		shape             string
+		hours             int
+		listEvery         int
+		contactViolations int
 	)
 	cmd := &cobra.Command{
 		Use:   "gen",
@@ -57,6 +58,13 @@ has an $exception beside it; some calls name tools the server does not have, som
 validation. These events come on top of --events. The tool calls themselves are the ones the
 demo shape holds (same uuids, times, users, tools and arguments).
 
+With --contact-violations N, N invitations break each further rule of the contact-policy audit
+(invited_before_thresholds, url_elicitation_unsupported, excluded_surface_or_task,
+two_invitations_one_evaluation, excluded_person) and N break none, each to a person of its own
+after a warm-up of tool calls in its conversation (on top of --events; demo shape only). The
+expected counts and invitation ids are in the .expected.json under contact_policy, and the
+excluded distinct ids in FILE.excluded.txt (mcpulse suppression audit --exclusion-members).
+
 Events span the --hours (default 48) before --end. The same flags always give byte-identical
 files.`,
 		Example: `  mcpulse gen --events 20000 --seed 1
@@ -70,11 +78,14 @@ files.`,
 			if hours < 1 {
 				return errors.New("--hours must be at least 1")
 			}
+			if contactViolations < 0 || (contactViolations > 0 && shape == string(gen.ShapeSDK)) {
+				return errors.New("--contact-violations must not be negative, and needs --shape demo")
+			}
 			if out == "" || out == "-" {
 				return errors.New("--out must be a file path (the expected outcome is written next to it)")
 			}
 			cfg := gen.Config{Events: events, Seed: seed, InstanceURL: instanceURL, Progress: cmd.ErrOrStderr(),
-				Shape: gen.Shape(shape), Span: time.Duration(hours) * time.Hour, ListEvery: listEvery}
+				Shape: gen.Shape(shape), Span: time.Duration(hours) * time.Hour, ListEvery: listEvery, ContactViolations: contactViolations}
 			if end == "" {
 				cfg.End = time.Now().UTC().Truncate(time.Hour)
 			} else {
@@ -113,6 +124,7 @@ files.`,
 	f.StringVar(&end, "end", "", "RFC 3339 time the corpus ends at (default: now, truncated to the hour, UTC)")
 	f.StringVar(&shape, "shape", string(gen.ShapeDemo), `how tool calls are written: "demo" (mcpulse's event contract) or "sdk" (as @posthog/mcp sends them)`)
 	f.IntVar(&hours, "hours", int(gen.Window/time.Hour), "span of the events' timestamps before --end, in hours (at least 1)")
+	f.IntVar(&contactViolations, "contact-violations", 0, "add N invitations breaking each further contact-policy rule, and N breaking none (expected under contact_policy)")
 	f.IntVar(&listEvery, "list-every", 1, "with --shape sdk: list tools for one (user, server) pair in N")
 	f.StringVar(&instanceURL, "instance-url", gen.DefaultInstanceURL,
 		"default PostHog instance URL: what events without instance_url belong to, in the expected identity hashes")

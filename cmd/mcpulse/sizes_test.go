@@ -21,6 +21,7 @@ func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
 	}{
 		{[]string{"demo", "--events", "0"}, "--events must be at least 1"},
 		{[]string{"demo", "--events", "-1"}, "--events must be at least 1"},
+		{[]string{"demo", "--kafka-brokers", "0"}, "--kafka-brokers must be between 1 and 16"},
 		{[]string{"stack", "--partitions", "0"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "-1"}, "--partitions must be between 1 and 10000"},
 		{[]string{"stack", "--partitions", "10001"}, "--partitions must be between 1 and 10000"},
@@ -29,8 +30,10 @@ func TestSizeFlagsBelowOneAreRefused(t *testing.T) {
 		{[]string{"stack", "--shards", "5", "--replicas", "4"}, "at most 16 servers, got 5 × 4"},
 		{[]string{"migrate", "up", "--cluster", "c", "--ddl-timeout", "500ms"}, "--ddl-timeout must be at least 1s"},
 		{[]string{"migrate", "up", "--cluster", "c", "--ddl-timeout", "58s"}, "--ddl-timeout 58s must stay at least 5s under the connection's read timeout 1m0s"},
-		{[]string{"migrate", "up", "--cluster", "c", "--ddl-timeout", "58s", "--clickhouse", "clickhouse://127.0.0.1:1/default?read_timeout=120s"}, "context canceled"}, // a read_timeout in the DSN raises the bound,
+		{[]string{"migrate", "up", "--cluster", "c", "--ddl-timeout", "58s", "--clickhouse", "clickhouse://127.0.0.1:1/default?read_timeout=120s"}, "context canceled"}, // a read_timeout in the DSN raises the bound
 		{[]string{"migrate", "up", "--cluster", "c", "--preflight-timeout", "0s"}, "--preflight-timeout must be positive"},
+		{[]string{"stack", "--kafka-brokers", "0"}, "--kafka-brokers must be between 1 and 16"},
+		{[]string{"stack", "--kafka-brokers", "17"}, "--kafka-brokers must be between 1 and 16"},
 		{[]string{"bench", "pipeline", "--events", "0"}, "--events must be at least 1"},
 		{[]string{"bench", "pipeline", "--runs", "0"}, "--runs must be at least 1"},
 		{[]string{"bench", "dashboards", "--events", "0"}, "--events must be at least 1"},

@@ -14,20 +14,23 @@ import (
 
 func newStackCmd() *cobra.Command {
 	var (
-		dataDir    string
-		partitions int
-		shards     int
-		replicas   int
-		verbose    bool
+		dataDir      string
+		partitions   int
+		kafkaBrokers int
+		shards       int
+		replicas     int
+		verbose      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "stack [--data-dir DIR] [--partitions N] [--shards S --replicas R]",
+		Use:   "stack [--data-dir DIR] [--partitions N] [--kafka-brokers N] [--shards S --replicas R]",
 		Short: "Run the embedded Kafka, Redis and ClickHouse stack until interrupted",
 		Long: `Run the embedded stack that tests and "mcpulse demo" use (DESIGN.md §7), for working
 against mcpulse by hand:
 
   Kafka       in-process (franz-go kfake), one broker on a free 127.0.0.1 port, in memory,
-              with topics mcp_tool_calls, mcp_recruitment, mcpulse_dlq and mcpulse_audit
+              with topics mcp_tool_calls, mcp_recruitment, mcpulse_dlq and mcpulse_audit;
+              with --kafka-brokers N, N brokers on their own ports and every topic
+              replicated on min(3, N) of them (kfake keeps one copy of the data)
   Redis       a redis-server child on a free 127.0.0.1 port, AOF in the data dir, noeviction
   ClickHouse  a clickhouse-server child on free 127.0.0.1 ports (native and HTTP); with
               --shards or --replicas above 1, a cluster instead: a ZooKeeper child and
@@ -36,7 +39,7 @@ against mcpulse by hand:
 
 When the stack is up, three lines go to stdout, ready for a shell:
 
-  export MCPULSE_KAFKA_BROKERS=127.0.0.1:PORT
+  export MCPULSE_KAFKA_BROKERS=127.0.0.1:PORT[,127.0.0.1:PORT...]
   export MCPULSE_REDIS_URL=redis://127.0.0.1:PORT/0
   export MCPULSE_CLICKHOUSE_DSN='clickhouse://default@127.0.0.1:PORT/default?dial_timeout=5s'
 
@@ -55,12 +58,16 @@ is listed on stderr. The stack creates no schema: run "mcpulse migrate up" again
 Requires the Debian packages redis-server and clickhouse-server, and zookeeper for a cluster.`,
 		Example: `  mcpulse stack                          # throw-away stack in a temporary directory
   mcpulse stack --data-dir ./.stack      # keep ClickHouse tables and server logs
+  mcpulse stack --kafka-brokers 3        # three brokers, replication factor 3
   mcpulse stack > stack.env &            # then: . ./stack.env
   mcpulse stack --shards 2 --replicas 2  # then: mcpulse migrate up --cluster mcpulse_cluster`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partitions < 1 || partitions > 10000 {
 				return fmt.Errorf("--partitions must be between 1 and 10000, got %d", partitions)
+			}
+			if kafkaBrokers < 1 || kafkaBrokers > stack.MaxBrokers {
+				return fmt.Errorf("--kafka-brokers must be between 1 and %d, got %d", stack.MaxBrokers, kafkaBrokers)
 			}
 			if shards < 1 || replicas < 1 || shards*replicas > 16 {
 				return fmt.Errorf("--shards and --replicas must be at least 1 and their product at most 16 servers, got %d × %d", shards, replicas)
@@ -75,6 +82,7 @@ Requires the Debian packages redis-server and clickhouse-server, and zookeeper f
 			s, err := stack.Start(ctx, stack.Config{
 				DataDir:    dataDir,
 				Partitions: partitions,
+				Brokers:    kafkaBrokers,
 				Shards:     shards,
 				Replicas:   replicas,
 				Logger:     logger,
@@ -114,6 +122,7 @@ Requires the Debian packages redis-server and clickhouse-server, and zookeeper f
 	cmd.Flags().StringVar(&dataDir, "data-dir", "",
 		"directory for the servers' data and logs, created if missing and kept on exit (default: a temporary directory, removed on exit)")
 	cmd.Flags().IntVar(&partitions, "partitions", 4, "partitions per Kafka topic")
+	cmd.Flags().IntVar(&kafkaBrokers, "kafka-brokers", 1, "Kafka brokers, each on its own port; topics are replicated on min(3, N) of them")
 	cmd.Flags().IntVar(&shards, "shards", 1, "ClickHouse shards; above 1 (or --replicas above 1) runs a cluster with ZooKeeper")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "ClickHouse replicas per shard")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log start-up and shutdown progress to stderr")

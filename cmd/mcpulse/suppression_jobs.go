@@ -5,10 +5,12 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpulse/mcpulse/campaigns"
 	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/suppression"
@@ -67,21 +69,48 @@ func newSuppressionAuditCmd() *cobra.Command {
 	var (
 		dsn, since     string
 		dryRun, asJSON bool
+		policy         contactPolicyFlags
 	)
+	var kinds strings.Builder
+	for _, k := range suppression.ViolationKinds {
+		fmt.Fprintf(&kinds, "  %-31s %s\n", k.Kind, k.Meaning)
+	}
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Check in the event log that suppression was honoured",
-		Long: `Replays the recruitment event log and lists every invitation sent since --since to an
-identity that had accepted or declined, or was in a cooldown, at that moment (a gate that
-failed in the MCP server), and every invitation sent less than 7 days after the identity's
-previous one, with counts per campaign and the offending invitation ids. The violations are
-stored in ClickHouse table contact_policy_violations for the dashboards (not with --dry-run).
-Exits 1 when there is any violation.`,
-		Example: "  mcpulse suppression audit --since 2026-11-01\n  mcpulse suppression audit --since 720h --json",
+		Short: "Check in the event log that the contact policy was honoured",
+		Long: `Replays the recruitment event log and judges every invitation sent since --since by each
+rule of the contact policy, one violation kind per rule:
+
+` + kinds.String() + `
+The warm-up is recounted from the stored tool calls under the invitation's distinct_id, client
+($mcp_client_name) and conversation ($mcp_conversation_id): successful calls of tools not in
+--non-product-tools (exec commands other than call never count), and seconds since the first
+product call, both since the last 24 hours without one; the thresholds are those of the flag
+payload version in force when it was sent (table flag_payload_versions, by feature_flag and
+campaign), else 3 calls and 120 s. Where the server's own counters
+(interview_recruitment_completed_calls, _session_age_seconds) disagree with the recount they
+are shown beside it. The surface rule reads interview_recruitment_surface (only mcp may recruit)
+and interview_recruitment_task_bound, the evaluation rule interview_recruitment_request_id; an
+invitation without what a rule reads is not judged by it. excluded_person needs the exclusion
+cohort: --exclusion-members FILE, or --exclusion-cohort ID with --exclusion-cohort-project
+(PostHog's cohort persons API, key in $` + campaigns.EnvPersonalAPIKey + `).
+
+Prints counts per campaign and kind and the offending invitation ids. The violations are stored
+in ClickHouse table contact_policy_violations for the dashboards (not with --dry-run). Exits 1
+when there is any violation.`,
+		Example: "  mcpulse suppression audit --since 2026-11-01\n  mcpulse suppression audit --since 720h --json\n" +
+			"  mcpulse suppression audit --exclusion-members excluded.txt --non-product-tools exec,search_docs,learn",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			now := time.Now().UTC()
 			from, err := parseSince(since, now)
+			if err != nil {
+				return err
+			}
+			if err := policy.check(); err != nil {
+				return err
+			}
+			opts, err := policy.options(ctx)
 			if err != nil {
 				return err
 			}
@@ -90,7 +119,7 @@ Exits 1 when there is any violation.`,
 				return err
 			}
 			defer ch.Close()
-			a, err := suppression.AuditContactPolicy(ctx, ch, from, now, dryRun)
+			a, err := suppression.AuditContactPolicyWith(ctx, ch, from, now, dryRun, opts)
 			if err != nil {
 				return err
 			}
@@ -108,16 +137,17 @@ Exits 1 when there is any violation.`,
 				sort.Strings(campaigns)
 				for _, c := range campaigns {
 					v := a.ByCampaign[c]
-					fmt.Fprintf(out, "  campaign %s: %d invitations, %d sent while suppressed, %d repeats within 7 days\n",
-						strconv.QuoteToGraphic(c), v.Invitations, v.SentWhileSuppressed, v.RepeatWithin7Days)
+					fmt.Fprintf(out, "  campaign %s: %d invitations", strconv.QuoteToGraphic(c), v.Invitations)
+					for _, k := range suppression.ViolationKinds {
+						if n := v.Count(k.Kind); n > 0 || k.Kind == suppression.ViolationSentWhileSuppressed || k.Kind == suppression.ViolationRepeatWithin7Days {
+							fmt.Fprintf(out, ", %d %s", n, k.Kind)
+						}
+					}
+					fmt.Fprintln(out)
 				}
 				for _, v := range a.Violations {
-					detail := "state " + v.StateAtSend
-					if v.PreviousInvitationID != "" {
-						detail = "previous invitation " + strconv.QuoteToGraphic(v.PreviousInvitationID)
-					}
 					fmt.Fprintf(out, "  %s %s invitation %s to %s (%s)\n", v.SentAt.Format(time.RFC3339), v.Kind,
-						strconv.QuoteToGraphic(v.InvitationID), strconv.QuoteToGraphic(v.DistinctID), detail)
+						strconv.QuoteToGraphic(v.InvitationID), strconv.QuoteToGraphic(v.DistinctID), v.Detail)
 				}
 			}
 			if len(a.Violations) > 0 {
@@ -131,6 +161,7 @@ Exits 1 when there is any violation.`,
 	f.StringVar(&since, "since", "720h", "audit invitations sent since this date (2006-01-02), RFC 3339 time, or duration ago (720h)")
 	f.BoolVar(&dryRun, "dry-run", false, "do not store the violations in ClickHouse")
 	f.BoolVar(&asJSON, "json", false, "print the audit as JSON")
+	policy.add(f)
 	return cmd
 }
 

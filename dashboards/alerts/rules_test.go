@@ -36,8 +36,8 @@ func TestDefaultRulesLoad(t *testing.T) {
 			t.Errorf("rule %s: %+v", r.Name, r)
 		}
 	}
-	for _, want := range []string{"dead-letter-rate", "ratchet-broken", "invitation-to-suppressed", "tool-error-rate",
-		"ignored-keys-after-new-version", "validation-errors-after-new-version"} {
+	for _, want := range []string{"dead-letter-rate", "ratchet-broken", "invitation-to-suppressed", "contact-policy-violation", "tool-error-rate",
+		"ignored-keys-after-new-version", "validation-errors-after-new-version", "campaign-cannot-recruit", "campaign-lost-exclusion"} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("no built-in rule %s (have %v)", want, rules)
 		}

@@ -117,6 +117,14 @@ type recruitRec struct {
 	respondedTxt string    // "" when responded_at is absent (defaults to the timestamp)
 	sentAt       time.Time // the invitation's send time (funnel cohort)
 	diag         *diagRec
+	// protocol and client are an invitation's $mcp_protocol_version and $mcp_client_name
+	// ("" absent): the SDK's session properties, which tell its protocol path.
+	protocol, client string
+	// The invitation context the contact-policy audit reads besides client ("" / triAbsent:
+	// not written): $mcp_conversation_id, interview_recruitment_surface, _task_bound and
+	// _request_id. Only contact-policy cases carry them.
+	conversationID, surface, requestID string
+	taskBound                          tri
 }
 
 // kv is one property: key and raw JSON value, or a string to quote when str.
@@ -164,6 +172,12 @@ func (e *event) appendProperties(p []kv) []kv {
 		if t.conversationID != "" {
 			p = append(p, sv("$mcp_conversation_id", t.conversationID))
 		}
+		// The agent's stated intent, picked by the event's sequence number (no draw from the
+		// generator's random source, so the rest of the corpus is unchanged); one call in five
+		// gives none.
+		if i := e.seq % (len(sdkIntents) + len(sdkIntents)/4); i < len(sdkIntents) {
+			p = append(p, sv("$mcp_intent", sdkIntents[i]))
+		}
 		p = append(p, sv("$session_id", t.sessionID), sv("source", t.source))
 		if t.errorType != "" {
 			p = append(p, sv("$mcp_error_type", t.errorType))
@@ -194,6 +208,12 @@ func (e *event) appendProperties(p []kv) []kv {
 	if r.instanceURL != "" {
 		p = append(p, sv("instance_url", r.instanceURL))
 	}
+	if r.client != "" {
+		p = append(p, sv("$mcp_client_name", r.client))
+	}
+	if r.protocol != "" {
+		p = append(p, sv("$mcp_protocol_version", r.protocol))
+	}
 	if e.name == evResponse {
 		p = append(p, sv("response", r.response))
 		if r.respondedTxt != "" {
@@ -201,6 +221,18 @@ func (e *event) appendProperties(p []kv) []kv {
 		}
 	}
 	p = appendDiag(p, r.diag)
+	if r.conversationID != "" {
+		p = append(p, sv("$mcp_conversation_id", r.conversationID))
+	}
+	if r.surface != "" {
+		p = append(p, sv("interview_recruitment_surface", r.surface))
+	}
+	if r.taskBound != triAbsent {
+		p = append(p, kv{k: "interview_recruitment_task_bound", v: r.taskBound.raw()})
+	}
+	if r.requestID != "" {
+		p = append(p, sv("interview_recruitment_request_id", r.requestID))
+	}
 	return p
 }
 

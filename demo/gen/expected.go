@@ -31,6 +31,7 @@ type (
 		url, form                      tri // triNull for unknown (absent or null)
 	}
 	funnelKey struct{ day, campaign, flag string }
+	pathKey   struct{ path, client string }
 	funnelAcc struct {
 		invitations, people, opens, accepted, declined, cancelled, answered map[string]bool
 	}
@@ -78,6 +79,19 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 	misuse := map[toolKey]*outcome.ToolMisuse{}
 	gates := map[gateKey]*gateAcc{}
 	funnel := map[funnelKey]*funnelAcc{}
+	byPath := map[pathKey]*funnelAcc{}
+	// Each invitation's protocol path and client (panel_campaign_funnel_by_path's rule): its
+	// opens and responses are counted under them.
+	invitationPath := map[string]pathKey{}
+	for _, e := range events {
+		if e.rec != nil && e.name == evInvite {
+			client := e.rec.client
+			if client == "" {
+				client = "unknown"
+			}
+			invitationPath[e.rec.invitationID] = pathKey{ProtocolPath(e.rec.protocol), client}
+		}
+	}
 	byIdentity := map[string][]*event{}
 	served := map[outcome.ServedSchema]outcome.ServedSchema{} // key fields only → the row
 	sdkEvents := map[outcome.SDKEvent]*outcome.SDKEvent{}     // key fields only → the row
@@ -198,23 +212,37 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 			f = &funnelAcc{newSet(), newSet(), newSet(), newSet(), newSet(), newSet(), newSet()}
 			funnel[fk] = f
 		}
+		pk, ok := invitationPath[r.invitationID]
+		if !ok {
+			pk = pathKey{"unknown", "unknown"}
+		}
+		fp := byPath[pk]
+		if fp == nil {
+			fp = &funnelAcc{newSet(), newSet(), newSet(), newSet(), newSet(), newSet(), newSet()}
+			byPath[pk] = fp
+		}
 		switch e.name {
 		case evInvite:
-			f.invitations[r.invitationID] = true
-			f.people[e.distinctID] = true
+			for _, f := range []*funnelAcc{f, fp} {
+				f.invitations[r.invitationID] = true
+				f.people[e.distinctID] = true
+			}
 		case evOpen:
 			f.opens[r.invitationID] = true
+			fp.opens[r.invitationID] = true
 		case evResponse:
-			switch r.response {
-			case "accept":
-				f.accepted[r.invitationID] = true
-			case "decline":
-				f.declined[r.invitationID] = true
-			case "cancel":
-				f.cancelled[r.invitationID] = true
-			}
-			if !r.respondedAt.After(r.sentAt.Add(answerWindow)) {
-				f.answered[r.invitationID] = true
+			for _, f := range []*funnelAcc{f, fp} {
+				switch r.response {
+				case "accept":
+					f.accepted[r.invitationID] = true
+				case "decline":
+					f.declined[r.invitationID] = true
+				case "cancel":
+					f.cancelled[r.invitationID] = true
+				}
+				if !r.respondedAt.After(r.sentAt.Add(answerWindow)) {
+					f.answered[r.invitationID] = true
+				}
 			}
 			instance := r.instanceURL
 			if instance == "" {
@@ -247,6 +275,14 @@ func expectedOutcome(cfg Config, events []*event, lines, dups, malformed int) *o
 			Invitations: int64(len(f.invitations)), People: int64(len(f.people)), FirstOpens: int64(len(f.opens)),
 			Accepted: int64(len(f.accepted)), Declined: int64(len(f.declined)), Cancelled: int64(len(f.cancelled)),
 			Unanswered: int64(len(f.invitations) - len(f.answered)),
+		})
+	}
+	for k, f := range byPath {
+		o.FunnelByPath = append(o.FunnelByPath, outcome.FunnelPath{
+			Path: k.path, ClientName: k.client,
+			Invitations: int64(len(f.invitations)), People: int64(len(f.people)), FirstOpens: int64(len(f.opens)),
+			Answered: int64(len(f.answered)), Accepted: int64(len(f.accepted)), Declined: int64(len(f.declined)),
+			Cancelled: int64(len(f.cancelled)), Unanswered: int64(len(f.invitations) - len(f.answered)),
 		})
 	}
 	for _, row := range served {

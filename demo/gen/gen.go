@@ -15,7 +15,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mcpulse/mcpulse/demo/outcome"
@@ -104,6 +106,12 @@ type Config struct {
 	// Progress, when set, receives progress lines for large corpora. It does not change the
 	// output.
 	Progress io.Writer
+	// ContactViolations, when positive, adds that many invitations breaking each further
+	// contact-policy rule, and as many breaking none, with their warm-up tool calls (demo shape
+	// only; contact.go); the outcome's ContactPolicy says what the audit must find, and
+	// WriteFiles writes the excluded distinct ids to path+ContactExclusionSuffix. Zero leaves the
+	// corpus as it was without it.
+	ContactViolations int
 }
 
 // Generate writes the JSONL corpus described by cfg to w and returns the expected outcome
@@ -120,6 +128,9 @@ func Generate(cfg Config, w io.Writer) (*outcome.Outcome, error) {
 	}
 	if err := cfg.Shape.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.ContactViolations < 0 || (cfg.ContactViolations > 0 && cfg.Shape == ShapeSDK) {
+		return nil, fmt.Errorf("contact violations must be >= 0, and need the demo shape; got %d with shape %q", cfg.ContactViolations, cfg.Shape)
 	}
 	if cfg.Shape == "" {
 		cfg.Shape = ShapeDemo
@@ -146,6 +157,7 @@ func Generate(cfg Config, w io.Writer) (*outcome.Outcome, error) {
 	}
 	g.progress("computing the expected outcome")
 	o := expectedOutcome(cfg, c.valid, c.lines, len(c.dups), len(c.malformed))
+	o.ContactPolicy = g.contact
 	o.Normalize()
 	return o, nil
 }
@@ -171,6 +183,17 @@ func WriteFiles(cfg Config, path string) (*outcome.Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cp := o.ContactPolicy; cp != nil {
+		cp.ExclusionMembers = filepath.Base(path + ContactExclusionSuffix)
+		var b strings.Builder
+		b.WriteString("# distinct ids of the recruitment exclusion cohort (mcpulse gen --contact-violations)\n")
+		for _, id := range cp.Members {
+			b.WriteString(id + "\n")
+		}
+		if err := os.WriteFile(path+ContactExclusionSuffix, []byte(b.String()), 0o644); err != nil {
+			return nil, err
+		}
+	}
 	if err := outcome.Write(path+".expected.json", o); err != nil {
 		return nil, err
 	}
@@ -186,6 +209,7 @@ type generator struct {
 	users      []*user
 	uuids      map[[16]byte]struct{}
 	seq        int
+	contact    *outcome.ContactPolicy // the contact-policy cases' expected audit, when generated
 }
 
 func newGenerator(cfg Config) (*generator, error) {
@@ -276,6 +300,10 @@ func (g *generator) build() (*corpus, error) {
 			return nil, err
 		}
 		events = append(events, extra...)
+		byTime()
+	}
+	if g.cfg.ContactViolations > 0 {
+		events = append(events, g.contactCases(g.cfg.ContactViolations)...)
 		byTime()
 	}
 

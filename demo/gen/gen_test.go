@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -218,6 +219,7 @@ func recompute(t *testing.T, data []byte, defaultInstance string) *outcome.Outco
 	o := &outcome.Outcome{EventsByKind: map[string]int64{}, Tables: map[string]int64{}, Suppression: map[string]outcome.Suppression{}}
 	type fk struct{ day, c, f string }
 	sent := map[string]time.Time{}
+	paths := map[string][2]string{} // invitation id → protocol path, client
 	var evs []*ingest.Event
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -235,8 +237,21 @@ func recompute(t *testing.T, data []byte, defaultInstance string) *outcome.Outco
 		evs = append(evs, ev)
 		if ev.Kind == ingest.KindInvitationSent {
 			sent[ev.Recruitment.InvitationID] = ev.Timestamp
+			// The session properties are kept in the properties column (Extra).
+			var extra struct {
+				Protocol string `json:"$mcp_protocol_version"`
+				Client   string `json:"$mcp_client_name"`
+			}
+			if err := json.Unmarshal(ev.Extra, &extra); err != nil {
+				t.Fatal(err)
+			}
+			if extra.Client == "" {
+				extra.Client = "unknown"
+			}
+			paths[ev.Recruitment.InvitationID] = [2]string{ProtocolPath(extra.Protocol), extra.Client}
 		}
 	}
+	byPath := map[[2]string][7]map[string]bool{}
 	rates := map[[3]string]*outcome.IgnoredKeyRate{}
 	keys := map[[3]string]int64{}
 	misused := map[[2]string]*outcome.ToolMisuse{}
@@ -341,16 +356,28 @@ func recompute(t *testing.T, data []byte, defaultInstance string) *outcome.Outco
 			}
 			funnel[key] = f
 		}
+		pk, ok := paths[r.InvitationID]
+		if !ok {
+			pk = [2]string{"unknown", "unknown"}
+		}
+		fp, ok := byPath[pk]
+		if !ok {
+			for i := range fp {
+				fp[i] = map[string]bool{}
+			}
+			byPath[pk] = fp
+		}
 		switch ev.Kind {
 		case ingest.KindInvitationSent:
-			f[0][r.InvitationID] = true
-			f[1][ev.DistinctID] = true
+			f[0][r.InvitationID], fp[0][r.InvitationID] = true, true
+			f[1][ev.DistinctID], fp[1][ev.DistinctID] = true, true
 		case ingest.KindBookingLinkOpened:
-			f[2][r.InvitationID] = true
+			f[2][r.InvitationID], fp[2][r.InvitationID] = true, true
 		case ingest.KindInvitationResponse:
-			f[map[string]int{"accept": 3, "decline": 4, "cancel": 5}[r.Response]][r.InvitationID] = true
+			i := map[string]int{"accept": 3, "decline": 4, "cancel": 5}[r.Response]
+			f[i][r.InvitationID], fp[i][r.InvitationID] = true, true
 			if !r.RespondedAt.After(s.Add(600 * time.Second)) {
-				f[6][r.InvitationID] = true
+				f[6][r.InvitationID], fp[6][r.InvitationID] = true, true
 			}
 			inst := r.InstanceURL
 			if inst == "" {
@@ -387,6 +414,12 @@ func recompute(t *testing.T, data []byte, defaultInstance string) *outcome.Outco
 	for k, f := range funnel {
 		o.Funnel = append(o.Funnel, outcome.FunnelDay{Day: k.day, CampaignID: k.c, FeatureFlag: k.f,
 			Invitations: int64(len(f[0])), People: int64(len(f[1])), FirstOpens: int64(len(f[2])),
+			Accepted: int64(len(f[3])), Declined: int64(len(f[4])), Cancelled: int64(len(f[5])),
+			Unanswered: int64(len(f[0]) - len(f[6]))})
+	}
+	for k, f := range byPath {
+		o.FunnelByPath = append(o.FunnelByPath, outcome.FunnelPath{Path: k[0], ClientName: k[1],
+			Invitations: int64(len(f[0])), People: int64(len(f[1])), FirstOpens: int64(len(f[2])), Answered: int64(len(f[6])),
 			Accepted: int64(len(f[3])), Declined: int64(len(f[4])), Cancelled: int64(len(f[5])),
 			Unanswered: int64(len(f[0]) - len(f[6]))})
 	}
@@ -638,6 +671,22 @@ func TestDemoShapeShowsMisuse(t *testing.T) {
 		}
 		if shape == ShapeDemo && float64(unknown)/float64(calls) < demoUnknownToolRate/2 {
 			t.Errorf("demo shape: %d unknown-tool calls of %d; want about %.1f%%", unknown, calls, demoUnknownToolRate*100)
+		}
+	}
+}
+
+// ProtocolPath restates panel_campaign_funnel_by_path's mapping: date-shaped revisions from
+// 2026-07-28 on take the input_required path, the earlier revisions invited on the SSE
+// elicitation/create path, anything else is unknown.
+func TestProtocolPath(t *testing.T) {
+	for v, want := range map[string]string{
+		"2026-07-28": "input_required", "2027-01-15": "input_required",
+		"2025-11-25": "sse_elicitation_create", "2025-06-18": "sse_elicitation_create",
+		"2025-03-26": "sse_elicitation_create", "2024-11-05": "sse_elicitation_create",
+		"": "unknown", "DRAFT-2026-v2": "unknown", "2025-10-01": "unknown", "2026-07-28 ": "unknown", "2026-7-280": "unknown",
+	} {
+		if got := ProtocolPath(v); got != want {
+			t.Errorf("ProtocolPath(%q) = %q, want %q", v, got, want)
 		}
 	}
 }

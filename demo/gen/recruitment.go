@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"hash/fnv"
 	"math"
 	"strconv"
 	"time"
@@ -55,6 +56,7 @@ func (g *generator) flow(st *flowState, u *user, c *campaign, t0 time.Time, dept
 		completedCalls: int64(3 + g.rng.IntN(40)),
 		sessionAge:     strconv.FormatFloat(math.Round((300+g.rng.Float64()*7000)*10)/10, 'f', -1, 64),
 	}
+	inv.rec.protocol, inv.rec.client = invitationSession(invID)
 	out := []*event{inv}
 
 	// The response, if any.
@@ -196,4 +198,74 @@ func (g *generator) responseEvent(u *user, c *campaign, invID string, sentAt tim
 	e.rec.respondedAt = respondedAt
 	e.rec.respondedTxt = txt
 	return e
+}
+
+// invitationProtocols are the protocol versions the invited sessions negotiated, per mille:
+// both paths (2026-07-28's input_required, the earlier revisions' SSE elicitation/create),
+// and some invitations the path cannot be told of (no version, or one not date-shaped).
+var invitationProtocols = []struct {
+	version  string // "" absent
+	perMille uint64
+}{
+	{"2026-07-28", 450}, {"2025-11-25", 330}, {"2025-06-18", 100}, {"2025-03-26", 20},
+	{"", 60}, {"DRAFT-2026-v2", 40},
+}
+
+// invitationSession returns the protocol version and client an invitation's session had ("" for
+// absent), derived from its id so the rest of the corpus draws the same random numbers.
+func invitationSession(invID string) (protocol, client string) {
+	h := fnv.New64a()
+	h.Write([]byte(invID))
+	x := h.Sum64()
+	r := x % 1000
+	for _, p := range invitationProtocols {
+		if r < p.perMille {
+			protocol = p.version
+			break
+		}
+		r -= p.perMille
+	}
+	w := float64((x>>20)%10000) / 10000 * sumWeights(clientWeights)
+	for i, c := range clients {
+		if w < c.weight || i == len(clients)-1 {
+			return protocol, c.name
+		}
+		w -= c.weight
+	}
+	return protocol, ""
+}
+
+func sumWeights(ws []float64) float64 {
+	var t float64
+	for _, w := range ws {
+		t += w
+	}
+	return t
+}
+
+// ProtocolPath is the protocol path of an invitation whose session negotiated version v,
+// restating panel_campaign_funnel_by_path's mapping: input_required from 2026-07-28 on (a
+// date-shaped version), sse_elicitation_create for the earlier revisions, else unknown.
+func ProtocolPath(v string) string {
+	switch v {
+	case "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25":
+		return "sse_elicitation_create"
+	}
+	if len(v) == 10 && v >= "2026-07-28" && dateShaped(v) {
+		return "input_required"
+	}
+	return "unknown"
+}
+
+func dateShaped(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if i == 4 || i == 7 {
+			if v[i] != '-' {
+				return false
+			}
+		} else if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

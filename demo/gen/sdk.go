@@ -408,6 +408,12 @@ var sdkIntents = []string{
 	"Collecting context about an error the user reported to help diagnose what went wrong and why.",
 	"Listing the available resources so the assistant can pick the right one for the user's request.",
 	"Reading the relevant file so the assistant can explain the code the user is asking about.",
+	// Intents that leak identifying details, as an intent prompt trial looks for (package
+	// intents/details finds and masks them at ingest).
+	"Looking up the person jane.doe@example.com so the assistant can show her recent events.",
+	"Checking why requests from 203.0.113.42 fail before answering the user's question.",
+	"Reading /home/mkowalski/app/config.ts that the user mentioned to explain the error.",
+	"Testing the capture call with key phc_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2 the user pasted.",
 }
 
 // sdkArguments sets the call's captured arguments, its error message, and what derivation

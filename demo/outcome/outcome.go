@@ -32,6 +32,9 @@ type Outcome struct {
 	IgnoredKeys     []IgnoredKey     `json:"ignored_keys_hourly"`
 	GateReasons     []GateReason     `json:"gate_reasons_hourly"`
 	Funnel          []FunnelDay      `json:"recruitment_funnel_daily"`
+	// FunnelByPath is the funnel over the whole corpus per protocol path and client
+	// (sql/queries/panel_campaign_funnel_by_path.sql over every day and campaign).
+	FunnelByPath []FunnelPath `json:"recruitment_funnel_by_path"`
 
 	// ToolMisuse is v_tool_call_stats_hourly summed per hour and tool: calls, failed calls, the
 	// calls refused for their input (error class validation_*) and the calls to a tool the
@@ -50,6 +53,25 @@ type Outcome struct {
 
 	// Suppression maps identity hash to the record Redis must hold at the end of the run.
 	Suppression map[string]Suppression `json:"suppression"`
+
+	// ContactPolicy is what the contact-policy audit must find in a corpus generated with
+	// contact-policy violations (gen's ContactViolations); nil otherwise. Compare leaves it to
+	// the audit's own test.
+	ContactPolicy *ContactPolicy `json:"contact_policy,omitempty"`
+}
+
+// ContactPolicy is the contact-policy audit's expected answer for the kinds the generator
+// injects (suppression.ViolationKinds after the first two, which the recruitment flows cause
+// on their own and are not counted here): per kind, how many violations and their invitation
+// ids (sorted); per campaign, the counts per kind. ExclusionMembers names the file of
+// excluded distinct ids the audit must be given (next to the corpus); Members holds them
+// and is not written.
+type ContactPolicy struct {
+	Counts           map[string]int64            `json:"counts"`
+	InvitationIDs    map[string][]string         `json:"invitation_ids"`
+	ByCampaign       map[string]map[string]int64 `json:"by_campaign"`
+	ExclusionMembers string                      `json:"exclusion_members"`
+	Members          []string                    `json:"-"`
 }
 
 // ServedSchema is one row of v_served_tool_schemas. Truncated is 1 when the SDK cut or
@@ -147,6 +169,24 @@ type FunnelDay struct {
 	Unanswered  int64  `json:"unanswered"`
 }
 
+// FunnelPath is one row of panel_campaign_funnel_by_path over the whole range: Path is
+// input_required, sse_elicitation_create or unknown; ClientName is the invitation's client,
+// "unknown" when it named none. People are distinct within the row.
+type FunnelPath struct {
+	Path        string `json:"path"`
+	ClientName  string `json:"client_name"`
+	Invitations int64  `json:"invitations"`
+	People      int64  `json:"people"`
+	FirstOpens  int64  `json:"first_opens"`
+	Answered    int64  `json:"answered"`
+	Accepted    int64  `json:"accepted"`
+	Declined    int64  `json:"declined"`
+	Cancelled   int64  `json:"cancelled"`
+	Unanswered  int64  `json:"unanswered"`
+}
+
+func (f FunnelPath) key() string { return f.Path + " " + f.ClientName }
+
 // Suppression is the `mcp:interview:{hash}:response` record expected for one identity.
 // Response is "booking_link_accepted", "do_not_ask_again" or "cooldown". ExpiresAt is set for a
 // cooldown (RespondedAt + 7 days, RFC 3339); once it has passed, the record must be absent.
@@ -177,6 +217,7 @@ func (o *Outcome) Normalize() {
 		a, b := o.Funnel[i], o.Funnel[j]
 		return less(a.Day, b.Day, a.CampaignID, b.CampaignID, a.FeatureFlag, b.FeatureFlag)
 	})
+	sort.Slice(o.FunnelByPath, func(i, j int) bool { return o.FunnelByPath[i].key() < o.FunnelByPath[j].key() })
 	sort.Slice(o.ToolMisuse, func(i, j int) bool {
 		a, b := o.ToolMisuse[i], o.ToolMisuse[j]
 		return less(a.Hour, b.Hour, a.ToolName, b.ToolName)
@@ -244,6 +285,7 @@ func Compare(want, got *Outcome, now time.Time) []string {
 		})...)
 	out = append(out, compareRows("recruitment_funnel_daily", want.Funnel, got.Funnel,
 		func(r FunnelDay) string { return r.Day + " " + r.CampaignID + " " + r.FeatureFlag })...)
+	out = append(out, compareRows("recruitment_funnel_by_path", want.FunnelByPath, got.FunnelByPath, FunnelPath.key)...)
 	out = append(out, compareRows("tool_misuse_hourly", want.ToolMisuse, got.ToolMisuse,
 		func(r ToolMisuse) string { return r.Hour + " " + r.ToolName })...)
 	out = append(out, compareRows("served_tool_schemas", want.ServedSchemas, got.ServedSchemas, ServedSchema.key)...)

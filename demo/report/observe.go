@@ -50,6 +50,9 @@ func Observe(ctx context.Context, ch driver.Conn, rdb redis.UniversalClient) (*o
 	if err := scanToolMisuse(ctx, ch, "outcome_tool_misuse", o); err != nil {
 		return nil, err
 	}
+	if err := scanFunnelByPath(ctx, ch, o); err != nil {
+		return nil, err
+	}
 	if err := scanSuppression(ctx, rdb, o.Suppression); err != nil {
 		return nil, err
 	}
@@ -131,6 +134,29 @@ func scanSDKEvents(ctx context.Context, ch driver.Conn, o *outcome.Outcome) erro
 		o.SDKEvents = append(o.SDKEvents, row)
 		return nil
 	})
+}
+
+// scanFunnelByPath reads the recruitment funnel per protocol path and client over every day,
+// campaign and client: the dashboard panel's own query (panel_campaign_funnel_by_path), so
+// the path is mapped in one place.
+func scanFunnelByPath(ctx context.Context, ch driver.Conn, o *outcome.Outcome) error {
+	from, to := time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2105, 12, 31, 23, 59, 59, 0, time.UTC)
+	return each(ctx, ch, "panel_campaign_funnel_by_path", func(r driver.Rows) error {
+		var (
+			row                                             outcome.FunnelPath
+			sent, people, opens, answered, acc, dec, cancel uint64
+			unanswered                                      int64
+			answerRate, acceptRate, openRate                *float64
+		)
+		if err := r.Scan(&row.Path, &row.ClientName, &sent, &people, &opens, &answered, &acc, &dec, &cancel, &unanswered,
+			&answerRate, &acceptRate, &openRate); err != nil {
+			return err
+		}
+		row.Invitations, row.People, row.FirstOpens, row.Answered = int64(sent), int64(people), int64(opens), int64(answered)
+		row.Accepted, row.Declined, row.Cancelled, row.Unanswered = int64(acc), int64(dec), int64(cancel), unanswered
+		o.FunnelByPath = append(o.FunnelByPath, row)
+		return nil
+	}, from, to, "", "", "", "")
 }
 
 // scanToolMisuse reads the tool-call stats summed per hour and tool, from the rollup

@@ -64,7 +64,7 @@ func ParseBrokers(s string) ([]string, error) {
 // of them kept when idle, unless the DSN sets max_open_conns (or max_idle_conns). A consumer
 // holds one per raw table open for the life of a batch (its rows are streamed into one INSERT
 // per table), as many for the batch before while its INSERTs end, and its other inserts and
-// queries use a few more: 2 × 9 raw tables + 4 = 22 (consumers' asyncEndConns, which a test
+// queries use a few more: 2 × 10 raw tables + 4 = 24 (consumers' asyncEndConns, which a test
 // holds this to).
 const DefaultClickHouseConns = 24
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpulse/mcpulse/internal/stores"
@@ -257,20 +258,35 @@ func TestOpenClickHouseKeepsEveryConnectionIdle(t *testing.T) {
 	if st := conn.Stats(); st.MaxIdleConns != stores.DefaultClickHouseConns || st.MaxOpenConns != stores.DefaultClickHouseConns {
 		t.Fatalf("pool = %+v, want %d open and idle", st, stores.DefaultClickHouseConns)
 	}
-	errs := make(chan error, stores.DefaultClickHouseConns)
+	// Each result is read no further than its first row, so its stream of many small blocks
+	// holds its connection until Close: the pool must open every one of them at once.
+	var open []driver.Rows
 	for range stores.DefaultClickHouseConns {
-		go func() {
-			var one uint16
-			errs <- conn.QueryRow(ctx, "SELECT sleep(0.3) + 1").Scan(&one)
-		}()
+		rows, err := conn.Query(ctx, "SELECT number FROM system.numbers LIMIT 20000 SETTINGS max_block_size = 100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rows.Next() {
+			t.Fatalf("no first row: %v", rows.Err())
+		}
+		open = append(open, rows)
 	}
-	for range stores.DefaultClickHouseConns {
-		if err := <-errs; err != nil {
+	if st := conn.Stats(); st.Open != stores.DefaultClickHouseConns {
+		t.Fatalf("%d results held open use %d connections (%+v), want one each", stores.DefaultClickHouseConns, st.Open, st)
+	}
+	for _, rows := range open {
+		if err := rows.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if st := conn.Stats(); st.Idle != stores.DefaultClickHouseConns {
-		t.Errorf("after %d concurrent queries the pool keeps %d idle connections (%+v), want all %d",
+	// The driver releases a connection from its result's reading goroutine, which may still be
+	// returning it to the pool when Close returns: wait for that, never for a dial.
+	st := conn.Stats()
+	for deadline := time.Now().Add(10 * time.Second); st.Idle != stores.DefaultClickHouseConns && time.Now().Before(deadline); st = conn.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.Idle != stores.DefaultClickHouseConns {
+		t.Errorf("after %d results held at once the pool keeps %d idle connections (%+v), want all %d",
 			stores.DefaultClickHouseConns, st.Idle, st, stores.DefaultClickHouseConns)
 	}
 }

@@ -73,6 +73,8 @@ var peerDerived = []string{
 	"folded_tool_name", // what a cardinality cap folded: state of the consumer's (the peer folds nothing)
 	"folded_client_name",
 	"folded_key_paths",
+	"intent_details", // identifying details found in the intent by package intents/details (Go patterns, with rejections no SELECT restates)
+	"intent_masked",  // the intent with those details masked
 }
 
 // peerProperties is the ClickHouse type the JSONEachRow format reads each property into (a

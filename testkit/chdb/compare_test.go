@@ -15,6 +15,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpulse/mcpulse/campaigns"
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/consumers/rollup"
 	"github.com/mcpulse/mcpulse/dashboards"
@@ -22,6 +23,7 @@ import (
 	"github.com/mcpulse/mcpulse/demo/gen"
 	"github.com/mcpulse/mcpulse/demo/report"
 	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/intents"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/migrations"
 	"github.com/mcpulse/mcpulse/sql"
@@ -175,6 +177,10 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		if len(sealed.Hours) == 0 {
 			t.Errorf("seal of the closed hours on %s sealed no hour; the readers' sealed branch goes unchecked", e.name)
 		}
+		lintRuns, err := demo.RecordCampaignLint(ctx, e.ch, end)
+		if err != nil {
+			t.Fatalf("campaign flag lint on %s: %v", e.name, err)
+		}
 		alerted, err := evaluateAlerts(ctx, e.ch, e.rdb, "harness", now)
 		if err != nil {
 			t.Fatalf("alerts on %s: %v", e.name, err)
@@ -182,7 +188,24 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		if len(alerted.Transitions) == 0 || alerted.Sent == 0 || len(alerted.Errors) > 0 {
 			t.Errorf("alerts on %s fired nothing or failed: %+v", e.name, alerted)
 		}
-		for name, v := range map[string]any{"schema check runs": runs, "contact-policy audit": audit, "seal of the closed hours": sealed, "alerts": alerted} {
+		if _, err := demo.RecordIntentPromptVersions(ctx, e.ch, end); err != nil {
+			t.Fatalf("intent prompt versions on %s: %v", e.name, err)
+		}
+		intentsReport, err := intents.Run(ctx, e.ch, end.Add(-gen.Window-2*time.Hour), end)
+		if err != nil {
+			t.Fatalf("intents report on %s: %v", e.name, err)
+		}
+		var intentsExport bytes.Buffer
+		figs, err := intents.Export(ctx, e.ch, end.Add(-gen.Window-2*time.Hour), end, map[string]string{}, &intentsExport)
+		if err != nil {
+			t.Fatalf("intents export on %s: %v", e.name, err)
+		}
+		intentsReport.JoinGoals(figs)
+		if len(intentsReport.Versions) < 2 {
+			t.Errorf("intents report on %s: %d versions, want calls under the SDK default and a recorded version", e.name, len(intentsReport.Versions))
+		}
+		for name, v := range map[string]any{"schema check runs": runs, "contact-policy audit": audit, "seal of the closed hours": sealed,
+			"campaign flag lint runs": lintRuns, "alerts": alerted, "intents report": intentsReport, "intents export": intentsExport.String()} {
 			pair := reports[name]
 			pair[i] = v
 			reports[name] = pair
@@ -203,6 +226,15 @@ func TestCurrentEngineAgreesWith1816(t *testing.T) {
 		}
 	}
 	compareRedis(ctx, t, old.rdb, current.rdb)
+
+	// The payload version in force (sql/campaigns/payload_version_at.sql, read by the campaign
+	// flag lint's callers and the intent trials) before, between and after the demo's changes.
+	for _, at := range []time.Time{end.Add(-40 * time.Hour), end.Add(-20 * time.Hour), end.Add(-2 * time.Hour), end} {
+		for _, variant := range []string{"onboarding-2026q4", "sql-editor-research"} {
+			compareQuery(ctx, t, fmt.Sprintf("payload_version_at %s %s", variant, at), env.ClickHouse, cur,
+				sql.Campaigns("payload_version_at"), campaigns.RecruitmentFlag, variant, at)
+		}
+	}
 
 	// The ops `suppression show` of the reset identities: their history and reset audit.
 	for _, h := range resetHashes {

@@ -37,7 +37,7 @@ var oneValuePerInsert = map[string]string{
 func TestSQLKeepsCurrentClickHouseRules(t *testing.T) {
 	root := filepath.Join("..", "..")
 	var files []string
-	for _, dir := range []string{"migrations/sql", "sql/queries"} {
+	for _, dir := range []string{"migrations/sql", "sql/queries", "sql/campaigns"} {
 		matches, err := filepath.Glob(filepath.Join(root, dir, "*.sql"))
 		if err != nil {
 			t.Fatal(err)

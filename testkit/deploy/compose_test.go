@@ -2,7 +2,9 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/xml"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -82,21 +84,45 @@ type expectation struct {
 	healthCheck bool
 }
 
+// The three Kafka brokers, the three ClickHouse Keeper nodes and the two ClickHouse replicas
+// every service that reads or writes them waits for.
+var (
+	kafkaHealthy = map[string]string{"kafka-1": types.ServiceConditionHealthy, "kafka-2": types.ServiceConditionHealthy,
+		"kafka-3": types.ServiceConditionHealthy}
+	keeperHealthy = map[string]string{"clickhouse-keeper-1": types.ServiceConditionHealthy,
+		"clickhouse-keeper-2": types.ServiceConditionHealthy, "clickhouse-keeper-3": types.ServiceConditionHealthy}
+	clickhouseHealthy = map[string]string{"clickhouse-1": types.ServiceConditionHealthy, "clickhouse-2": types.ServiceConditionHealthy}
+	migrated          = map[string]string{"migrate": types.ServiceConditionCompletedSuccessfully}
+	redisHealthy      = map[string]string{"redis": types.ServiceConditionHealthy}
+)
+
+// union merges dependency maps.
+func union(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
+}
+
 var expected = map[string]expectation{
-	"kafka":      {ports: []string{"29092:29092"}, volumes: map[string]string{"kafka-data": "/var/lib/kafka/data"}, healthCheck: true},
-	"redis":      {volumes: map[string]string{"redis-data": "/data"}, healthCheck: true},
-	"clickhouse": {volumes: map[string]string{"clickhouse-data": "/var/lib/clickhouse"}, healthCheck: true},
-	"migrate": {dependsOn: map[string]string{"clickhouse": types.ServiceConditionHealthy},
-		subcommand: "migrate up"},
-	"gateway": {dependsOn: map[string]string{"kafka": types.ServiceConditionHealthy},
+	"kafka-1":             {ports: []string{"29092:29092"}, volumes: map[string]string{"kafka-1-data": "/var/lib/kafka/data"}, healthCheck: true},
+	"kafka-2":             {ports: []string{"29093:29093"}, volumes: map[string]string{"kafka-2-data": "/var/lib/kafka/data"}, healthCheck: true},
+	"kafka-3":             {ports: []string{"29094:29094"}, volumes: map[string]string{"kafka-3-data": "/var/lib/kafka/data"}, healthCheck: true},
+	"redis":               {volumes: map[string]string{"redis-data": "/data"}, healthCheck: true},
+	"clickhouse-keeper-1": {volumes: map[string]string{"clickhouse-keeper-1-data": "/var/lib/clickhouse-keeper"}, healthCheck: true},
+	"clickhouse-keeper-2": {volumes: map[string]string{"clickhouse-keeper-2-data": "/var/lib/clickhouse-keeper"}, healthCheck: true},
+	"clickhouse-keeper-3": {volumes: map[string]string{"clickhouse-keeper-3-data": "/var/lib/clickhouse-keeper"}, healthCheck: true},
+	"clickhouse-1":        {dependsOn: keeperHealthy, volumes: map[string]string{"clickhouse-1-data": "/var/lib/clickhouse"}, healthCheck: true},
+	"clickhouse-2":        {dependsOn: keeperHealthy, volumes: map[string]string{"clickhouse-2-data": "/var/lib/clickhouse"}, healthCheck: true},
+	"migrate":             {dependsOn: clickhouseHealthy, subcommand: "migrate up"},
+	"gateway": {dependsOn: kafkaHealthy,
 		ports: []string{"8080:8080"}, subcommand: "gateway", healthPort: "8080", healthCheck: true},
-	"consume": {dependsOn: map[string]string{"kafka": types.ServiceConditionHealthy, "redis": types.ServiceConditionHealthy,
-		"clickhouse": types.ServiceConditionHealthy, "migrate": types.ServiceConditionCompletedSuccessfully},
+	"consume": {dependsOn: union(kafkaHealthy, redisHealthy, clickhouseHealthy, migrated),
 		replicas: 2, subcommand: "consume", healthPort: "9100", healthCheck: true},
-	"scheduler": {dependsOn: map[string]string{"redis": types.ServiceConditionHealthy, "clickhouse": types.ServiceConditionHealthy,
-		"migrate": types.ServiceConditionCompletedSuccessfully},
+	"scheduler": {dependsOn: union(redisHealthy, clickhouseHealthy, migrated),
 		subcommand: "scheduler", healthPort: "9100", healthCheck: true},
-	"dashboards": {dependsOn: map[string]string{"clickhouse": types.ServiceConditionHealthy, "migrate": types.ServiceConditionCompletedSuccessfully},
+	"dashboards": {dependsOn: union(clickhouseHealthy, migrated),
 		ports: []string{"8081:8080"}, subcommand: "dashboards", healthPort: "8080", healthCheck: true},
 }
 
@@ -288,27 +314,190 @@ func TestRedisKeepsEverySuppressionRecord(t *testing.T) {
 	}
 }
 
-func TestKafkaIsOneKRaftBrokerWithItsLogOnTheVolume(t *testing.T) {
-	env := project(t).Services["kafka"].Environment
-	for k, want := range map[string]string{
-		"KAFKA_PROCESS_ROLES":            "broker,controller",
-		"KAFKA_CONTROLLER_QUORUM_VOTERS": "1@kafka:9093",
-		"KAFKA_LOG_DIRS":                 "/var/lib/kafka/data",
-	} {
-		if v := env[k]; v == nil || *v != want {
-			t.Errorf("%s = %v, want %q", k, v, want)
+// envOf returns service's environment variable name, "" when unset.
+func envOf(s types.ServiceConfig, name string) string {
+	if v := s.Environment[name]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+// Three KRaft brokers, each broker and controller, form one cluster: the same cluster id, node
+// ids 1 to 3 that the quorum voters name at their own service, replication factor 3 with two
+// replicas in sync required, every broker's log on its volume and its compose-network address
+// advertised; every mcpulse service lists all three.
+func TestKafkaIsThreeKRaftBrokersWithReplicationFactor3(t *testing.T) {
+	p := project(t)
+	var clusterIDs, addrs []string
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("kafka-%d", i)
+		s := p.Services[name]
+		for k, want := range map[string]string{
+			"KAFKA_NODE_ID":                                  fmt.Sprint(i),
+			"KAFKA_PROCESS_ROLES":                            "broker,controller",
+			"KAFKA_CONTROLLER_QUORUM_VOTERS":                 "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093",
+			"KAFKA_DEFAULT_REPLICATION_FACTOR":               "3",
+			"KAFKA_MIN_INSYNC_REPLICAS":                      "2",
+			"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR":         "3",
+			"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "3",
+			"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR":            "2",
+			"KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE":           "false",
+			"KAFKA_NUM_PARTITIONS":                           "4",
+			"KAFKA_LOG_DIRS":                                 "/var/lib/kafka/data",
+		} {
+			if v := envOf(s, k); v != want {
+				t.Errorf("%s: %s = %q, want %q", name, k, v, want)
+			}
+		}
+		if !strings.HasPrefix(s.Image, "apache/kafka:") {
+			t.Errorf("%s: image %q, want apache/kafka", name, s.Image)
+		}
+		clusterIDs = append(clusterIDs, envOf(s, "CLUSTER_ID"))
+		addr := name + ":9092"
+		if !strings.Contains(envOf(s, "KAFKA_ADVERTISED_LISTENERS"), "PLAINTEXT://"+addr) {
+			t.Errorf("%s: KAFKA_ADVERTISED_LISTENERS = %q, want PLAINTEXT://%s among them", name, envOf(s, "KAFKA_ADVERTISED_LISTENERS"), addr)
+		}
+		addrs = append(addrs, addr)
+	}
+	if clusterIDs[0] == "" || len(slices.Compact(clusterIDs)) != 1 {
+		t.Errorf("CLUSTER_ID of the brokers %q, want one non-empty id", clusterIDs)
+	}
+	for name, s := range p.Services {
+		if s.Build == nil {
+			continue
+		}
+		if got := strings.Split(envOf(s, "MCPULSE_KAFKA_BROKERS"), ","); !slices.Equal(got, addrs) {
+			t.Errorf("%s: MCPULSE_KAFKA_BROKERS lists %v, want %v", name, got, addrs)
 		}
 	}
-	if v := env["KAFKA_ADVERTISED_LISTENERS"]; v == nil || !strings.Contains(*v, "PLAINTEXT://kafka:9092") {
-		t.Errorf("KAFKA_ADVERTISED_LISTENERS = %v, want the compose network's kafka:9092 among them", v)
+}
+
+// clickhouseConfig is what docker-compose.yml's ClickHouse configuration says about the
+// cluster: the macros, the remote_servers clusters and the Keeper nodes.
+type clickhouseConfig struct {
+	Macros struct {
+		Shard struct {
+			FromEnv string `xml:"from_env,attr"`
+		} `xml:"shard"`
+		Replica struct {
+			FromEnv string `xml:"from_env,attr"`
+		} `xml:"replica"`
+	} `xml:"macros"`
+	RemoteServers struct {
+		Clusters []struct {
+			XMLName xml.Name
+			Shards  []struct {
+				InternalReplication bool `xml:"internal_replication"`
+				Replicas            []struct {
+					Host string `xml:"host"`
+					Port string `xml:"port"`
+				} `xml:"replica"`
+			} `xml:"shard"`
+		} `xml:",any"`
+	} `xml:"remote_servers"`
+	ZooKeeper []struct {
+		Host string `xml:"host"`
+		Port string `xml:"port"`
+	} `xml:"zookeeper>node"`
+	DDLPath string `xml:"distributed_ddl>path"`
+}
+
+// The ClickHouse replicas form the cluster `migrate up --cluster` names: one shard holding
+// both replicas (replicated inserts, internal_replication), each with its own macros from its
+// environment and its hostname the host the cluster lists, coordinated by the three Keeper
+// services, whose Raft configuration names each of them once. The mcpulse services reach
+// both replicas.
+func TestClickHouseIsOneShardOfTwoReplicasOnThreeKeepers(t *testing.T) {
+	p := project(t)
+	cfgs := map[string]string{}
+	for name, c := range p.Configs {
+		cfgs[name] = c.Content
+	}
+	var ch clickhouseConfig
+	if err := xml.Unmarshal([]byte(cfgs["clickhouse-cluster-config"]), &ch); err != nil {
+		t.Fatalf("clickhouse-cluster-config: %v", err)
+	}
+	migrate := p.Services["migrate"].Command
+	cluster := flagValue(migrate, "--cluster")
+	if len(ch.RemoteServers.Clusters) != 1 || ch.RemoteServers.Clusters[0].XMLName.Local != cluster || cluster == "" {
+		t.Fatalf("remote_servers %+v, want the one cluster migrate's --cluster names (%v)", ch.RemoteServers.Clusters, migrate)
+	}
+	shards := ch.RemoteServers.Clusters[0].Shards
+	if len(shards) != 1 || !shards[0].InternalReplication || len(shards[0].Replicas) != 2 {
+		t.Fatalf("cluster %s: %+v, want one shard of two replicas with internal_replication", cluster, shards)
+	}
+	if ch.Macros.Shard.FromEnv != "CLICKHOUSE_SHARD" || ch.Macros.Replica.FromEnv != "CLICKHOUSE_REPLICA" {
+		t.Errorf("macros %+v, want shard and replica from CLICKHOUSE_SHARD and CLICKHOUSE_REPLICA", ch.Macros)
+	}
+	if ch.DDLPath == "" {
+		t.Error("no distributed_ddl path: ON CLUSTER statements need one")
+	}
+	var replicas []string
+	for _, r := range shards[0].Replicas {
+		s, ok := p.Services[r.Host]
+		if !ok || r.Port != "9000" {
+			t.Errorf("replica %s:%s is not a service's native port", r.Host, r.Port)
+			continue
+		}
+		if s.Hostname != r.Host || envOf(s, "CLICKHOUSE_REPLICA") != r.Host || envOf(s, "CLICKHOUSE_SHARD") != "1" {
+			t.Errorf("%s: hostname %q, CLICKHOUSE_REPLICA %q, CLICKHOUSE_SHARD %q; want %s, %s, 1", r.Host, s.Hostname,
+				envOf(s, "CLICKHOUSE_REPLICA"), envOf(s, "CLICKHOUSE_SHARD"), r.Host, r.Host)
+		}
+		if !slices.ContainsFunc(s.Configs, func(c types.ServiceConfigObjConfig) bool {
+			return c.Source == "clickhouse-cluster-config" && strings.HasPrefix(c.Target, "/etc/clickhouse-server/config.d/")
+		}) {
+			t.Errorf("%s does not mount clickhouse-cluster-config into config.d", r.Host)
+		}
+		replicas = append(replicas, r.Host+":9000")
+	}
+	for name, s := range p.Services {
+		if s.Build == nil {
+			continue
+		}
+		u, err := url.Parse(envOf(s, "MCPULSE_CLICKHOUSE_DSN"))
+		if err != nil || !slices.Equal(strings.Split(u.Host, ","), replicas) {
+			t.Errorf("%s: MCPULSE_CLICKHOUSE_DSN %q, want the hosts %v", name, envOf(s, "MCPULSE_CLICKHOUSE_DSN"), replicas)
+		}
+	}
+
+	var keeper struct {
+		Port string `xml:"keeper_server>tcp_port"`
+		ID   struct {
+			FromEnv string `xml:"from_env,attr"`
+		} `xml:"keeper_server>server_id"`
+		Servers []struct {
+			ID       string `xml:"id"`
+			Hostname string `xml:"hostname"`
+		} `xml:"keeper_server>raft_configuration>server"`
+	}
+	if err := xml.Unmarshal([]byte(cfgs["keeper-config"]), &keeper); err != nil {
+		t.Fatalf("keeper-config: %v", err)
+	}
+	if len(keeper.Servers) != 3 || len(ch.ZooKeeper) != 3 {
+		t.Fatalf("%d Keeper servers in the Raft configuration and %d in ClickHouse's zookeeper section, want 3 and 3", len(keeper.Servers), len(ch.ZooKeeper))
+	}
+	for i, srv := range keeper.Servers {
+		s, ok := p.Services[srv.Hostname]
+		if !ok || s.Hostname != srv.Hostname {
+			t.Errorf("Keeper server %s names %s, which is not a service with that hostname", srv.ID, srv.Hostname)
+			continue
+		}
+		if got := envOf(s, strings.TrimSpace(keeper.ID.FromEnv)); got != srv.ID {
+			t.Errorf("%s: server id from %s = %q, want %s", srv.Hostname, keeper.ID.FromEnv, got, srv.ID)
+		}
+		if zk := ch.ZooKeeper[i]; zk.Host != srv.Hostname || zk.Port != keeper.Port {
+			t.Errorf("ClickHouse's zookeeper node %d is %s:%s, want %s:%s", i, zk.Host, zk.Port, srv.Hostname, keeper.Port)
+		}
 	}
 }
 
 func TestCurrentClickHouse(t *testing.T) {
-	img := project(t).Services["clickhouse"].Image
-	tag, ok := strings.CutPrefix(img, "clickhouse/clickhouse-server:")
-	if !ok || strings.HasPrefix(tag, "18.") || strings.HasPrefix(tag, "1") && len(tag) > 1 && tag[1] == '.' {
-		t.Errorf("clickhouse image %q, want a current clickhouse/clickhouse-server release", img)
+	for _, name := range []string{"clickhouse-1", "clickhouse-2"} {
+		img := project(t).Services[name].Image
+		tag, ok := strings.CutPrefix(img, "clickhouse/clickhouse-server:")
+		if !ok || strings.HasPrefix(tag, "18.") || strings.HasPrefix(tag, "1") && len(tag) > 1 && tag[1] == '.' {
+			t.Errorf("%s image %q, want a current clickhouse/clickhouse-server release", name, img)
+		}
 	}
 }
 

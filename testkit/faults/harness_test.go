@@ -106,19 +106,24 @@ type pipeline struct {
 }
 
 // newPipeline starts a stack, migrates ClickHouse and generates a corpus of events lines
-// (generator seed seed) split into nParts parts of equal line counts.
-func newPipeline(t *testing.T, events int, seed int64, nParts int) *pipeline {
+// (generator seed seed) split into nParts parts of equal line counts. Each of configure may
+// change the stack's configuration first (for example its number of Kafka brokers).
+func newPipeline(t *testing.T, events int, seed int64, nParts int, configure ...func(*stack.Config)) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	t.Cleanup(cancel)
 	p := &pipeline{t: t, ctx: ctx, dir: t.TempDir()}
 	t.Cleanup(p.keepLogsOnFailure) // runs before the temporary directory is removed
 
-	stack, err := stack.Start(ctx, stack.Config{
+	cfg := stack.Config{
 		DataDir:                filepath.Join(p.dir, "stack"),
 		PersistKafka:           true,
 		GroupMinSessionTimeout: time.Second,
-	})
+	}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	stack, err := stack.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("devstack: %v", err)
 	}

@@ -1,0 +1,21 @@
+-- Per campaign of mcp-interview-recruitment, for the alert rule campaign-lost-exclusion: whether
+-- the latest lint run in the window (campaign_lint_runs) found the flag active and a release
+-- condition able to select the campaign without the shared exclusion cohort, or selecting it
+-- (exclusion_missing, exclusion_inverted: people who asked never to be contacted can be
+-- invited) (1), or not (0), with that run's problem codes. Only the campaigns of the flag's
+-- latest run in the window are returned, so a campaign since removed resolves. Parameters, in
+-- order: from, to (DateTime UTC: runs from..to, both included), then from, to again (the flag's
+-- latest run).
+SELECT
+    variant AS campaign_id,
+    toFloat64(argMax(active = 1 AND exclusion_ok = 0, run_at)) AS lost_exclusion,
+    argMax(arrayStringConcat(problem_codes, ', '), run_at) AS problems
+FROM mcpulse.campaign_lint_runs
+WHERE flag_key = 'mcp-interview-recruitment' AND variant != '' AND run_at >= ? AND run_at <= ?
+GROUP BY variant
+HAVING max(run_at) = (
+    SELECT max(run_at)
+    FROM mcpulse.campaign_lint_runs
+    WHERE flag_key = 'mcp-interview-recruitment' AND run_at >= ? AND run_at <= ?
+)
+ORDER BY campaign_id
