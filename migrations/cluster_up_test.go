@@ -47,6 +47,12 @@ func cluster2x2(t *testing.T) *stack.ClickHouseCluster {
 	return shared.cc
 }
 
+// loadedDDLTimeout is the DDL timeout of the tests' migrations, above the default 30 s: a 2×2
+// migration on the shared 2-core machine under load took 55.8 s once against about 30, and a
+// statement that outlives the timeout fails the run. It stays 5 s under the client's 60 s
+// read timeout.
+const loadedDDLTimeout = 55 * time.Second
+
 func openHost(t *testing.T, h stack.ClickHouseHost) driver.Conn {
 	t.Helper()
 	conn, err := stores.OpenClickHouse(context.Background(), h.DSN)
@@ -76,7 +82,7 @@ func TestClusterUpThroughOneShardIsUpToDateThroughTheOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	applied, err := migrations.UpWith(ctx, conns[0], nil, migrations.Options{Cluster: cc.Name})
+	applied, err := migrations.UpWith(ctx, conns[0], nil, migrations.Options{Cluster: cc.Name, DDLTimeout: loadedDDLTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +91,7 @@ func TestClusterUpThroughOneShardIsUpToDateThroughTheOther(t *testing.T) {
 		t.Fatalf("first run applied %d migrations, want %d", len(applied), len(all))
 	}
 	for i := 2; i < len(cc.Hosts); i++ { // shard 2's hosts
-		again, err := migrations.UpWith(ctx, conns[i], nil, migrations.Options{Cluster: cc.Name})
+		again, err := migrations.UpWith(ctx, conns[i], nil, migrations.Options{Cluster: cc.Name, DDLTimeout: loadedDDLTimeout})
 		if err != nil {
 			t.Fatalf("second run through %s: %v", cc.Hosts[i].Name(), err)
 		}
