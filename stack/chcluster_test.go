@@ -118,3 +118,24 @@ func TestMissingZooKeeperNamesTheDebianPackage(t *testing.T) {
 		t.Errorf("error = %q, want %q", err, want)
 	}
 }
+
+// A stack asked for replicas runs a cluster; its single-server controls say so.
+func TestStackWithReplicasRunsAClusterAndRefusesSingleServerControls(t *testing.T) {
+	if _, _, err := findZooKeeper(); err != nil {
+		SkipOrFail(t, err)
+	}
+	s := startStack(t, Config{Replicas: 2})
+	cc := s.ClickHouseCluster
+	if cc == nil || len(cc.Hosts) != 2 || s.ClickHouseDSN != cc.Hosts[0].DSN || s.ch != nil {
+		t.Fatalf("stack with Replicas 2: cluster %v, DSN %s", cc, s.ClickHouseDSN)
+	}
+	for name, f := range map[string]func() error{
+		"StopClickHouse":   s.StopClickHouse,
+		"StartClickHouse":  func() error { return s.StartClickHouse(context.Background()) },
+		"FreezeClickHouse": s.FreezeClickHouse,
+	} {
+		if err := f(); !errors.Is(err, ErrClickHouseCluster) {
+			t.Errorf("%s: %v, want ErrClickHouseCluster", name, err)
+		}
+	}
+}

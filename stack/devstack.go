@@ -163,7 +163,7 @@ type Stack struct {
 	DataDir string
 	// ClickHouseCluster is the embedded ClickHouse cluster when Config.Shards or
 	// Config.Replicas asked for one, else nil. Stack.StopClickHouse and the other single-server
-	// controls return ErrExternalService on a cluster; use its KillHost and StartHost.
+	// controls return ErrClickHouseCluster on a cluster; use its KillHost and StartHost.
 	ClickHouseCluster *ClickHouseCluster
 
 	log     *slog.Logger

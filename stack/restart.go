@@ -23,6 +23,10 @@ import (
 // stack did not start (replaced through Config.UseEnv).
 var ErrExternalService = errors.New("devstack: service is external; the stack cannot stop or start it")
 
+// ErrClickHouseCluster is returned by StopClickHouse, StartClickHouse, FreezeClickHouse and
+// ThawClickHouse on a stack whose ClickHouse is a cluster (Config.Shards, Config.Replicas).
+var ErrClickHouseCluster = errors.New("devstack: ClickHouse is a cluster; stop and start its hosts through Stack.ClickHouseCluster (KillHost, StartHost)")
+
 // ErrClosed is returned by the stop, start and restart methods after Close.
 var ErrClosed = errors.New("devstack: stack is closed")
 
@@ -64,7 +68,7 @@ func (s *Stack) StartRedis(ctx context.Context) error {
 func (s *Stack) StopClickHouse() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.usable(s.ch != nil); err != nil {
+	if err := s.usableClickHouse(); err != nil {
 		return err
 	}
 	if s.ch.exited() {
@@ -83,7 +87,7 @@ func (s *Stack) StopClickHouse() error {
 func (s *Stack) StartClickHouse(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.usable(s.ch != nil); err != nil {
+	if err := s.usableClickHouse(); err != nil {
 		return err
 	}
 	if !s.ch.exited() {
@@ -128,6 +132,15 @@ func (s *Stack) RestartKafka(down time.Duration) error {
 	return nil
 }
 
+// usableClickHouse is usable for the single clickhouse-server, with ErrClickHouseCluster on
+// a cluster.
+func (s *Stack) usableClickHouse() error {
+	if !s.closed && s.ClickHouseCluster != nil {
+		return ErrClickHouseCluster
+	}
+	return s.usable(s.ch != nil)
+}
+
 // usable reports why a service cannot be stopped or started: the stack is closed, or the
 // service is not embedded (embedded false).
 func (s *Stack) usable(embedded bool) error {
@@ -152,7 +165,7 @@ func (s *Stack) ThawClickHouse() error { return s.signalClickHouse(syscall.SIGCO
 func (s *Stack) signalClickHouse(sig syscall.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.usable(s.ch != nil); err != nil {
+	if err := s.usableClickHouse(); err != nil {
 		return err
 	}
 	if s.ch.exited() {
