@@ -60,7 +60,11 @@ type variantKey struct{ flag, variant string }
 // first_seen is kept and last_seen becomes now; otherwise a new version starts (first_seen =
 // last_seen = now). A variant whose latest stored version is not a removal and that the flags
 // no longer hold (or whose flag is missing) gets a row with removed = 1, an empty payload and
-// hash. A variant without a payload is stored with an empty payload and hash.
+// hash. A variant without a payload is stored with an empty payload and hash. A variant of
+// mcp-intent-prompt whose prompt is not in use (the flag inactive, no condition selecting it,
+// or a payload the server ignores: VariantReport.PromptInUse) counts as gone, since the server
+// then serves the SDK's default description: its version ends with a removal row, and the
+// prompt in use again starts a new version.
 //
 // Lint runs older than retention (0 means DefaultRetention) are then deleted (ALTER DELETE, only
 // when there are some). A negative retention is an error. Errors are ClickHouse's, wrapped.
@@ -125,6 +129,10 @@ func Record(ctx context.Context, conn driver.Conn, rep Report, flags []Flag, now
 			text, sha := CanonicalPayload(f.Filters.Payloads[v.PayloadKey])
 			if err := appendRun(fr.Flag, v.CampaignID, fr.Active, will, excl, sha, v.Problems); err != nil {
 				return res, fmt.Errorf("store lint run: %w", err)
+			}
+			if v.PromptInUse != nil && !*v.PromptInUse {
+				// The server serves the SDK's own prompt: this variant's version ends (below).
+				continue
 			}
 			k := variantKey{fr.Flag, v.CampaignID}
 			if present[k] {

@@ -255,3 +255,53 @@ func TestCanonicalPayload(t *testing.T) {
 		t.Errorf("malformed payload: %q %q", text, sha)
 	}
 }
+
+// A prompt the server stops serving (the intent-prompt flag turned off) ends its version with
+// one removal row, so the calls after it count under the SDK default; turned on again, the
+// same prompt starts a new version.
+func TestRecordEndsAPromptVersionWhenThePromptIsNotInUse(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	ch := env.ClickHouse
+	opts := Options{ExclusionCohort: 641799}
+	withActive := func(active bool) []Flag {
+		flags := loadValid(t)
+		for i := range flags {
+			if flags[i].Key == IntentPromptFlag {
+				flags[i].Active = active
+			}
+		}
+		return flags
+	}
+	t1 := time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
+	for i, active := range []bool{true, false, false, true} {
+		flags := withActive(active)
+		if _, err := Record(ctx, ch, Lint(flags, opts), flags, t1.Add(time.Duration(i)*15*time.Minute), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := ch.Query(ctx, `SELECT first_seen, removed, payload_sha256 FROM mcpulse.flag_payload_versions FINAL
+WHERE flag_key = ? ORDER BY first_seen`, IntentPromptFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	type row struct {
+		first   time.Time
+		removed uint8
+		sha     string
+	}
+	var got []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.first, &r.removed, &r.sha); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if len(got) != 3 || got[0].removed != 0 || !got[0].first.Equal(t1) ||
+		got[1].removed != 1 || !got[1].first.Equal(t1.Add(15*time.Minute)) ||
+		got[2].removed != 0 || !got[2].first.Equal(t1.Add(45*time.Minute)) || got[2].sha != got[0].sha {
+		t.Errorf("intent prompt versions %+v: want the prompt from t1, its removal at +15m (once), the same prompt again from +45m", got)
+	}
+}

@@ -31,10 +31,18 @@ func newIntentsReportCmd() *cobra.Command {
 		Use:   "report [--since T] [--until T] [--export F.csv] [--goals G.csv] [--json]",
 		Short: "Count tool calls' intents per mcp-intent-prompt payload version, with identifying details by kind",
 		Long: `Attributes each tool call of the range to the mcp-intent-prompt payload version in force
-for its user's client: the version the campaign-lint job recorded (flag_payload_versions)
-whose first sight is the latest at or before that client's latest tools/list at or before the
-call (clients cache tool schemas, so a call before the client listed tools again counts under
-the previous version); with no recorded version, or no listing since the first, "SDK default".
+for its user's client. Versions are those the campaign-lint job recorded (mcpulse scheduler
+with a flag source, or mcpulse campaigns lint --store), in the order first seen. A call counts
+under the newest version first seen before its client (distinct_id and client name) last
+listed tools before the call: clients cache tool schemas, so a call made before the client
+listed tools again counts under the previous version. With no recorded version, or no listing
+since the first, a call counts as "SDK default"; so does a call after the lint saw the prompt
+go out of use (the flag turned off, or its payload invalid), which it records as a removal.
+
+The flag's targeting is not evaluated: a version counts for every user's calls, not only for
+the users its release conditions select, and the variants of a multivariate flag form one
+timeline (the user's variant is in no event). Run a trial as one flag released to the trial's
+users, and read the range it ran.
 
 Per version: calls, calls with an intent, blank share, words per intent (median, p90), and the
 share of intents holding identifying details, by kind: email, ip_address, phone,
