@@ -66,8 +66,8 @@ expected counts and invitation ids are in the .expected.json under contact_polic
 excluded distinct ids in FILE.excluded.txt (mcpulse suppression audit --exclusion-members).
 A two_invitations_one_evaluation case's second invitation is also a repeat within 7 days of
 the first, as the audit reports it. contact_policy lists the further kinds only: the random
-recruitment flows break the two older rules (sent while suppressed, repeat within 7 days) by
-design, as the suppression tests want, and those counts are not predicted.
+recruitment flows also break the two older rules (sent while suppressed, repeat within 7
+days), and those counts are not predicted.
 
 Events span the --hours (default 48) before --end. The same flags always give byte-identical
 files.`,
