@@ -187,8 +187,12 @@ func (r Report) Print(w io.Writer) error {
 			fmt.Fprintf(bw, "   calls with a recorded goal %d (with an intent %d), intents stating uncertainty %d\n",
 				g.CallsWithGoal, g.IntentsWithGoal, g.HedgedIntents)
 		}
+		shown := map[string]bool{}
 		for _, e := range v.MaskedExamples {
-			fmt.Fprintf(bw, "   e.g. %s\n", safetext.Escape(safetext.Bound(e, 200)))
+			if !shown[e] { // one intent may stand for several kinds: shown once
+				shown[e] = true
+				fmt.Fprintf(bw, "   e.g. %s\n", safetext.Escape(safetext.Bound(e, 200)))
+			}
 		}
 	}
 	return bw.Flush()
