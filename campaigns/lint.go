@@ -61,6 +61,7 @@ const (
 	CodePromptTooLong          = "prompt_too_long"          // error: over MaxPromptUnits
 	CodeUnconditionalRelease   = "unconditional_release"    // error: no properties and a rollout of 100% or unset
 	CodeFlagMissing            = "flag_missing"             // warning, stored runs only (Record): the flag is absent or deleted
+	CodeFlagMalformed          = "flag_malformed"           // error: the flag's definition does not decode (Flag.Malformed)
 )
 
 // Problem is one finding. Condition is the 1-based index of the release condition it is
@@ -127,6 +128,9 @@ type Options struct {
 // mcp-intent-prompt, per variant: "prompt" is a nonblank string of at most 2,000 UTF-16
 // units; no release condition that can select it is unconditional (no properties and a
 // rollout of 100% or unset).
+//
+// A checked flag whose definition did not decode (Flag.Malformed) gets one flag_malformed
+// error and no variants; the other flag is still linted.
 func Lint(flags []Flag, opts Options) Report {
 	rep := Report{Flags: []FlagReport{}, Missing: []string{}}
 	for _, key := range []string{RecruitmentFlag, IntentPromptFlag} {
@@ -177,6 +181,11 @@ type variantSlot struct {
 func lintFlag(f Flag, opts Options) FlagReport {
 	recruit := f.Key == RecruitmentFlag
 	fr := FlagReport{Flag: f.Key, Active: f.Active, Problems: []Problem{}, Variants: []VariantReport{}}
+	if f.Malformed != "" {
+		fr.Problems = append(fr.Problems, fail(CodeFlagMalformed,
+			"the flag's definition is not PostHog's: "+f.Malformed+"; nothing else of it was checked", 0))
+		return fr
+	}
 	if !f.Active {
 		fr.Problems = append(fr.Problems, warn(CodeFlagInactive, "the flag is disabled: the server evaluates nothing from it", 0))
 	}

@@ -60,7 +60,7 @@ type variantKey struct{ flag, variant string }
 // first_seen is kept and last_seen becomes now; otherwise a new version starts (first_seen =
 // last_seen = now). A variant whose latest stored version is not a removal and that the flags
 // no longer hold (or whose flag is missing) gets a row with removed = 1, an empty payload and
-// hash. A variant without a payload is stored with an empty payload and hash.
+// hash; a flag reported flag_malformed removes none of its variants. A variant without a payload is stored with an empty payload and hash.
 //
 // Lint runs older than retention (0 means DefaultRetention) are then deleted (ALTER DELETE, only
 // when there are some). A negative retention is an error. Errors are ClickHouse's, wrapped.
@@ -112,7 +112,8 @@ func Record(ctx context.Context, conn driver.Conn, rep Report, flags []Flag, now
 	present := map[variantKey]bool{}
 	checked := map[string]bool{}
 	for _, fr := range rep.Flags {
-		checked[fr.Flag] = true
+		// A malformed definition says nothing of the variants: their versions stay as they are.
+		checked[fr.Flag] = !hasCode(fr.Problems, CodeFlagMalformed)
 		f := byKey[fr.Flag]
 		anyWill, allExcl := false, true
 		for _, v := range fr.Variants {
@@ -274,6 +275,15 @@ func CanonicalPayload(raw json.RawMessage) (text, sha string) {
 	}
 	sum := sha256.Sum256(body)
 	return string(body), hex.EncodeToString(sum[:])
+}
+
+func hasCode(ps []Problem, code string) bool {
+	for _, p := range ps {
+		if p.Code == code {
+			return true
+		}
+	}
+	return false
 }
 
 // ExclusionOK reports whether ps holds no exclusion_missing or exclusion_inverted problem:

@@ -74,7 +74,10 @@ mcp-intent-prompt, per variant:
                                             prompt absent, blank, or over 2,000 characters
   E unconditional_release                   a condition with no properties and a rollout of
                                             100% or unset
-Per flag: W flag_inactive, no_release_condition, unknown_variant_override (a condition
+Per flag: E flag_malformed, the definition does not decode (a field of the wrong JSON type,
+e.g. a rollout_percentage given as a string): nothing else of that flag is checked, the other
+flag still is. Flags other than these two are skipped whatever their shape.
+W flag_inactive, no_release_condition, unknown_variant_override (a condition
 overriding to a variant the flag lacks), payload_orphan (a payload for no variant),
 exclusion_cohort_unset (no --exclusion-cohort: any cohort not_in filter was accepted).
 Stored runs only (--store, the scheduler): W flag_missing, the flag is absent or deleted.

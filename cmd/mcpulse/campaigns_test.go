@@ -202,3 +202,33 @@ FROM mcpulse.campaign_lint_runs`).Scan(&runs, &broken); err != nil {
 		t.Errorf("data-teams has %d payload versions, want 2 (its booking URL changed)", versions)
 	}
 }
+
+// An unrelated flag of any shape never stops the lint; a checked flag that does not decode is
+// one flag_malformed error, in JSON's words, and the other checked flag is still linted.
+func TestCampaignsLintOddFlags(t *testing.T) {
+	testdata := filepath.Join("..", "..", "campaigns", "testdata")
+	out, err := runLint(t, "--flags-file", filepath.Join(testdata, "odd_unrelated_flags.json"), "--exclusion-cohort", "641799")
+	if err != nil || !strings.Contains(out, `campaign "agents-q3": will recruit`) || !strings.Contains(out, "0 error(s), 0 warning(s)") {
+		t.Fatalf("odd unrelated flags: %v\n%s", err, out)
+	}
+	root := newRootCmd()
+	var buf bytes.Buffer
+	root.SetOut(&buf)
+	root.SetErr(&buf)
+	root.SetIn(strings.NewReader(`{"results":[{"key":"x","filters":{"groups":[{"rollout_percentage":"100"}]}},` +
+		`{"key":"mcp-intent-prompt","active":true,"filters":{"groups":[{"variant":5}]}}]}`))
+	root.SetArgs([]string{"campaigns", "lint", "--flags-file", "-", "--json"})
+	err = root.Execute()
+	var exit exitCodeError
+	if !errors.As(err, &exit) || exit.code != 1 {
+		t.Fatalf("malformed checked flag: want exit status 1, got %v\n%s", err, buf.String())
+	}
+	var rep campaigns.Report
+	if err := json.Unmarshal(buf.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	if len(rep.Flags) != 1 || rep.Flags[0].Problems[0].Code != campaigns.CodeFlagMalformed ||
+		rep.Flags[0].Problems[0].Message != `the flag's definition is not PostHog's: "filters.groups.variant" is a number, want a string; nothing else of it was checked` {
+		t.Fatalf("report %+v", rep)
+	}
+}
