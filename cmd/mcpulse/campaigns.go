@@ -87,7 +87,8 @@ job does (mcpulse scheduler --campaigns-lint): one campaign_lint_runs row per fl
 '', the flag's own problems) and per variant (will_recruit, exclusion_ok, errors, warnings,
 problem codes), and the payload version of each variant in flag_payload_versions (SHA-256 of
 its canonical JSON: first_seen kept while the hash is unchanged, a new version when it
-changes, a removed = 1 row when the variant goes). Runs older than --retention (30 days) are
+changes, dated a second after the previous one when both fall in one second, a removed = 1
+row when the variant goes). Runs older than --retention (30 days) are
 deleted. The recruitment dashboard shows them (panels campaign-lint, payload-changes), and the
 alerts campaign-cannot-recruit and campaign-lost-exclusion read them.
 
