@@ -123,7 +123,9 @@ type Options struct {
 // both at zero is a warning (immediate invitation: testing only); a boolean flag's "true"
 // payload obeys the same rules; every release condition that can select the variant carries
 // the exclusion cohort condition (type "cohort", key "id", operator "not_in", not negated),
-// and a condition whose only filter is that exclusion is reported as one.
+// and a condition whose only filter is that exclusion is reported as one. A condition with a
+// rollout of 0 selects nobody: it makes no variant reachable and is not checked for the
+// exclusion (nor, below, for an unconditional release).
 //
 // mcp-intent-prompt, per variant: "prompt" is a nonblank string of at most 2,000 UTF-16
 // units; no release condition that can select it is unconditional (no properties and a
@@ -230,20 +232,19 @@ func lintFlag(f Flag, opts Options) FlagReport {
 			vr.CampaignID = booleanRecruitCampaign
 		}
 		// The conditions that can select this variant: its overrides, and every condition
-		// without an override when the split gives the variant a share. PostHog ignores an
-		// override that names no variant of the flag and uses the split.
+		// without an override when the split gives the variant a share, each with a rollout
+		// above 0 (canSelect). PostHog ignores an override that names no variant of the flag
+		// and uses the split. A condition at rollout 0 selects nobody, so the exclusion and
+		// unconditional-release checks skip it, as reachability does.
 		var conds []int
-		reachable := false
 		for i, c := range f.Filters.Groups {
 			override := c.Variant != nil && known[*c.Variant]
-			if override && *c.Variant != s.key || !override && !s.rolledOut {
+			if override && *c.Variant != s.key || !override && !s.rolledOut || !canSelect(c) {
 				continue
 			}
 			conds = append(conds, i)
-			if c.RolloutPercentage == nil || *c.RolloutPercentage > 0 {
-				reachable = true
-			}
 		}
+		reachable := len(conds) > 0
 		if !reachable && len(f.Filters.Groups) > 0 {
 			vr.Problems = append(vr.Problems, warn(CodeVariantUnreachable,
 				fmt.Sprintf("no release condition can select variant %s", safetext.Quote(s.key)), 0))
@@ -270,6 +271,12 @@ func lintFlag(f Flag, opts Options) FlagReport {
 		fr.Variants = append(fr.Variants, vr)
 	}
 	return fr
+}
+
+// canSelect reports whether release condition c can select anyone: its rollout is unset
+// (100%) or above 0.
+func canSelect(c Condition) bool {
+	return c.RolloutPercentage == nil || *c.RolloutPercentage > 0
 }
 
 func rolloutText(p *float64) string {

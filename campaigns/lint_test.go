@@ -63,7 +63,7 @@ func recruiting(rep Report) map[string]bool {
 // Valid definitions, in both of PostHog's shapes and with payloads as strings or objects,
 // raise nothing: no false alarm.
 func TestLintValidFilesHaveNoProblems(t *testing.T) {
-	for _, name := range []string{"valid_api.json", "valid_api_objects.json", "valid_local.json", "valid_boolean_edges.json", "odd_unrelated_flags.json"} {
+	for _, name := range []string{"valid_api.json", "valid_api_objects.json", "valid_local.json", "valid_boolean_edges.json", "odd_unrelated_flags.json", "valid_rollout_zero_conditions.json"} {
 		t.Run(name, func(t *testing.T) {
 			rep := lintFile(t, filepath.Join("testdata", name), testCohort)
 			if got := findings(rep); len(got) != 0 || rep.Errors+rep.Warnings != 0 {

@@ -63,7 +63,9 @@ by code (E error, W warning):
   W immediate_invitation                    both thresholds zero: testing only
   E exclusion_missing                       a release condition that can select the variant
                                             lacks the exclusion cohort (type cohort, key id,
-                                            operator not_in, value --exclusion-cohort)
+                                            operator not_in, value --exclusion-cohort); a
+                                            condition at rollout 0 selects nobody and is
+                                            not checked
   E exclusion_inverted                      a condition selects that cohort instead (in, or
                                             not_in negated)
   W exclusion_only_condition                a condition whose only filter is the exclusion:
