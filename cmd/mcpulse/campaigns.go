@@ -32,10 +32,10 @@ func newCampaignsLintCmd() *cobra.Command {
 		cohort              int64
 		asJSON, store       bool
 		dsn                 string
-		retention           time.Duration
+		retention, timeout  time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "lint (--flags-file F | --project-id P [--posthog-host H]) [--exclusion-cohort ID] [--config F] [--json] [--store [--clickhouse DSN] [--retention D]]",
+		Use:   "lint (--flags-file F | --project-id P [--posthog-host H] [--timeout D]) [--exclusion-cohort ID] [--config F] [--json] [--store [--clickhouse DSN] [--retention D]]",
 		Short: "Find what stops a campaign recruiting, or lets it reach people it must not, in the PostHog flags",
 		Long: `Reads PostHog flag definitions and checks the two flags an MCP server with interview
 recruitment evaluates. The server skips a campaign silently when its payload is wrong; this
@@ -47,7 +47,8 @@ Source, one of:
                    or one flag ({"key": ...}); payloads as JSON-encoded strings (as PostHog
                    stores them) or objects
   --project-id P   PostHog's feature-flags API on --posthog-host (every page), with a personal
-                   API key read from $` + campaigns.EnvPersonalAPIKey + `
+                   API key read from $` + campaigns.EnvPersonalAPIKey + `; each page must
+                   arrive within --timeout (30s), or the lint stops naming the host
 --config F (campaigns.yaml) can give exclusion_cohort and posthog.host, project_id and
 personal_api_key_env (the variable holding the key); flags given on the command line win.
 
@@ -111,10 +112,13 @@ cannot be read, or (--store) the run cannot be stored.`,
 			if store && dsn == "" {
 				return fmt.Errorf("--store writes to ClickHouse: give --clickhouse or set $%s", stores.EnvClickHouseDSN)
 			}
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout must be positive, got %s (e.g. 30s)", timeout)
+			}
 			if retention <= 0 {
 				return fmt.Errorf("--retention must be positive, got %s (e.g. 720h for 30 days)", retention)
 			}
-			src, err := campaigns.ResolveSource(campaigns.Source{File: file, ProjectID: project, Host: host, ExclusionCohort: cohort}, configPath,
+			src, err := campaigns.ResolveSource(campaigns.Source{File: file, ProjectID: project, Host: host, ExclusionCohort: cohort, Timeout: timeout}, configPath,
 				campaigns.Given{ExclusionCohort: f.Changed("exclusion-cohort"), Host: f.Changed("posthog-host"), ProjectID: f.Changed("project-id")})
 			switch {
 			case errors.Is(err, campaigns.ErrNoSource):
@@ -166,6 +170,7 @@ cannot be read, or (--store) the run cannot be stored.`,
 	f.StringVar(&file, "flags-file", "", "PostHog flag definitions file (feature-flags API list or local-evaluation response; - for standard input)")
 	f.StringVar(&project, "project-id", "", "PostHog project id: read the flags from PostHog's feature-flags API")
 	f.StringVar(&host, "posthog-host", campaigns.DefaultPostHogHost, "PostHog API host for --project-id (e.g. https://eu.posthog.com or a self-hosted URL)")
+	f.DurationVar(&timeout, "timeout", campaigns.DefaultFetchTimeout, "with --project-id: the longest wait for each page of PostHog's API, its body included")
 	f.Int64Var(&cohort, "exclusion-cohort", 0, "id of the shared recruitment exclusion cohort every release condition must exclude (0: accept any cohort not_in condition, with a warning)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&configPath, "config", "", "campaigns.yaml with exclusion_cohort and the PostHog project (see campaigns.example.yaml); flags given override it")
