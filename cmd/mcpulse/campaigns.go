@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpulse/mcpulse/campaigns"
+	"github.com/mcpulse/mcpulse/internal/safetext"
 	"github.com/mcpulse/mcpulse/internal/stores"
 )
 
@@ -101,13 +102,18 @@ alerts campaign-cannot-recruit and campaign-lost-exclusion read them.
 whether the server would invite anyone for the campaign (active, selectable, valid payload);
 a campaign with exclusion errors can still recruit. Codes are stable.
 
-Exit status: 0 without errors (warnings allowed), 1 when any error is found, or the flags
-cannot be read, or (--store) the run cannot be stored.`,
+Exit status, so that a CI gate can tell a bad flag from a lint that did not run:
+  0  no error found (warnings allowed)
+  1  the lint ran and found an error
+  2  the lint did not run, and says why: the flags cannot be read (a missing or unreadable
+     file, a document that is not PostHog's JSON, PostHog's API refusing the key, failing,
+     unreachable or slower than --timeout), a wrong option or campaigns.yaml, or (--store)
+     the run cannot be stored`,
 		Example: `  mcpulse campaigns lint --flags-file flags.json --exclusion-cohort 641799
   ` + campaigns.EnvPersonalAPIKey + `=phx_... mcpulse campaigns lint --project-id 2 --exclusion-cohort 641799 --json
   mcpulse campaigns lint --config campaigns.yaml --store --clickhouse clickhouse://localhost:9000`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: lintVerdictOnly(func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
 			if store && dsn == "" {
 				return fmt.Errorf("--store writes to ClickHouse: give --clickhouse or set $%s", stores.EnvClickHouseDSN)
@@ -164,8 +170,11 @@ cannot be read, or (--store) the run cannot be stored.`,
 				return exitCodeError{code: 1, msg: fmt.Sprintf("%d error(s) in the campaign flags", rep.Errors)}
 			}
 			return nil
-		},
+		}),
 	}
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return campaignsLintCannotRun(cmd, fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath()))
+	})
 	f := cmd.Flags()
 	f.StringVar(&file, "flags-file", "", "PostHog flag definitions file (feature-flags API list or local-evaluation response; - for standard input)")
 	f.StringVar(&project, "project-id", "", "PostHog project id: read the flags from PostHog's feature-flags API")
@@ -178,4 +187,25 @@ cannot be read, or (--store) the run cannot be stored.`,
 	f.StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN for --store, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	f.DurationVar(&retention, "retention", campaigns.DefaultRetention, "with --store: delete stored lint runs older than this")
 	return cmd
+}
+
+// lintVerdictOnly keeps exit status 1 for a lint that found an error (run's exitCodeError):
+// any other error means the lint did not run, or its run was not stored, and ends with exit
+// status 2 after saying why (campaignsLintCannotRun).
+func lintVerdictOnly(run func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := run(cmd, args)
+		var exit exitCodeError
+		if err == nil || errors.As(err, &exit) {
+			return err
+		}
+		return campaignsLintCannotRun(cmd, err)
+	}
+}
+
+// campaignsLintCannotRun prints why `campaigns lint` could not run and ends with exit status 2.
+func campaignsLintCannotRun(cmd *cobra.Command, err error) error {
+	msg := safetext.Escape(err.Error())
+	fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse campaigns lint: %s\n", msg)
+	return exitCodeError{code: 2, msg: msg}
 }
