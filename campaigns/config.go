@@ -35,7 +35,9 @@ type Config struct {
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // LoadConfig reads a campaigns.yaml. Unknown keys are errors (a misspelt exclusion_cohort
-// must not silently turn the exclusion check off), as are a negative cohort id, a host that
+// must not silently turn the exclusion check off), as are an exclusion_cohort given but
+// null, empty, or not a YAML integer (641799.5 or "641799": never truncated or guessed), a
+// negative cohort id, a host that
 // is not an http(s) URL, a project id holding '/', '?', '#', '%' or a space, and an
 // environment variable name that is not one. Every problem is reported at once.
 func LoadConfig(path string) (Config, error) {
@@ -44,16 +46,27 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("%s: %w", safetext.Escape(path), err)
-	}
 	var problems []error
 	bad := func(format string, args ...any) {
 		problems = append(problems, fmt.Errorf("%s: %s", safetext.Escape(path), fmt.Sprintf(format, args...)))
 	}
-	if c.ExclusionCohort < 0 {
+	// The cohort first: a value yaml would refuse in Go's terms, or turn into 0 or truncate,
+	// gets a message of its own.
+	cohortBad := cohortNodeProblem(data)
+	if cohortBad != "" {
+		bad("exclusion_cohort %s; give the shared exclusion cohort's id as an integer (e.g. exclusion_cohort: 641799), or leave the key out to lint without one", cohortBad)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		if cohortBad != "" {
+			return c, errors.Join(problems...)
+		}
+		return c, fmt.Errorf("%s: %w", safetext.Escape(path), err)
+	}
+	if cohortBad != "" {
+		c.ExclusionCohort = 0
+	} else if c.ExclusionCohort < 0 {
 		bad("exclusion_cohort %d is not a cohort id", c.ExclusionCohort)
 	}
 	if h := c.PostHog.Host; h != "" {
@@ -68,4 +81,37 @@ func LoadConfig(path string) (Config, error) {
 		bad("posthog.personal_api_key_env %s is not an environment variable name", safetext.Quote(e))
 	}
 	return c, errors.Join(problems...)
+}
+
+// cohortNodeProblem says what is wrong with the exclusion_cohort key of a campaigns.yaml
+// document, "" when it is absent or a YAML integer. Errors of the document as a whole are
+// LoadConfig's.
+func cohortNodeProblem(data []byte) string {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return ""
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return ""
+	}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != "exclusion_cohort" {
+			continue
+		}
+		v := top.Content[i+1]
+		for v.Kind == yaml.AliasNode && v.Alias != nil {
+			v = v.Alias
+		}
+		switch {
+		case v.Kind != yaml.ScalarNode:
+			return "is not a single value"
+		case v.ShortTag() == "!!null":
+			return "is empty (null)"
+		case v.ShortTag() != "!!int":
+			return "is " + safetext.Quote(v.Value) + ", not an integer"
+		}
+		return ""
+	}
+	return ""
 }

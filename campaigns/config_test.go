@@ -35,6 +35,25 @@ func TestLoadConfigRejects(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+	// A cohort key given without a usable id is an error naming the file and the key, never
+	// a silently unset (or truncated) cohort.
+	for doc, want := range map[string]string{
+		"exclusion_cohort: ~\n":                              "exclusion_cohort is empty (null)",
+		"exclusion_cohort:\nposthog:\n  project_id: \"2\"\n": "exclusion_cohort is empty (null)",
+		"exclusion_cohort: null\n":                           "exclusion_cohort is empty (null)",
+		"exclusion_cohort: 641799.5\n":                       `exclusion_cohort is "641799.5", not an integer`,
+		"exclusion_cohort: \"641799\"\n":                     `exclusion_cohort is "641799", not an integer`,
+		"exclusion_cohort: [641799]\n":                       "exclusion_cohort is not a single value",
+	} {
+		path := filepath.Join(t.TempDir(), "campaigns.yaml")
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadConfig(path)
+		if err == nil || !strings.Contains(err.Error(), path+": "+want) || !strings.Contains(err.Error(), "641799") {
+			t.Errorf("%q: %v, want %q", doc, err, want)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "empty.yaml")
 	os.WriteFile(path, nil, 0o644)
 	if c, err := LoadConfig(path); err != nil || c.ExclusionCohort != 0 {

@@ -18,7 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
+	"strings"
+
+	"github.com/mcpulse/mcpulse/internal/safetext"
 )
 
 // Flag keys the MCP server evaluates (seed 004).
@@ -40,6 +44,10 @@ type Flag struct {
 	Active  bool    `json:"active"`
 	Deleted bool    `json:"deleted"`
 	Filters Filters `json:"filters"`
+	// Malformed, set by DecodeFlags on a checked flag whose definition does not decode,
+	// says which field is wrong (e.g. `"filters.groups.rollout_percentage" is a string, want a
+	// number`); the other fields are then zero but Key. Lint reports it as flag_malformed.
+	Malformed string `json:"-"`
 }
 
 // Filters is a flag's "filters" object: its release conditions ("groups", OR alternatives
@@ -86,22 +94,21 @@ type Property struct {
 	Negation bool            `json:"negation"`
 }
 
-// flagsDocument is either shape PostHog serves: the API list ({"count", "next", "previous",
-// "results"}) or the local-evaluation response ({"flags", "group_type_mapping", "cohorts"}).
-type flagsDocument struct {
-	Results *[]Flag `json:"results"`
-	Flags   *[]Flag `json:"flags"`
-	Next    *string `json:"next"`
-	Key     *string `json:"key"`
-}
-
 // DecodeFlags reads one flag definitions document of at most MaxFlagsBytes: PostHog's
 // feature-flags API list ({"results": [...], "next": ...}), its local-evaluation response
 // ({"flags": [...]}), or one flag as the API returns it (GET .../feature_flags/{id}/: an object
 // with "key"). It returns the flags (deleted ones included, in document order) and the
-// API's "next" page URL ("" when absent or null). A document that is not one JSON object, has
-// neither or both of "results" and "flags", or has a flag without a key is an error that says
-// where.
+// API's "next" page URL ("" when absent, null or not a string).
+//
+// Each flag is decoded on its own, its key first, so one odd flag never stops the lint. A flag
+// that is not an object, has no string key or is neither RecruitmentFlag nor IntentPromptFlag
+// is returned as far as it decodes (its key only, when its definition does not) or, without a
+// key, left out. A checked flag whose definition does not decode is returned with its key and
+// Malformed saying which field is wrong; Lint reports it as flag_malformed.
+//
+// The error cases are about the document as a whole, and say what is expected: not one JSON
+// value, not a JSON object, neither or both of "results" and "flags", or one of them not an
+// array.
 func DecodeFlags(r io.Reader) (flags []Flag, next string, err error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxFlagsBytes+1))
 	if err != nil {
@@ -110,10 +117,10 @@ func DecodeFlags(r io.Reader) (flags []Flag, next string, err error) {
 	if len(data) > MaxFlagsBytes {
 		return nil, "", fmt.Errorf("flag definitions exceed %d bytes", MaxFlagsBytes)
 	}
-	var doc flagsDocument
+	var top json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, "", fmt.Errorf("flag definitions are not PostHog's JSON: %w", err)
+	if err := dec.Decode(&top); err != nil {
+		return nil, "", fmt.Errorf("flag definitions are not JSON: %s", jsonSyntaxText(err))
 	}
 	if dec.More() {
 		return nil, "", errors.New("flag definitions: more than one JSON value")
@@ -121,31 +128,164 @@ func DecodeFlags(r io.Reader) (flags []Flag, next string, err error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, "", errors.New("flag definitions: data after the JSON object")
 	}
+	var doc map[string]json.RawMessage
+	if kind := jsonKind(top); kind != "an object" || json.Unmarshal(top, &doc) != nil {
+		return nil, "", fmt.Errorf(`flag definitions are %s; want a JSON object in PostHog's shape: the feature-flags API list {"results": [...]}, the local-evaluation response {"flags": [...]} or one flag {"key": ...}`, kind)
+	}
+	results, flagsList := present(doc["results"]), present(doc["flags"])
+	var list json.RawMessage
+	field := ""
 	switch {
-	case doc.Results != nil && doc.Flags != nil:
+	case results && flagsList:
 		return nil, "", errors.New(`flag definitions have both "results" (feature-flags API) and "flags" (local evaluation)`)
-	case doc.Results != nil:
-		flags = *doc.Results
-	case doc.Flags != nil:
-		flags = *doc.Flags
-	case doc.Key != nil:
-		var f Flag
-		if err := json.Unmarshal(data, &f); err != nil {
-			return nil, "", fmt.Errorf("flag definition is not PostHog's JSON: %w", err)
+	case results:
+		list, field = doc["results"], "results"
+	case flagsList:
+		list, field = doc["flags"], "flags"
+	case present(doc["key"]):
+		f, ok := decodeFlag(top)
+		if !ok {
+			return nil, "", errors.New(`flag definition: "key" is not a string`)
 		}
-		flags = []Flag{f}
+		return []Flag{f}, "", nil
 	default:
 		return nil, "", errors.New(`flag definitions have neither "results" (feature-flags API list), "flags" (local-evaluation response) nor "key" (one flag)`)
 	}
-	for i, f := range flags {
-		if f.Key == "" {
-			return nil, "", fmt.Errorf("flag definitions: flag %d has no key", i)
+	var items []json.RawMessage
+	if kind := jsonKind(list); kind != "an array" || json.Unmarshal(list, &items) != nil {
+		return nil, "", fmt.Errorf(`flag definitions: %q is %s; want an array of flags`, field, kind)
+	}
+	for _, item := range items {
+		if f, ok := decodeFlag(item); ok {
+			flags = append(flags, f)
 		}
 	}
-	if doc.Next != nil {
-		next = *doc.Next
-	}
+	_ = json.Unmarshal(doc["next"], &next) // a next that is not a string is no page
 	return flags, next, nil
+}
+
+// present reports whether a member is there and not null.
+func present(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
+}
+
+// decodeFlag decodes one element of a flag list, its key first. ok is false when the element
+// has no string key. A checked flag that does not decode comes back with Malformed set; any
+// other flag with only its key.
+func decodeFlag(raw json.RawMessage) (Flag, bool) {
+	var head struct {
+		Key json.RawMessage `json:"key"`
+	}
+	if jsonKind(raw) != "an object" || json.Unmarshal(raw, &head) != nil {
+		return Flag{}, false
+	}
+	var key string
+	if jsonKind(head.Key) != "a string" || json.Unmarshal(head.Key, &key) != nil || key == "" {
+		return Flag{}, false
+	}
+	var f Flag
+	err := json.Unmarshal(raw, &f)
+	if err == nil {
+		return f, true
+	}
+	f = Flag{Key: key}
+	if key == RecruitmentFlag || key == IntentPromptFlag {
+		f.Malformed = unmarshalText(err)
+	}
+	return f, true
+}
+
+// unmarshalText says what is wrong in a flag definition in JSON's terms (field path, JSON
+// type found and wanted), never Go's.
+func unmarshalText(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "the definition"
+		}
+		return fmt.Sprintf("%s is %s, want %s", safetext.Quote(field), jsonValueName(te.Value), jsonTypeName(te.Type))
+	}
+	return "the definition cannot be read: " + jsonSyntaxText(err)
+}
+
+// jsonSyntaxText is a JSON decoding error's text without Go's names.
+func jsonSyntaxText(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s (at byte %d)", strings.TrimPrefix(se.Error(), "json: "), se.Offset)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the document is empty or cut short"
+	}
+	return "invalid JSON"
+}
+
+// jsonKind names the JSON type of a value ("an object", "an array", "a string", "a number",
+// "true or false", "null"), "nothing" when it is empty.
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "true or false"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// jsonValueName turns UnmarshalTypeError.Value ("string", "number", "bool", "array",
+// "object", "number 1.5") into JSON's words.
+func jsonValueName(v string) string {
+	switch {
+	case v == "string":
+		return "a string"
+	case v == "bool":
+		return "true or false"
+	case v == "array":
+		return "an array"
+	case v == "object":
+		return "an object"
+	case strings.HasPrefix(v, "number"):
+		return "a number"
+	}
+	return "a JSON " + safetext.Escape(v)
+}
+
+// jsonTypeName says which JSON value decodes into t.
+func jsonTypeName(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another type"
 }
 
 // PayloadText returns the JSON text of a stored payload: the content of a JSON-encoded string

@@ -61,6 +61,7 @@ const (
 	CodePromptTooLong          = "prompt_too_long"          // error: over MaxPromptUnits
 	CodeUnconditionalRelease   = "unconditional_release"    // error: no properties and a rollout of 100% or unset
 	CodeFlagMissing            = "flag_missing"             // warning, stored runs only (Record): the flag is absent or deleted
+	CodeFlagMalformed          = "flag_malformed"           // error: the flag's definition does not decode (Flag.Malformed)
 )
 
 // Problem is one finding. Condition is the 1-based index of the release condition it is
@@ -122,11 +123,16 @@ type Options struct {
 // both at zero is a warning (immediate invitation: testing only); a boolean flag's "true"
 // payload obeys the same rules; every release condition that can select the variant carries
 // the exclusion cohort condition (type "cohort", key "id", operator "not_in", not negated),
-// and a condition whose only filter is that exclusion is reported as one.
+// and a condition whose only filter is that exclusion is reported as one. A condition with a
+// rollout of 0 selects nobody: it makes no variant reachable and is not checked for the
+// exclusion (nor, below, for an unconditional release).
 //
 // mcp-intent-prompt, per variant: "prompt" is a nonblank string of at most 2,000 UTF-16
 // units; no release condition that can select it is unconditional (no properties and a
 // rollout of 100% or unset).
+//
+// A checked flag whose definition did not decode (Flag.Malformed) gets one flag_malformed
+// error and no variants; the other flag is still linted.
 func Lint(flags []Flag, opts Options) Report {
 	rep := Report{Flags: []FlagReport{}, Missing: []string{}}
 	for _, key := range []string{RecruitmentFlag, IntentPromptFlag} {
@@ -177,6 +183,11 @@ type variantSlot struct {
 func lintFlag(f Flag, opts Options) FlagReport {
 	recruit := f.Key == RecruitmentFlag
 	fr := FlagReport{Flag: f.Key, Active: f.Active, Problems: []Problem{}, Variants: []VariantReport{}}
+	if f.Malformed != "" {
+		fr.Problems = append(fr.Problems, fail(CodeFlagMalformed,
+			"the flag's definition is not PostHog's: "+f.Malformed+"; nothing else of it was checked", 0))
+		return fr
+	}
 	if !f.Active {
 		fr.Problems = append(fr.Problems, warn(CodeFlagInactive, "the flag is disabled: the server evaluates nothing from it", 0))
 	}
@@ -221,20 +232,19 @@ func lintFlag(f Flag, opts Options) FlagReport {
 			vr.CampaignID = booleanRecruitCampaign
 		}
 		// The conditions that can select this variant: its overrides, and every condition
-		// without an override when the split gives the variant a share. PostHog ignores an
-		// override that names no variant of the flag and uses the split.
+		// without an override when the split gives the variant a share, each with a rollout
+		// above 0 (canSelect). PostHog ignores an override that names no variant of the flag
+		// and uses the split. A condition at rollout 0 selects nobody, so the exclusion and
+		// unconditional-release checks skip it, as reachability does.
 		var conds []int
-		reachable := false
 		for i, c := range f.Filters.Groups {
 			override := c.Variant != nil && known[*c.Variant]
-			if override && *c.Variant != s.key || !override && !s.rolledOut {
+			if override && *c.Variant != s.key || !override && !s.rolledOut || !canSelect(c) {
 				continue
 			}
 			conds = append(conds, i)
-			if c.RolloutPercentage == nil || *c.RolloutPercentage > 0 {
-				reachable = true
-			}
 		}
+		reachable := len(conds) > 0
 		if !reachable && len(f.Filters.Groups) > 0 {
 			vr.Problems = append(vr.Problems, warn(CodeVariantUnreachable,
 				fmt.Sprintf("no release condition can select variant %s", safetext.Quote(s.key)), 0))
@@ -261,6 +271,12 @@ func lintFlag(f Flag, opts Options) FlagReport {
 		fr.Variants = append(fr.Variants, vr)
 	}
 	return fr
+}
+
+// canSelect reports whether release condition c can select anyone: its rollout is unset
+// (100%) or above 0.
+func canSelect(c Condition) bool {
+	return c.RolloutPercentage == nil || *c.RolloutPercentage > 0
 }
 
 func rolloutText(p *float64) string {

@@ -63,7 +63,7 @@ func recruiting(rep Report) map[string]bool {
 // Valid definitions, in both of PostHog's shapes and with payloads as strings or objects,
 // raise nothing: no false alarm.
 func TestLintValidFilesHaveNoProblems(t *testing.T) {
-	for _, name := range []string{"valid_api.json", "valid_api_objects.json", "valid_local.json", "valid_boolean_edges.json"} {
+	for _, name := range []string{"valid_api.json", "valid_api_objects.json", "valid_local.json", "valid_boolean_edges.json", "odd_unrelated_flags.json", "valid_rollout_zero_conditions.json"} {
 		t.Run(name, func(t *testing.T) {
 			rep := lintFile(t, filepath.Join("testdata", name), testCohort)
 			if got := findings(rep); len(got) != 0 || rep.Errors+rep.Warnings != 0 {
@@ -143,6 +143,9 @@ func TestLintRules(t *testing.T) {
 		// An override to a variant the flag lacks falls back to the split: condition 1 then
 		// selects both variants.
 		{"unknown_variant_override", []string{rf + ":warning:unknown_variant_override@1"}, nil},
+		// The intent-prompt flag's payloads are an array: that flag is one error, the
+		// recruitment flag beside it is still linted (and recruits).
+		{"flag_malformed", []string{ip + ":error:flag_malformed"}, nil},
 		{"prompt_missing", []string{ip + "/true:error:prompt_missing"}, []string{"true"}},
 		{"prompt_blank", []string{ip + "/true:error:prompt_blank"}, []string{"true"}},
 		{"prompt_too_long", []string{ip + "/true:error:prompt_too_long"}, []string{"true"}},
@@ -249,29 +252,28 @@ func TestUTF16LenAndJSBlank(t *testing.T) {
 	}
 }
 
+// Only the document as a whole can be rejected, with a message saying what is expected and no
+// Go type names.
 func TestDecodeFlagsRejects(t *testing.T) {
-	for name, doc := range map[string]string{
-		"not json":      `{"results": [`,
-		"neither":       `{"count": 0}`,
-		"both":          `{"results": [], "flags": []}`,
-		"array":         `[]`,
-		"trailing":      `{"flags": []} {}`,
-		"no key":        `{"flags": [{"active": true}]}`,
-		"wrong type":    `{"flags": [{"key": "k", "filters": {"groups": "all"}}]}`,
-		"bad payload":   `{"flags": [{"key": "k", "filters": {"payloads": {"true": 1}}}]}`,
-		"bad condition": `{"flags": [{"key": "k", "filters": {"groups": [{"rollout_percentage": "50"}]}}]}`,
+	for name, c := range map[string]struct{ doc, want string }{
+		"not json":        {`{"results": [`, "not JSON"},
+		"empty":           {``, "not JSON"},
+		"neither":         {`{"count": 0}`, `neither "results"`},
+		"both":            {`{"results": [], "flags": []}`, `both "results"`},
+		"array":           {`[]`, `flag definitions are an array; want a JSON object in PostHog's shape: the feature-flags API list {"results": [...]}`},
+		"string":          {`"flags"`, "are a string; want a JSON object"},
+		"trailing":        {`{"flags": []} {}`, "more than one JSON value"},
+		"results object":  {`{"results": {"key": "mcp-intent-prompt"}}`, `"results" is an object; want an array of flags`},
+		"flags string":    {`{"flags": "all"}`, `"flags" is a string; want an array of flags`},
+		"one flag no key": {`{"key": 5, "active": true}`, `"key" is not a string`},
 	} {
-		if name == "bad payload" {
-			// a payload that is a JSON value other than a string is read as that value
-			if _, _, err := DecodeFlags(strings.NewReader(doc)); err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
+		_, _, err := DecodeFlags(strings.NewReader(c.doc))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to say %q", name, err, c.want)
 			continue
 		}
-		if _, _, err := DecodeFlags(strings.NewReader(doc)); err == nil {
-			t.Errorf("%s: accepted", name)
-		} else if strings.IndexFunc(err.Error(), safetext.Hidden) >= 0 {
-			t.Errorf("%s: error shows a hidden character: %q", name, err)
+		if strings.IndexFunc(err.Error(), safetext.Hidden) >= 0 || strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "campaigns.") {
+			t.Errorf("%s: error %q", name, err)
 		}
 	}
 	one, _, err := DecodeFlags(strings.NewReader(`{"id": 4211, "key": "mcp-intent-prompt", "active": true, "filters": {"groups": []}}`))
@@ -281,5 +283,52 @@ func TestDecodeFlagsRejects(t *testing.T) {
 	flags, next, err := DecodeFlags(strings.NewReader(`{"count": 1, "next": "https://us.posthog.com/api/projects/2/feature_flags/?limit=100&offset=100", "results": [{"key": "a", "deleted": true}]}`))
 	if err != nil || len(flags) != 1 || !flags[0].Deleted || !strings.HasSuffix(next, "offset=100") {
 		t.Fatalf("%v %v %q", flags, err, next)
+	}
+}
+
+// Each flag decodes on its own: an unrelated flag of any shape is kept by its key (or left
+// out without one) and never an error; a checked flag that does not decode is marked
+// Malformed with a message in JSON's words, and the other checked flag is still linted.
+func TestDecodeFlagsOneFlagAtATime(t *testing.T) {
+	doc := `{"results": [
+	{"key": "x", "filters": {"groups": [{"rollout_percentage": "100"}]}},
+	{"key": "y", "active": "yes"},
+	{"key": 123, "active": true},
+	{"key": "z", "filters": {"payloads": []}},
+	{"key": "w", "filters": {"groups": [{"variant": 5}]}},
+	{"active": true},
+	"flag",
+	{"key": "mcp-interview-recruitment", "active": "yes", "filters": {"groups": []}},
+	{"key": "mcp-intent-prompt", "filters": {"groups": [{"properties": [], "rollout_percentage": "100"}]}}
+]}`
+	flags, _, err := DecodeFlags(strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	malformed := map[string]string{}
+	for _, f := range flags {
+		keys = append(keys, f.Key)
+		if f.Malformed != "" {
+			malformed[f.Key] = f.Malformed
+		}
+	}
+	if want := []string{"x", "y", "z", "w", rf, ip}; !reflect.DeepEqual(keys, want) {
+		t.Fatalf("keys %q, want %q", keys, want)
+	}
+	want := map[string]string{
+		rf: `"active" is a string, want true or false`,
+		ip: `"filters.groups.rollout_percentage" is a string, want a number`,
+	}
+	if !reflect.DeepEqual(malformed, want) {
+		t.Fatalf("malformed %q, want %q", malformed, want)
+	}
+	rep := Lint(flags, Options{ExclusionCohort: testCohort})
+	if got := findings(rep); !reflect.DeepEqual(got, []string{ip + ":error:flag_malformed", rf + ":error:flag_malformed"}) || rep.Errors != 2 || len(rep.Missing) != 0 {
+		t.Fatalf("findings %q (%d errors), missing %q", got, rep.Errors, rep.Missing)
+	}
+	msg := rep.Flags[0].Problems[0].Message
+	if !strings.Contains(msg, `"active" is a string, want true or false`) || strings.Contains(msg, "bool") || strings.Contains(msg, "Go ") {
+		t.Errorf("message %q", msg)
 	}
 }

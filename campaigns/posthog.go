@@ -3,12 +3,14 @@ package campaigns
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/mcpulse/mcpulse/internal/safetext"
 )
@@ -24,6 +26,10 @@ const DefaultPostHogHost = "https://us.posthog.com"
 // server that keeps answering with a "next" link cannot keep it running forever.
 const MaxPages = 1000
 
+// DefaultFetchTimeout bounds each request Fetch makes (one page: connecting, the answer and
+// its body) when FetchOptions.Timeout is 0: 30 seconds.
+const DefaultFetchTimeout = 30 * time.Second
+
 // FetchOptions say where Fetch reads the flags: Host (scheme and host, e.g.
 // https://us.posthog.com or a self-hosted instance), ProjectID and a personal API key with
 // read access to feature flags. Client defaults to http.DefaultClient.
@@ -34,6 +40,9 @@ type FetchOptions struct {
 	// APIKeyEnv names the variable APIKey came from, for messages (default EnvPersonalAPIKey).
 	APIKeyEnv string
 	Client    *http.Client
+	// Timeout bounds each page's request, body included; 0 means DefaultFetchTimeout. A
+	// negative one is an error.
+	Timeout time.Duration
 }
 
 // Fetch reads every flag of a project from PostHog's feature-flags API:
@@ -42,7 +51,9 @@ type FetchOptions struct {
 // "next", "previous", "results"). The key is only ever sent to Host: a "next" link to another
 // scheme or host is an error, as is a repeated one or more than MaxPages pages. A status other
 // than 200 is an error that carries PostHog's "detail" text (escaped, at most 300 characters),
-// e.g. for a 401 why the key was rejected; the key itself is never shown.
+// e.g. for a 401 why the key was rejected; the key itself is never shown. A page that is not
+// read in full within the timeout (FetchOptions.Timeout, DefaultFetchTimeout by default) is an
+// error naming the host and the timeout; so is a connection failure.
 func Fetch(ctx context.Context, opts FetchOptions) ([]Flag, error) {
 	if opts.APIKey == "" {
 		return nil, fmt.Errorf("no PostHog personal API key: set %s", nonEmpty(opts.APIKeyEnv, EnvPersonalAPIKey))
@@ -58,6 +69,14 @@ func Fetch(ctx context.Context, opts FetchOptions) ([]Flag, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
+	timeout := opts.Timeout
+	switch {
+	case timeout < 0:
+		return nil, fmt.Errorf("PostHog request timeout %s is negative", timeout)
+	case timeout == 0:
+		timeout = DefaultFetchTimeout
+	}
+	host := safetext.Escape(base.Scheme + "://" + base.Host)
 	page := base.JoinPath("api", "projects", opts.ProjectID, "feature_flags/")
 	page.RawQuery = "limit=100"
 	env := opts.APIKeyEnv
@@ -71,7 +90,13 @@ func Fetch(ctx context.Context, opts FetchOptions) ([]Flag, error) {
 			return nil, fmt.Errorf("PostHog feature-flags API: more than %d pages", MaxPages)
 		}
 		seen[page.String()] = true
-		flags, next, err := fetchPage(ctx, client, page.String(), opts.APIKey, env)
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		flags, next, err := fetchPage(pctx, client, page.String(), opts.APIKey, env, host)
+		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		cancel()
+		if err != nil && timedOut {
+			return nil, fmt.Errorf("PostHog feature-flags API on %s did not answer within %s", host, timeout)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +115,7 @@ func Fetch(ctx context.Context, opts FetchOptions) ([]Flag, error) {
 	}
 }
 
-func fetchPage(ctx context.Context, client *http.Client, pageURL, key, env string) ([]Flag, string, error) {
+func fetchPage(ctx context.Context, client *http.Client, pageURL, key, env, host string) ([]Flag, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pageURL, nil)
 	if err != nil {
 		return nil, "", err
@@ -99,7 +124,7 @@ func fetchPage(ctx context.Context, client *http.Client, pageURL, key, env strin
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, "", fmt.Errorf("PostHog feature-flags API: %w", err)
+		return nil, "", fmt.Errorf("PostHog feature-flags API on %s cannot be reached: %w", host, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -118,7 +143,7 @@ func fetchPage(ctx context.Context, client *http.Client, pageURL, key, env strin
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			hint = fmt.Sprintf(" (check %s: a personal API key with feature_flag:read on this project)", env)
 		}
-		return nil, "", fmt.Errorf("PostHog feature-flags API answered %s%s%s", safetext.Escape(resp.Status), detail, hint)
+		return nil, "", fmt.Errorf("PostHog feature-flags API on %s answered %s%s%s", host, safetext.Escape(resp.Status), detail, hint)
 	}
 	flags, next, err := DecodeFlags(resp.Body)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpulse/mcpulse/campaigns"
 	"github.com/mcpulse/mcpulse/campaigns/campaignstest"
@@ -77,5 +78,48 @@ func TestFetchNextLinks(t *testing.T) {
 	}
 	if foreign != 0 {
 		t.Fatalf("%d requests reached the foreign host", foreign)
+	}
+}
+
+// A PostHog that does not answer, or answers too slowly, fails within the timeout with an error
+// naming the host; one that cannot be reached names it too.
+func TestFetchTimeout(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); slow.Close() })
+	// A body that starts, then stalls: the timeout covers reading it too.
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"count": 1, "next": null, "results": [`))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(stall.Close)
+	for _, srv := range []*httptest.Server{slow, stall} {
+		start := time.Now()
+		_, err := campaigns.Fetch(context.Background(), campaigns.FetchOptions{Host: srv.URL, ProjectID: "2", APIKey: testKey, Timeout: 200 * time.Millisecond})
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("took %s", took)
+		}
+		if want := "PostHog feature-flags API on " + srv.URL + " did not answer within 200ms"; err == nil || err.Error() != want {
+			t.Errorf("error %v, want %q", err, want)
+		}
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	_, err := campaigns.Fetch(context.Background(), campaigns.FetchOptions{Host: closed.URL, ProjectID: "2", APIKey: testKey})
+	if err == nil || !strings.Contains(err.Error(), "PostHog feature-flags API on "+closed.URL+" cannot be reached") {
+		t.Errorf("unreachable: %v", err)
+	}
+	if _, err := campaigns.Fetch(context.Background(), campaigns.FetchOptions{Host: slow.URL, ProjectID: "2", APIKey: testKey, Timeout: -time.Second}); err == nil {
+		t.Error("a negative timeout was accepted")
+	}
+	if campaigns.DefaultFetchTimeout != 30*time.Second {
+		t.Errorf("default timeout %s", campaigns.DefaultFetchTimeout)
 	}
 }

@@ -24,7 +24,10 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	for _, f := range r.Flags {
 		state := "active"
-		if !f.Active {
+		switch {
+		case hasCode(f.Problems, CodeFlagMalformed):
+			state = "definition unreadable"
+		case !f.Active:
 			state = "disabled"
 		}
 		fmt.Fprintf(&b, "%s (%s)\n", safetext.Escape(f.Flag), state)

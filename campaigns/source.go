@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
 )
 
 // Source says where the lint reads the flag definitions and which exclusion cohort it checks:
@@ -23,6 +24,9 @@ type Source struct {
 	APIKeyEnv string
 	// ExclusionCohort is the shared exclusion cohort's id (Options.ExclusionCohort); 0 is unset.
 	ExclusionCohort int64
+	// Timeout bounds each request to PostHog's API (FetchOptions.Timeout); 0 means
+	// DefaultFetchTimeout.
+	Timeout time.Duration
 }
 
 // Given says which fields of a Source were set explicitly (on the command line): those win over
@@ -89,7 +93,7 @@ func (s Source) Load(ctx context.Context, stdin io.Reader, getenv func(string) s
 		getenv = os.Getenv
 	}
 	env := nonEmpty(s.APIKeyEnv, EnvPersonalAPIKey)
-	return Fetch(ctx, FetchOptions{Host: nonEmpty(s.Host, DefaultPostHogHost), ProjectID: s.ProjectID, APIKey: getenv(env), APIKeyEnv: env})
+	return Fetch(ctx, FetchOptions{Host: nonEmpty(s.Host, DefaultPostHogHost), ProjectID: s.ProjectID, APIKey: getenv(env), APIKeyEnv: env, Timeout: s.Timeout})
 }
 
 // Options are the lint options of s.

@@ -57,10 +57,13 @@ type variantKey struct{ flag, variant string }
 //
 // flag_payload_versions gets one row per variant: when the latest stored version of the
 // variant has the same payload_sha256 (CanonicalPayload) and is not a removal, that version's
-// first_seen is kept and last_seen becomes now; otherwise a new version starts (first_seen =
-// last_seen = now). A variant whose latest stored version is not a removal and that the flags
-// no longer hold (or whose flag is missing) gets a row with removed = 1, an empty payload and
-// hash. A variant without a payload is stored with an empty payload and hash. A variant of
+// first_seen is kept and last_seen becomes now (or first_seen, if later), even when the two
+// runs fall in one second; otherwise a new version starts with first_seen = last_seen = now,
+// or the second after the latest version's first_seen when now is not later (two runs with
+// different payloads within one second each keep their version). A variant whose latest
+// stored version is not a removal and that the flags no longer hold (or whose flag is missing) gets a row with removed = 1, an empty payload and
+// hash, its first_seen chosen the same way; a flag reported flag_malformed removes none of its
+// variants. A variant without a payload is stored with an empty payload and hash. A variant of
 // mcp-intent-prompt whose prompt is not in use (the flag inactive, no condition selecting it,
 // or a payload the server ignores: VariantReport.PromptInUse) counts as gone, since the server
 // then serves the SDK's default description: its version ends with a removal row, and the
@@ -116,7 +119,8 @@ func Record(ctx context.Context, conn driver.Conn, rep Report, flags []Flag, now
 	present := map[variantKey]bool{}
 	checked := map[string]bool{}
 	for _, fr := range rep.Flags {
-		checked[fr.Flag] = true
+		// A malformed definition says nothing of the variants: their versions stay as they are.
+		checked[fr.Flag] = !hasCode(fr.Problems, CodeFlagMalformed)
 		f := byKey[fr.Flag]
 		anyWill, allExcl := false, true
 		for _, v := range fr.Variants {
@@ -139,13 +143,15 @@ func Record(ctx context.Context, conn driver.Conn, rep Report, flags []Flag, now
 				continue // a hostile flag naming one variant twice: its first payload counts
 			}
 			present[k] = true
-			first := now
-			if old, ok := latest[k]; ok && !old.removed && old.sha == sha && old.firstSeen.Before(now) {
-				first = old.firstSeen
+			old, had := latest[k]
+			var first time.Time
+			if had && !old.removed && old.sha == sha {
+				first = old.firstSeen // unchanged, whenever it was first seen: the same version
 			} else {
+				first = nextFirstSeen(old.firstSeen, had, now)
 				res.NewVersions++
 			}
-			if err := versions.Append(fr.Flag, v.CampaignID, first, now, sha, text, uint8(0)); err != nil {
+			if err := versions.Append(fr.Flag, v.CampaignID, first, latestTime(first, now), sha, text, uint8(0)); err != nil {
 				return res, fmt.Errorf("store payload versions: %w", err)
 			}
 			res.Versions++
@@ -171,7 +177,8 @@ func Record(ctx context.Context, conn driver.Conn, rep Report, flags []Flag, now
 		return cmp.Or(cmp.Compare(a.flag, b.flag), cmp.Compare(a.variant, b.variant))
 	})
 	for _, k := range gone {
-		if err := versions.Append(k.flag, k.variant, now, now, "", "", uint8(1)); err != nil {
+		first := nextFirstSeen(latest[k].firstSeen, true, now)
+		if err := versions.Append(k.flag, k.variant, first, first, "", "", uint8(1)); err != nil {
 			return res, fmt.Errorf("store payload versions: %w", err)
 		}
 		res.Versions++
@@ -195,6 +202,27 @@ func Record(ctx context.Context, conn driver.Conn, rep Report, flags []Flag, now
 		}
 	}
 	return res, nil
+}
+
+// nextFirstSeen is the first_seen of a new version (or removal) of a variant whose latest
+// stored version, if had, began at prev: now, or the second after prev when now is not later
+// (two runs within one second, or a clock set back). flag_payload_versions is keyed by
+// (flag_key, variant, first_seen) in whole seconds, so a version given its predecessor's
+// first_seen would replace it; one second later keeps both, in order, at the cost of dating the
+// newer one up to a second late.
+func nextFirstSeen(prev time.Time, had bool, now time.Time) time.Time {
+	if had && !now.After(prev) {
+		return prev.Add(time.Second)
+	}
+	return now
+}
+
+// latestTime is the later of a and b.
+func latestTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func latestVersions(ctx context.Context, conn driver.Conn) (map[variantKey]storedVersion, error) {
@@ -282,6 +310,15 @@ func CanonicalPayload(raw json.RawMessage) (text, sha string) {
 	}
 	sum := sha256.Sum256(body)
 	return string(body), hex.EncodeToString(sum[:])
+}
+
+func hasCode(ps []Problem, code string) bool {
+	for _, p := range ps {
+		if p.Code == code {
+			return true
+		}
+	}
+	return false
 }
 
 // ExclusionOK reports whether ps holds no exclusion_missing or exclusion_inverted problem:

@@ -3,7 +3,11 @@ package campaigns
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -304,4 +308,108 @@ WHERE flag_key = ? ORDER BY first_seen`, IntentPromptFlag)
 		got[2].removed != 0 || !got[2].first.Equal(t1.Add(45*time.Minute)) || got[2].sha != got[0].sha {
 		t.Errorf("intent prompt versions %+v: want the prompt from t1, its removal at +15m (once), the same prompt again from +45m", got)
 	}
+}
+
+// Two runs within one second: an unchanged payload is not stored as a new version, and a
+// changed one keeps both versions (the newer first seen a second later), even after
+// ClickHouse merges the ReplacingMergeTree's rows.
+func TestRecordTwoRunsInOneSecond(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	ch := env.ClickHouse
+	opts := Options{ExclusionCohort: 641799}
+	withPrompt := func(prompt string) []Flag {
+		flags, _, err := DecodeFlags(strings.NewReader(`{"results": [` + validRecruitmentJSON(t) + `,
+{"id": 4212, "key": "mcp-intent-prompt", "active": true, "deleted": false, "filters": {
+  "groups": [{"properties": [{"key": "distinct_id", "type": "person", "value": ["user-8f3a2c"], "operator": "exact"}], "rollout_percentage": null, "variant": null}],
+  "payloads": {"true": ` + strconv.Quote(`{"prompt": "`+prompt+`"}`) + `}, "multivariate": null}}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return flags
+	}
+	a := withPrompt("In one short sentence, say what the user is trying to achieve.")
+	b := withPrompt("Say in a few words what the user wants from this call.")
+	t1 := time.Date(2026, 12, 5, 17, 0, 0, 100e6, time.UTC)
+	runs := []struct {
+		flags   []Flag
+		at      time.Time
+		wantNew int
+	}{
+		{a, t1, 3},                             // every variant first seen
+		{b, t1.Add(300 * time.Millisecond), 1}, // only the prompt changed
+		{b, t1.Add(600 * time.Millisecond), 0}, // nothing changed
+		{a, t1.Add(800 * time.Millisecond), 1}, // the prompt changed back
+	}
+	for i, r := range runs {
+		res, err := Record(ctx, ch, Lint(r.flags, opts), r.flags, r.at, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.NewVersions != r.wantNew || res.Versions != 3 {
+			t.Errorf("run %d: %+v, want %d new of 3 versions", i+1, res, r.wantNew)
+		}
+	}
+	if err := ch.Exec(ctx, `OPTIMIZE TABLE mcpulse.flag_payload_versions FINAL`); err != nil {
+		t.Fatal(err)
+	}
+	sec := t1.Truncate(time.Second)
+	for _, c := range []struct {
+		flag, variant string
+		firsts        []time.Time
+	}{
+		{RecruitmentFlag, "agents-q3", []time.Time{sec}},
+		{RecruitmentFlag, "data-teams", []time.Time{sec}},
+		{IntentPromptFlag, "true", []time.Time{sec, sec.Add(time.Second), sec.Add(2 * time.Second)}},
+	} {
+		rows, err := ch.Query(ctx, `SELECT first_seen, payload FROM mcpulse.flag_payload_versions WHERE flag_key = ? AND variant = ? ORDER BY first_seen`, c.flag, c.variant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var firsts []time.Time
+		var payloads []string
+		for rows.Next() {
+			var f time.Time
+			var p string
+			if err := rows.Scan(&f, &p); err != nil {
+				t.Fatal(err)
+			}
+			firsts, payloads = append(firsts, f.UTC()), append(payloads, p)
+		}
+		rows.Close()
+		if !slices.EqualFunc(firsts, c.firsts, time.Time.Equal) {
+			t.Errorf("%s/%s: versions first seen %v, want %v", c.flag, c.variant, firsts, c.firsts)
+		}
+		if c.variant == "true" && len(payloads) == 3 && (!strings.Contains(payloads[0], "trying to achieve") ||
+			!strings.Contains(payloads[1], "a few words") || payloads[2] != payloads[0]) {
+			t.Errorf("prompt versions %q", payloads)
+		}
+	}
+	// The version in force just after the runs is the latest one.
+	v, ok, err := PayloadVersionAt(ctx, ch, IntentPromptFlag, "true", sec.Add(3*time.Second))
+	if err != nil || !ok || !v.FirstSeen.Equal(sec.Add(2*time.Second)) || !strings.Contains(v.Payload, "trying to achieve") {
+		t.Errorf("version in force: %+v %v %v", v, ok, err)
+	}
+}
+
+// validRecruitmentJSON is the recruitment flag of testdata/valid_api.json, as PostHog serves it.
+func validRecruitmentJSON(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "valid_api.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Results []json.RawMessage `json:"results"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range doc.Results {
+		if strings.Contains(string(r), `"key": "`+RecruitmentFlag+`"`) {
+			return string(r)
+		}
+	}
+	t.Fatal("no recruitment flag in valid_api.json")
+	return ""
 }

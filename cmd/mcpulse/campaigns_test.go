@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,9 +100,92 @@ func TestCampaignsLintTextAndErrors(t *testing.T) {
 		{"--project-id", "2", "--posthog-host", "http://127.0.0.1:1"},
 		{"--flags-file", filepath.Join("..", "..", "campaigns", "testdata", "api", "401.json")},
 	} {
-		if _, err := runLint(t, args...); err == nil || errors.As(err, &exit) {
-			t.Errorf("%v: want a plain error, got %v", args, err)
+		if _, err := runLint(t, args...); !errors.As(err, &exit) || exit.code != 2 {
+			t.Errorf("%v: want exit status 2 (the lint did not run), got %v", args, err)
 		}
+	}
+}
+
+// Exit status 1 is only ever a lint that found an error; every way the flags (or the options)
+// cannot be read is 2, with its reason on standard error, so a CI gate tells them apart.
+func TestCampaignsLintExitStatus(t *testing.T) {
+	const key = "phx_exit_test"
+	testdata := filepath.Join("..", "..", "campaigns", "testdata")
+	api := campaignstest.NewServer(t, filepath.Join(testdata, "api"), "2", key)
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte(`{"type": "server_error", "detail": "A server error occurred."}`))
+	}))
+	t.Cleanup(failing.Close)
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); slow.Close() })
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	dir := t.TempDir()
+	nullCohort := filepath.Join(dir, "campaigns.yaml")
+	if err := os.WriteFile(nullCohort, []byte("exclusion_cohort: ~\nposthog:\n  project_id: \"2\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notPostHog := filepath.Join(dir, "flags.json")
+	if err := os.WriteFile(notPostHog, []byte(`[{"key": "mcp-interview-recruitment"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.json")
+	for _, c := range []struct {
+		name   string
+		apiKey string
+		args   []string
+		code   int    // 0: success
+		stderr string // what the message on standard error says (exit status 2)
+	}{
+		{"valid", "", []string{"--flags-file", filepath.Join(testdata, "valid_api.json"), "--exclusion-cohort", "641799"}, 0, ""},
+		{"lint error", "", []string{"--flags-file", filepath.Join(testdata, "rules", "exclusion_missing.json"), "--exclusion-cohort", "641799"}, 1, ""},
+		{"valid from the API", key, []string{"--project-id", "2", "--posthog-host", api.URL, "--exclusion-cohort", "641799"}, 0, ""},
+		{"missing file", "", []string{"--flags-file", missing}, 2, missing + ": no such file"},
+		{"not PostHog's JSON", "", []string{"--flags-file", notPostHog}, 2, "flag definitions are an array; want a JSON object"},
+		{"401", "phx_wrong", []string{"--project-id", "2", "--posthog-host", api.URL}, 2, "answered 401 Unauthorized: Personal API key found in request Authorization header is invalid."},
+		{"500", key, []string{"--project-id", "2", "--posthog-host", failing.URL}, 2, "PostHog feature-flags API on " + failing.URL + " answered 500 Internal Server Error: A server error occurred."},
+		{"unreachable", key, []string{"--project-id", "2", "--posthog-host", down.URL}, 2, "PostHog feature-flags API on " + down.URL + " cannot be reached"},
+		{"too slow", key, []string{"--project-id", "2", "--posthog-host", slow.URL, "--timeout", "300ms"}, 2, "PostHog feature-flags API on " + slow.URL + " did not answer within 300ms"},
+		{"no key", "", []string{"--project-id", "2", "--posthog-host", api.URL}, 2, "no PostHog personal API key: set " + campaigns.EnvPersonalAPIKey},
+		{"null cohort in the config", key, []string{"--config", nullCohort, "--posthog-host", api.URL}, 2, nullCohort + ": exclusion_cohort is empty (null)"},
+		{"unknown option", "", []string{"--flags-file", missing, "--exclusion-cohrt", "1"}, 2, "unknown flag: --exclusion-cohrt"},
+		{"bad timeout", key, []string{"--project-id", "2", "--timeout", "0s"}, 2, "--timeout must be positive"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(campaigns.EnvPersonalAPIKey, c.apiKey)
+			root := newRootCmd()
+			var out, stderr bytes.Buffer
+			root.SetOut(&out)
+			root.SetErr(&stderr)
+			root.SetArgs(append([]string{"campaigns", "lint"}, c.args...))
+			err := root.Execute()
+			var exit exitCodeError
+			code := 0
+			switch {
+			case errors.As(err, &exit):
+				code = exit.code
+			case err != nil:
+				t.Fatalf("error without an exit status: %v", err)
+			}
+			if code != c.code {
+				t.Fatalf("exit status %d, want %d (%v)\nstdout: %s\nstderr: %s", code, c.code, err, out.String(), stderr.String())
+			}
+			if c.code == 2 {
+				if !strings.HasPrefix(stderr.String(), "mcpulse campaigns lint: ") || !strings.Contains(stderr.String(), c.stderr) || out.Len() != 0 {
+					t.Errorf("stderr %q, want it to say %q; stdout %q", stderr.String(), c.stderr, out.String())
+				}
+			} else if !strings.Contains(out.String(), "error(s)") {
+				t.Errorf("no report: %q", out.String())
+			}
+		})
 	}
 }
 
@@ -200,5 +285,35 @@ FROM mcpulse.campaign_lint_runs`).Scan(&runs, &broken); err != nil {
 	}
 	if versions != 2 {
 		t.Errorf("data-teams has %d payload versions, want 2 (its booking URL changed)", versions)
+	}
+}
+
+// An unrelated flag of any shape never stops the lint; a checked flag that does not decode is
+// one flag_malformed error, in JSON's words, and the other checked flag is still linted.
+func TestCampaignsLintOddFlags(t *testing.T) {
+	testdata := filepath.Join("..", "..", "campaigns", "testdata")
+	out, err := runLint(t, "--flags-file", filepath.Join(testdata, "odd_unrelated_flags.json"), "--exclusion-cohort", "641799")
+	if err != nil || !strings.Contains(out, `campaign "agents-q3": will recruit`) || !strings.Contains(out, "0 error(s), 0 warning(s)") {
+		t.Fatalf("odd unrelated flags: %v\n%s", err, out)
+	}
+	root := newRootCmd()
+	var buf bytes.Buffer
+	root.SetOut(&buf)
+	root.SetErr(&buf)
+	root.SetIn(strings.NewReader(`{"results":[{"key":"x","filters":{"groups":[{"rollout_percentage":"100"}]}},` +
+		`{"key":"mcp-intent-prompt","active":true,"filters":{"groups":[{"variant":5}]}}]}`))
+	root.SetArgs([]string{"campaigns", "lint", "--flags-file", "-", "--json"})
+	err = root.Execute()
+	var exit exitCodeError
+	if !errors.As(err, &exit) || exit.code != 1 {
+		t.Fatalf("malformed checked flag: want exit status 1, got %v\n%s", err, buf.String())
+	}
+	var rep campaigns.Report
+	if err := json.Unmarshal(buf.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	if len(rep.Flags) != 1 || rep.Flags[0].Problems[0].Code != campaigns.CodeFlagMalformed ||
+		rep.Flags[0].Problems[0].Message != `the flag's definition is not PostHog's: "filters.groups.variant" is a number, want a string; nothing else of it was checked` {
+		t.Fatalf("report %+v", rep)
 	}
 }
