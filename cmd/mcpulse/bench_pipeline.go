@@ -41,8 +41,8 @@ other, each alone on the machine and each in a new consumer group:
     (view created → count() reaches the events). No deduplication, no Redis, no rollups.
  3. A bare kafka-go consumer-group Reader that reads and discards (the ceiling).
 
-The summary gives each figure as the median over the runs (min–max), the ratio of mcpulse's
-rate to each peer's from the same run, and the CPU µs per event each process spent during a
+The summary gives each figure as the median over the runs (min–max), a table of every run's
+rates and ratios with their medians, the ratio of mcpulse's rate to each peer's from the same run, and the CPU µs per event each process spent during a
 phase: the consumer, clickhouse-server (and the part of it its background merge threads spent),
 redis-server, and this process (the in-process Kafka and the harness: commit polling, or the
 bare reader). On a shared machine that shows which stage bounds a rate, whatever else runs;
@@ -53,7 +53,9 @@ used_memory growth during mcpulse's phase per million tool calls, and the storag
 rollup table (active parts in system.parts: rows and bytes as the run left them, and after
 OPTIMIZE FINAL; every closed hour is sealed first, as the scheduler's seal job does: kept
 without the Kafka partition, its per-partition rows deleted), and the raw tool_calls table's
-storage. Compare "--events 1000000"
+storage. Bytes per event: the corpus's Kafka message bytes per tool call and per event name
+(the bytes every consumer reads), each raw table's bytes on disk per row, and tool_calls'
+largest columns (system.columns). Compare "--events 1000000"
 with "--events 10000000" at the same --hours to see whether rollup storage grows with the
 events or with hours × dimensions.
 

@@ -360,6 +360,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if r.RawToolCalls, err = tableStorage(ctx, e.ch, "tool_calls"); err != nil {
 			return nil, err
 		}
+		if r.RawTables, err = rawStorage(ctx, e.ch); err != nil {
+			return nil, err
+		}
+		if r.ToolCallColumns, err = largestColumns(ctx, e.ch, "tool_calls", r.RawToolCalls.Rows); err != nil {
+			return nil, err
+		}
 		if peers {
 			group := runGroup(KafkaEngineGroup, run)
 			e.step("run %d: ClickHouse Kafka table engine (JSONEachRow) → materialized view → copy of tool_calls (group %s)", run, group)
@@ -385,6 +391,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Machine = machine()
 	res.summarize()
+	res.Summary.setCorpus(e.stats)
 	return res, nil
 }
 
