@@ -82,9 +82,11 @@ $mcp_parameters and $mcp_response, about 1 KB; $mcp_tools_list events with the s
 schemas first). Events of a kind this build's consumer does not route are left out and
 named in a note.
 
---cpuprofile and --memprofile need --in-process (the consumer then runs inside this process,
-so its profile can be taken; no RSS is reported).`,
-		Example: "  mcpulse bench pipeline\n  mcpulse bench pipeline --events 100000 --runs 1 --json\n  mcpulse bench pipeline --shape sdk --runs 3\n  mcpulse bench pipeline --live --rate 50000 --runs 1\n  mcpulse bench pipeline --events 10000000 --runs 1 --skip-peers\n  mcpulse bench pipeline --events 300000 --runs 1 --in-process --skip-peers --cpuprofile cpu.out",
+--cpuprofile FILE profiles the consumer child of each run (its consume --cpuprofile): run 1
+to FILE, run N to FILE.runN; with --in-process it profiles this whole process instead (the
+consumer, the in-process Kafka, the generator). --memprofile needs --in-process (the consumer
+then runs inside this process, so its heap can be taken; no RSS is reported).`,
+		Example: "  mcpulse bench pipeline\n  mcpulse bench pipeline --events 100000 --runs 1 --json\n  mcpulse bench pipeline --shape sdk --runs 3\n  mcpulse bench pipeline --live --rate 50000 --runs 1\n  mcpulse bench pipeline --events 10000000 --runs 1 --skip-peers\n  mcpulse bench pipeline --shape sdk --events 250000 --runs 1 --cpuprofile consumer.pprof",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Events < 1 {
 				return fmt.Errorf("--events must be at least 1, got %d", cfg.Events)
@@ -98,8 +100,8 @@ so its profile can be taken; no RSS is reported).`,
 			if cfg.ConsumerBatchMaxAge < 0 {
 				return fmt.Errorf("--batch-max-age must not be negative, got %v", cfg.ConsumerBatchMaxAge)
 			}
-			if (cpuProfile != "" || memProf != "") && !inProcess {
-				return fmt.Errorf("--cpuprofile and --memprofile need --in-process")
+			if memProf != "" && !inProcess {
+				return fmt.Errorf("--memprofile needs --in-process")
 			}
 			if cmd.Flags().Changed("batch-max-age") && cfg.ConsumerBatchMaxAge == 0 {
 				cfg.ConsumerBatchMaxAge = consumers.NoBatchMaxAge
@@ -110,9 +112,10 @@ so its profile can be taken; no RSS is reported).`,
 					return err
 				}
 				cfg.ConsumerArgv = []string{exe, "consume", "--until-drained", "--log-format", "json"}
+				cfg.ConsumerCPUProfile = cpuProfile
 			}
 			cfg.Progress = cmd.ErrOrStderr()
-			if cpuProfile != "" {
+			if cpuProfile != "" && inProcess {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
 					return err
@@ -152,7 +155,7 @@ so its profile can be taken; no RSS is reported).`,
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory)")
 	f.StringVar(&cfg.KafkaStore, "kafka-store", bench.KafkaAuto, `where the in-process Kafka keeps the messages: "memory", "disk" or "auto" (disk above 2,000,000 events)`)
 	f.BoolVar(&jsonOnly, "json", false, "print only the JSON object (the table is printed before it otherwise)")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run here (with --in-process)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of each run's consumer child here (run N > 1: FILE.runN); with --in-process, of this whole process")
 	f.StringVar(&memProf, "memprofile", "", "write a heap profile here when the first run's consumer is half-way (with --in-process)")
 	return cmd
 }

@@ -78,6 +78,10 @@ type Config struct {
 	// ConsumerBatchMaxAge is the consumer's BatchMaxAge (--batch-max-age for a child;
 	// consumers.NoBatchMaxAge for none). Default: 0, the consumers package's default.
 	ConsumerBatchMaxAge time.Duration
+	// ConsumerCPUProfile, when set with ConsumerArgv, is where the child consumer writes a CPU
+	// profile of each run (its --cpuprofile): run 1 to this path, run N > 1 to the path with
+	// ".runN" appended. Default: "", none.
+	ConsumerCPUProfile string
 	// SkipPeers leaves out the Kafka-engine and bare-reader phases (and the ratios).
 	SkipPeers bool
 	// Stack, when set, is used instead of starting one. Run drops and re-creates its mcpulse

@@ -567,9 +567,16 @@ func TestChildArgvCarriesTheConsumerSettings(t *testing.T) {
 			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--batch-size", "5000", "--batch-max-age", "300ms"}},
 		{Config{ConsumerArgv: base, ConsumerBatchMaxAge: consumers.NoBatchMaxAge},
 			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--batch-max-age", "0"}},
+		{Config{ConsumerArgv: base, ConsumerCPUProfile: "/tmp/cpu.out"},
+			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--cpuprofile", "/tmp/cpu.out"}},
 	} {
-		if got := tc.cfg.childArgv("g1"); !slices.Equal(got, tc.want) {
+		if got := tc.cfg.childArgv("g1", 1); !slices.Equal(got, tc.want) {
 			t.Errorf("childArgv = %q, want %q", got, tc.want)
+		}
+		if tc.cfg.ConsumerCPUProfile != "" {
+			if got, want := tc.cfg.childArgv("g1", 3), append(slices.Clone(tc.want[:len(tc.want)-1]), "/tmp/cpu.out.run3"); !slices.Equal(got, want) {
+				t.Errorf("run 3: childArgv = %q, want %q", got, want)
+			}
 		}
 		if len(tc.cfg.ConsumerArgv) != len(base) {
 			t.Errorf("childArgv changed ConsumerArgv to %q", tc.cfg.ConsumerArgv)
