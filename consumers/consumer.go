@@ -51,6 +51,7 @@ type Consumer struct {
 
 	tablesSeen  sync.Map            // optional tables found to exist (name → true); a missing one is asked again
 	listings    *misuse.Listings    // what each session and server version was served (misuse.go)
+	derivations *misuse.DeriveCache // misuse derivations by (served schema, argument shape)
 	redisOffset redisOffsetT        // clock.go
 	hostNow     func() time.Time    // this host's clock: time.Now (tests skew it)
 	windows     *windows            // dedup state per partition (prepare stage; windows.go)
@@ -141,6 +142,7 @@ func New(cfg Config) (*Consumer, error) {
 		cfg.Listings.Logger = cfg.Logger
 	}
 	c.listings = misuse.NewListings(cfg.Listings)
+	c.derivations = misuse.NewDeriveCache(misuse.DefaultDeriveCacheEntries)
 	c.caps = cardinality.New(cfg.ClickHouse, cfg.Caps, cfg.Logger, func(d cardinality.Dimension, n int) {
 		if c.metrics != nil {
 			c.metrics.overflow.WithLabelValues(string(d)).Add(float64(n))

@@ -21,7 +21,9 @@ import (
 // listing state (misuse.Listings) in event-time order and asks it to judge each call; for a
 // server version the state knows no listing of, or whose listing names a called tool without
 // its schema, the stored listing is read from ClickHouse
-// (sql/queries/served_tool_schemas_for_server.sql), once per version per batch at most.
+// (sql/queries/served_tool_schemas_for_server.sql), once per version per batch at most. A
+// call's derivation from its arguments is looked up by (its schema's hash, the arguments'
+// shape) first (misuse.DeriveCache): calls of one tool repeat a few shapes.
 
 // listingPage is a tools list event as the listing state takes it; pos is its place in the log.
 func listingPage(ev *ingest.Event, pos misuse.Position) misuse.ListingPage {
@@ -141,7 +143,7 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 			r.UnknownTool = 1
 		}
 		if !call.IgnoredKeysReported { // a reported call's row holds its keys already
-			k := misuse.Derive(misuse.Call{Response: call.Response, Parameters: call.Parameters, Schema: v.Schema, Valid: true}) // Parse checked them
+			k := c.derive(misuse.Call{Response: call.Response, Parameters: call.Parameters, Schema: v.Schema, Valid: true}) // Parse checked them
 			r.IgnoredKeys, r.IgnoredKeysTotal = nonNilKeys(k.Keys), uint32(min(k.Total, 1<<32-1))
 			r.CountedIgnoredKeys = nonNilKeys(c.keys.Counted(k.Keys))
 			r.IgnoredKeysSource, r.IgnoredKeysReason = string(k.Source), string(k.Reason)
@@ -151,6 +153,15 @@ func (c *Consumer) deriveMisuse(ctx context.Context, events []*ingest.Event, pos
 		}
 	}
 	return nil
+}
+
+// derive is misuse.Derive through the consumer's derivation cache (misuse.DeriveCache), which
+// gives the same outcome; a Consumer built without one derives every call.
+func (c *Consumer) derive(call misuse.Call) misuse.IgnoredKeys {
+	if c.derivations == nil {
+		return misuse.Derive(call)
+	}
+	return c.derivations.Derive(call)
 }
 
 // wantsStored reports whether a call's verdict may change once its version's stored listing is

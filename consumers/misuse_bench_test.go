@@ -16,10 +16,22 @@ import (
 	"github.com/mcpulse/mcpulse/misuse"
 )
 
-// BenchmarkDeriveMisuse measures the misuse step per tool call (ns/op and cpu-ns/op are per
-// call) on the recorded @posthog/mcp tool calls, with the server version's listing cached (the
-// steady state): derivation from the result or from the arguments against the served schema.
+// BenchmarkDeriveMisuse measures the misuse step per batch of the recorded @posthog/mcp tool
+// calls (cpu-ns/call is per call), with the server version's listing cached (the steady
+// state): derivation from the result or from the arguments against the served schema, without
+// the derivation cache ("uncached": every call walked) and with it ("cached": the consumer's,
+// whose shapes repeat after the first batch).
 func BenchmarkDeriveMisuse(b *testing.B) {
+	for _, cached := range []bool{false, true} {
+		name := "uncached"
+		if cached {
+			name = "cached"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkDeriveMisuse(b, cached) })
+	}
+}
+
+func benchmarkDeriveMisuse(b *testing.B, cached bool) {
 	read := func(name string) *ingest.Event {
 		data, err := os.ReadFile(filepath.Join("..", "ingest", "gateway", "testdata", "sdk", name+".json"))
 		if err != nil {
@@ -33,9 +45,14 @@ func BenchmarkDeriveMisuse(b *testing.B) {
 	}
 	keys, _ := ingest.NewKeyFilter(ingest.DefaultClientInjectedKeys)
 	c := &Consumer{cfg: Config{Now: time.Now}, keys: keys, listings: misuse.NewListings(misuse.ListingsConfig{})}
+	if cached {
+		c.derivations = misuse.NewDeriveCache(misuse.DefaultDeriveCacheEntries)
+	}
 	for _, name := range []string{"tools_list_zod", "tools_list_json"} {
 		c.listings.Observe(listingPage(read(name), misuse.NoPosition))
 	}
+	// The listings' schemas are taken as judged: no ClickHouse to read stored verdicts from.
+	_ = c.listings.UnjudgedSchemas()
 	var events []*ingest.Event
 	var positions []misuse.Position
 	var rows ingest.Rows

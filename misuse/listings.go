@@ -552,6 +552,7 @@ func (l *Listings) compiled(ctx context.Context, r *schemaRef) (*Schema, error) 
 			return outcome{schema: s, over: o}, nil
 		}
 		s.textBytes = len(r.text)
+		s.sum, s.hashed = r.sum, true
 		return outcome{schema: s}, nil // a failure derives not_measurable
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package misuse
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +56,9 @@ type Schema struct {
 	// textBytes is the length of the text it was compiled from, for Listings.Bytes (set by
 	// Listings.compiled).
 	textBytes int
+	// sum is the SHA-256 of that text when hashed (set by Listings.compiled), DeriveCache's key.
+	sum    [sha256.Size]byte
+	hashed bool
 }
 
 // Truncated reports whether the schema as captured carries the SDK's truncation or redaction

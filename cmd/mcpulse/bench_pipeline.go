@@ -41,8 +41,8 @@ other, each alone on the machine and each in a new consumer group:
     (view created → count() reaches the events). No deduplication, no Redis, no rollups.
  3. A bare kafka-go consumer-group Reader that reads and discards (the ceiling).
 
-The summary gives each figure as the median over the runs (min–max), the ratio of mcpulse's
-rate to each peer's from the same run, and the CPU µs per event each process spent during a
+The summary gives each figure as the median over the runs (min–max), a table of every run's
+rates and ratios with their medians, the ratio of mcpulse's rate to each peer's from the same run, and the CPU µs per event each process spent during a
 phase: the consumer, clickhouse-server (and the part of it its background merge threads spent),
 redis-server, and this process (the in-process Kafka and the harness: commit polling, or the
 bare reader). On a shared machine that shows which stage bounds a rate, whatever else runs;
@@ -53,7 +53,9 @@ used_memory growth during mcpulse's phase per million tool calls, and the storag
 rollup table (active parts in system.parts: rows and bytes as the run left them, and after
 OPTIMIZE FINAL; every closed hour is sealed first, as the scheduler's seal job does: kept
 without the Kafka partition, its per-partition rows deleted), and the raw tool_calls table's
-storage. Compare "--events 1000000"
+storage. Bytes per event: the corpus's Kafka message bytes per tool call and per event name
+(the bytes every consumer reads), each raw table's bytes on disk per row, and tool_calls'
+largest columns (system.columns). Compare "--events 1000000"
 with "--events 10000000" at the same --hours to see whether rollup storage grows with the
 events or with hours × dimensions.
 
@@ -80,9 +82,11 @@ $mcp_parameters and $mcp_response, about 1 KB; $mcp_tools_list events with the s
 schemas first). Events of a kind this build's consumer does not route are left out and
 named in a note.
 
---cpuprofile and --memprofile need --in-process (the consumer then runs inside this process,
-so its profile can be taken; no RSS is reported).`,
-		Example: "  mcpulse bench pipeline\n  mcpulse bench pipeline --events 100000 --runs 1 --json\n  mcpulse bench pipeline --shape sdk --runs 3\n  mcpulse bench pipeline --live --rate 50000 --runs 1\n  mcpulse bench pipeline --events 10000000 --runs 1 --skip-peers\n  mcpulse bench pipeline --events 300000 --runs 1 --in-process --skip-peers --cpuprofile cpu.out",
+--cpuprofile FILE profiles the consumer child of each run (its consume --cpuprofile): run 1
+to FILE, run N to FILE.runN; with --in-process it profiles this whole process instead (the
+consumer, the in-process Kafka, the generator). --memprofile needs --in-process (the consumer
+then runs inside this process, so its heap can be taken; no RSS is reported).`,
+		Example: "  mcpulse bench pipeline\n  mcpulse bench pipeline --events 100000 --runs 1 --json\n  mcpulse bench pipeline --shape sdk --runs 3\n  mcpulse bench pipeline --live --rate 50000 --runs 1\n  mcpulse bench pipeline --events 10000000 --runs 1 --skip-peers\n  mcpulse bench pipeline --shape sdk --events 250000 --runs 1 --cpuprofile consumer.pprof",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Events < 1 {
 				return fmt.Errorf("--events must be at least 1, got %d", cfg.Events)
@@ -96,8 +100,8 @@ so its profile can be taken; no RSS is reported).`,
 			if cfg.ConsumerBatchMaxAge < 0 {
 				return fmt.Errorf("--batch-max-age must not be negative, got %v", cfg.ConsumerBatchMaxAge)
 			}
-			if (cpuProfile != "" || memProf != "") && !inProcess {
-				return fmt.Errorf("--cpuprofile and --memprofile need --in-process")
+			if memProf != "" && !inProcess {
+				return fmt.Errorf("--memprofile needs --in-process")
 			}
 			if cmd.Flags().Changed("batch-max-age") && cfg.ConsumerBatchMaxAge == 0 {
 				cfg.ConsumerBatchMaxAge = consumers.NoBatchMaxAge
@@ -108,9 +112,10 @@ so its profile can be taken; no RSS is reported).`,
 					return err
 				}
 				cfg.ConsumerArgv = []string{exe, "consume", "--until-drained", "--log-format", "json"}
+				cfg.ConsumerCPUProfile = cpuProfile
 			}
 			cfg.Progress = cmd.ErrOrStderr()
-			if cpuProfile != "" {
+			if cpuProfile != "" && inProcess {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
 					return err
@@ -150,7 +155,7 @@ so its profile can be taken; no RSS is reported).`,
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory)")
 	f.StringVar(&cfg.KafkaStore, "kafka-store", bench.KafkaAuto, `where the in-process Kafka keeps the messages: "memory", "disk" or "auto" (disk above 2,000,000 events)`)
 	f.BoolVar(&jsonOnly, "json", false, "print only the JSON object (the table is printed before it otherwise)")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run here (with --in-process)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of each run's consumer child here (run N > 1: FILE.runN); with --in-process, of this whole process")
 	f.StringVar(&memProf, "memprofile", "", "write a heap profile here when the first run's consumer is half-way (with --in-process)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strings"
 
@@ -30,7 +31,7 @@ func newConsumeCmd() *cobra.Command {
 		logFormat               string
 		posthogHost, posthogKey string
 		metricsListen           string
-		pprofListen             string
+		pprofListen, cpuProfile string
 		memoryLimitMiB          int64
 	)
 	cmd := &cobra.Command{
@@ -62,7 +63,8 @@ With --until-drained, consume exits 1 with "Kafka unreachable" once joining the 
 for --unreachable-timeout (1m by default), so a batch job never hangs.
 
 To see where a running consumer spends its time, start it with --pprof-listen and take a
-profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
+profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30"; or give --cpuprofile FILE
+to profile the whole run (with --until-drained: start to drained), written when it exits.`,
 		Example: "  mcpulse consume\n  mcpulse consume --until-drained --log-format json\n  mcpulse consume --metrics-listen :9100 --pprof-listen 127.0.0.1:6060\n  mcpulse consume --brokers kafka:9092 --redis redis://redis:6379/0 --clickhouse clickhouse://default@clickhouse:9000/default",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -75,6 +77,13 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 			}
 			if err := batchBoundsFromFlags(&cfg); err != nil {
 				return err
+			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			if cmd.Flags().Changed("memory-limit-mib") || os.Getenv("GOMEMLIMIT") == "" {
 				if memoryLimitMiB > 0 {
@@ -187,6 +196,7 @@ profile with "go tool pprof http://ADDR/debug/pprof/profile?seconds=30".`,
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	addMetricsListenFlag(f, &metricsListen)
 	f.StringVar(&pprofListen, "pprof-listen", "", pprofListenUsage)
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the process from start to exit to this file")
 	f.Int64Var(&memoryLimitMiB, "memory-limit-mib", consumers.DefaultMemoryLimit>>20, "soft memory limit of the process, in MiB: the garbage collector works harder as the heap nears it (0 = none; without the flag, $GOMEMLIMIT wins when set)")
 	return cmd
 }
@@ -236,4 +246,18 @@ func storedByKind(stored map[string]int64) slog.Attr {
 		attrs = append(attrs, slog.Int64(k, stored[k]))
 	}
 	return slog.Group("stored", attrs...)
+}
+
+// startCPUProfile starts a CPU profile of the process written to path; stop ends it and
+// closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

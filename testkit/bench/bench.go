@@ -78,6 +78,10 @@ type Config struct {
 	// ConsumerBatchMaxAge is the consumer's BatchMaxAge (--batch-max-age for a child;
 	// consumers.NoBatchMaxAge for none). Default: 0, the consumers package's default.
 	ConsumerBatchMaxAge time.Duration
+	// ConsumerCPUProfile, when set with ConsumerArgv, is where the child consumer writes a CPU
+	// profile of each run (its --cpuprofile): run 1 to this path, run N > 1 to the path with
+	// ".runN" appended. Default: "", none.
+	ConsumerCPUProfile string
 	// SkipPeers leaves out the Kafka-engine and bare-reader phases (and the ratios).
 	SkipPeers bool
 	// Stack, when set, is used instead of starting one. Run drops and re-creates its mcpulse
@@ -360,6 +364,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if r.RawToolCalls, err = tableStorage(ctx, e.ch, "tool_calls"); err != nil {
 			return nil, err
 		}
+		if r.RawTables, err = rawStorage(ctx, e.ch); err != nil {
+			return nil, err
+		}
+		if r.ToolCallColumns, err = largestColumns(ctx, e.ch, "tool_calls", r.RawToolCalls.Rows); err != nil {
+			return nil, err
+		}
 		if peers {
 			group := runGroup(KafkaEngineGroup, run)
 			e.step("run %d: ClickHouse Kafka table engine (JSONEachRow) → materialized view → copy of tool_calls (group %s)", run, group)
@@ -385,6 +395,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Machine = machine()
 	res.summarize()
+	res.Summary.setCorpus(e.stats)
 	return res, nil
 }
 

@@ -567,9 +567,16 @@ func TestChildArgvCarriesTheConsumerSettings(t *testing.T) {
 			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--batch-size", "5000", "--batch-max-age", "300ms"}},
 		{Config{ConsumerArgv: base, ConsumerBatchMaxAge: consumers.NoBatchMaxAge},
 			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--batch-max-age", "0"}},
+		{Config{ConsumerArgv: base, ConsumerCPUProfile: "/tmp/cpu.out"},
+			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--cpuprofile", "/tmp/cpu.out"}},
 	} {
-		if got := tc.cfg.childArgv("g1"); !slices.Equal(got, tc.want) {
+		if got := tc.cfg.childArgv("g1", 1); !slices.Equal(got, tc.want) {
 			t.Errorf("childArgv = %q, want %q", got, tc.want)
+		}
+		if tc.cfg.ConsumerCPUProfile != "" {
+			if got, want := tc.cfg.childArgv("g1", 3), append(slices.Clone(tc.want[:len(tc.want)-1]), "/tmp/cpu.out.run3"); !slices.Equal(got, want) {
+				t.Errorf("run 3: childArgv = %q, want %q", got, want)
+			}
 		}
 		if len(tc.cfg.ConsumerArgv) != len(base) {
 			t.Errorf("childArgv changed ConsumerArgv to %q", tc.cfg.ConsumerArgv)
@@ -603,6 +610,147 @@ func TestPrintNamesTheConsumerSettings(t *testing.T) {
 			if strings.Contains(header, l) {
 				t.Errorf("header %q names %q, which does not fit the run", header, l)
 			}
+		}
+	}
+}
+
+// The corpus's bytes are counted per event name, and they add up to the corpus's bytes.
+func TestCorpusCountsBytesPerEvent(t *testing.T) {
+	var all []kafka.Message
+	stats, err := generate(context.Background(), Config{Events: 300, Seed: 5, Hours: 24, Shape: ShapeSDK}, func(msgs []kafka.Message) error {
+		all = append(all, msgs...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]EventBytes{}
+	for _, m := range all {
+		name := jsonField(m.Value, "event")
+		b := want[name]
+		b.Event, b.Messages, b.Bytes = name, b.Messages+1, b.Bytes+int64(len(m.Value))
+		want[name] = b
+	}
+	var sum int64
+	got := stats.byEvent()
+	for i, e := range got {
+		w := want[e.Event]
+		if e.Messages != w.Messages || e.Bytes != w.Bytes || e.BytesPerMessage != float64(w.Bytes)/float64(w.Messages) {
+			t.Errorf("%s: %+v, want %d messages of %d bytes", e.Event, e, w.Messages, w.Bytes)
+		}
+		if i > 0 && got[i-1].Bytes < e.Bytes {
+			t.Errorf("%s (%d bytes) listed after %s (%d bytes): want the most bytes first", e.Event, e.Bytes, got[i-1].Event, got[i-1].Bytes)
+		}
+		sum += e.Bytes
+	}
+	if len(got) != len(want) || sum != stats.Bytes || want["$mcp_tool_call"].Messages != 300 {
+		t.Errorf("by event %+v (%d bytes), want %d event names adding up to %d bytes, 300 tool calls", got, sum, len(want), stats.Bytes)
+	}
+	var s Summary
+	s.setCorpus(stats)
+	if s.KafkaBytesPerToolCall != float64(stats.Bytes)/300 {
+		t.Errorf("Kafka bytes per tool call %v, want %v", s.KafkaBytesPerToolCall, float64(stats.Bytes)/300)
+	}
+}
+
+// The table and the JSON summary give every run's rates and ratios beside their median, and
+// the bytes per event on Kafka and per row in the raw tables.
+func TestPrintGivesEveryRunAndTheBytesPerEvent(t *testing.T) {
+	res := Result{Shape: ShapeSDK, Events: 1000}
+	for i, rates := range [][2]float64{{30000, 20000}, {45000, 30000}, {20000, 25000}} {
+		run := RunResult{Run: i + 1, Mcpulse: Phase{Seconds: 1, EventsPerSecond: rates[0]}, KafkaEngine: Phase{Seconds: 1, EventsPerSecond: rates[1]},
+			BareReader: Phase{Seconds: 1, EventsPerSecond: 100000}, VsKafkaEngine: rates[0] / rates[1], VsBareReader: rates[0] / 100000,
+			RawTables:       []RollupStorage{{Table: "tool_calls", Rows: 1000, Bytes: uint64(130000 + 1000*i)}, {Table: "mcp_initialize_events", Rows: 10, Bytes: 5000}},
+			ToolCallColumns: []ColumnBytes{{Column: "properties", Compressed: 40000, Uncompressed: 400000, CompressedPerRow: 40, UncompressedPerRow: 400}}}
+		res.Runs = append(res.Runs, run)
+	}
+	res.summarize()
+	res.Summary.setCorpus(&corpusStats{ToolCalls: 1000, Bytes: 2_600_000, ByEvent: map[string]EventBytes{
+		"$mcp_tool_call": {Messages: 1000, Bytes: 2_000_000}, "$mcp_tools_list": {Messages: 20, Bytes: 600_000}}})
+
+	s := res.Summary
+	if len(s.PerRun) != 3 || s.PerRun[1] != (RunFigures{Run: 2, Mcpulse: 45000, KafkaEngine: 30000, BareReader: 100000, VsKafkaEngine: 1.5, VsBareReader: 0.45}) {
+		t.Errorf("per run %+v", s.PerRun)
+	}
+	if got := s.RawBytesPerRow; len(got) != 2 || got[0].Table != "tool_calls" || got[0].BytesPerRow != (Stat{131, 130, 132}) || got[1].BytesPerRow.Median != 500 {
+		t.Errorf("raw bytes per row %+v, want tool_calls 131 (130–132) and mcp_initialize_events 500", got)
+	}
+	var out strings.Builder
+	res.Print(&out)
+	for _, want := range []string{
+		"30000", "20000", "1.50×", "45000", "0.80×", "median", // every run and the median
+		"Kafka message bytes: 2600 per tool call", "$mcp_tool_call 1000 × 2000 bytes", "$mcp_tools_list 20 × 30000 bytes",
+		"tool_calls 131 (130–132)", "mcp_initialize_events 500", "properties 40 of 400",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	js, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Summary struct {
+			PerRun []struct {
+				VsKafkaEngine float64 `json:"mcpulse_vs_kafka_engine"`
+			} `json:"per_run"`
+			KafkaBytesPerToolCall float64 `json:"kafka_bytes_per_tool_call"`
+			RawBytesPerRow        []struct {
+				Table       string `json:"table"`
+				BytesPerRow Stat   `json:"bytes_per_row"`
+			} `json:"raw_bytes_per_row"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if b := back.Summary; len(b.PerRun) != 3 || b.PerRun[2].VsKafkaEngine != 0.8 || b.KafkaBytesPerToolCall != 2600 || len(b.RawBytesPerRow) != 2 {
+		t.Errorf("JSON summary %+v", b)
+	}
+}
+
+// The raw tables are measured when they hold rows, and tool_calls' columns by their bytes.
+func TestRawStorageMeasuresTheFilledRawTables(t *testing.T) {
+	st := stack.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ch, err := stores.OpenClickHouse(ctx, st.ClickHouseDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	e := &env{cfg: Config{}, ch: ch}
+	e.cfg.setDefaults()
+	if e.rdb, err = stores.OpenRedis(ctx, st.RedisURL); err != nil {
+		t.Fatal(err)
+	}
+	defer e.rdb.Close()
+	if err := resetStores(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Exec(ctx, `INSERT INTO mcpulse.tool_calls (uuid, timestamp, tool_name, properties)
+SELECT generateUUIDv4(), toDateTime('2026-01-01 00:00:00', 'UTC'), 'search', concat('{"k":', toString(number), '}') FROM system.numbers LIMIT 1000`); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := rawStorage(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 1 || raw[0].Table != "tool_calls" || raw[0].Rows != 1000 || raw[0].Bytes == 0 {
+		t.Fatalf("raw storage %+v, want tool_calls alone with its 1000 rows", raw)
+	}
+	cols, err := largestColumns(ctx, ch, "tool_calls", raw[0].Rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cols) != topColumns || !slices.ContainsFunc(cols, func(c ColumnBytes) bool { return c.Column == "properties" }) {
+		t.Fatalf("largest columns %+v, want %d of them, properties among them", cols, topColumns)
+	}
+	for i, c := range cols {
+		if c.Compressed == 0 || c.CompressedPerRow != float64(c.Compressed)/1000 || c.UncompressedPerRow != float64(c.Uncompressed)/1000 ||
+			(i > 0 && cols[i-1].Compressed < c.Compressed) {
+			t.Errorf("column %d %+v: want bytes per row of 1000 rows, the largest first", i, c)
 		}
 	}
 }

@@ -39,6 +39,8 @@ type corpusStats struct {
 	Messages map[string]int
 	// Bytes is the total size of the message values.
 	Bytes int64
+	// ByEvent is, per event name, how many messages were published and their values' bytes.
+	ByEvent map[string]EventBytes
 	// Unrouted counts, per event name, the generated events that this build's ingest gives no
 	// topic, so they were left out (e.g. $mcp_tools_list before the consumer knows the kind).
 	Unrouted map[string]int
@@ -104,6 +106,10 @@ func (s *corpusSink) Write(line []byte) (int, error) {
 	s.batch = append(s.batch, kafka.Message{Topic: topic, Key: ingest.MessageKey(ev, gen.DefaultInstanceURL), Value: value})
 	s.stats.Messages[topic]++
 	s.stats.Bytes += int64(len(value))
+	b := s.stats.ByEvent[ev.Name]
+	b.Messages++
+	b.Bytes += int64(len(value))
+	s.stats.ByEvent[ev.Name] = b
 	if len(s.batch) >= sinkBatch {
 		s.flush()
 	}
@@ -135,7 +141,7 @@ func eventName(line []byte) string {
 // cfg.Hours before corpusEnd, handed to emit in batches (in file order: time order, so each
 // identity's events keep their order on its partition).
 func generate(ctx context.Context, cfg Config, emit func([]kafka.Message) error) (*corpusStats, error) {
-	stats := &corpusStats{Messages: map[string]int{}, Unrouted: map[string]int{}}
+	stats := &corpusStats{Messages: map[string]int{}, Unrouted: map[string]int{}, ByEvent: map[string]EventBytes{}}
 	for chunk := 0; stats.ToolCalls < cfg.Events; chunk++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -159,6 +165,34 @@ func generate(ctx context.Context, cfg Config, emit func([]kafka.Message) error)
 		}
 	}
 	return stats, nil
+}
+
+// EventBytes is what the corpus put on Kafka of one event name.
+type EventBytes struct {
+	// Event is the event name ("$mcp_tool_call", "$mcp_tools_list", ...).
+	Event string `json:"event"`
+	// Messages is how many were published; Bytes the total of their message values, in bytes.
+	Messages int   `json:"messages"`
+	Bytes    int64 `json:"bytes"`
+	// BytesPerMessage is Bytes ÷ Messages.
+	BytesPerMessage float64 `json:"bytes_per_message"`
+}
+
+// byEvent lists the corpus's bytes per event name, the most bytes first.
+func (s *corpusStats) byEvent() []EventBytes {
+	out := make([]EventBytes, 0, len(s.ByEvent))
+	for name, b := range s.ByEvent {
+		b.Event = name
+		b.BytesPerMessage = float64(b.Bytes) / float64(max(b.Messages, 1))
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Bytes != out[j].Bytes {
+			return out[i].Bytes > out[j].Bytes
+		}
+		return out[i].Event < out[j].Event
+	})
+	return out
 }
 
 // unroutedNote says which generated events were left out, "" when none were.

@@ -94,7 +94,7 @@ func runMcpulse(ctx context.Context, e *env, run int, r *RunResult) error {
 	meter := newCPUMeter()
 	cpu0 := meter.read()
 	began := time.Now()
-	c, err := startConsumer(ctx, e, group)
+	c, err := startConsumer(ctx, e, group, run)
 	if err != nil {
 		return err
 	}
@@ -206,8 +206,11 @@ type consumer struct {
 
 // childArgv is the child consumer's command line for consumer group group: ConsumerArgv,
 // the group, and the consumer settings given.
-func (c *Config) childArgv(group string) []string {
+func (c *Config) childArgv(group string, run int) []string {
 	argv := append(slices.Clone(c.ConsumerArgv), "--group", group)
+	if c.ConsumerCPUProfile != "" {
+		argv = append(argv, "--cpuprofile", consumerProfilePath(c.ConsumerCPUProfile, run))
+	}
 	if n := c.ConsumerBatchSize; n > 0 {
 		argv = append(argv, "--batch-size", strconv.Itoa(n))
 	}
@@ -215,6 +218,14 @@ func (c *Config) childArgv(group string) []string {
 		argv = append(argv, "--batch-max-age", d)
 	}
 	return argv
+}
+
+// consumerProfilePath is where run's consumer writes its CPU profile (Config.ConsumerCPUProfile).
+func consumerProfilePath(path string, run int) string {
+	if run <= 1 {
+		return path
+	}
+	return path + ".run" + strconv.Itoa(run)
 }
 
 // maxAgeText is a consumer BatchMaxAge as the bench reports it, the value of the consumer's
@@ -230,10 +241,10 @@ func maxAgeText(d time.Duration) string {
 	return d.String()
 }
 
-func startConsumer(ctx context.Context, e *env, group string) (*consumer, error) {
+func startConsumer(ctx context.Context, e *env, group string, run int) (*consumer, error) {
 	c := &consumer{done: make(chan error, 1), stop: func() {}}
 	if len(e.cfg.ConsumerArgv) > 0 {
-		argv := e.cfg.childArgv(group)
+		argv := e.cfg.childArgv(group, run)
 		c.child = exec.CommandContext(ctx, argv[0], argv[1:]...)
 		c.child.Env = append(os.Environ(), e.st.Env()...)
 		var stderr tailBuffer

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -92,6 +93,13 @@ type RunResult struct {
 	// RawToolCalls is the raw tool_calls table's storage after mcpulse's phase (active parts,
 	// as left): the disk a tool call takes before any TTL.
 	RawToolCalls RollupStorage `json:"raw_tool_calls"`
+	// RawTables are the raw event tables holding rows after mcpulse's phase (tool_calls and,
+	// for the SDK shape, the handshakes, exceptions and served schemas), measured as
+	// RawToolCalls is.
+	RawTables []RollupStorage `json:"raw_tables"`
+	// ToolCallColumns are tool_calls' largest columns by compressed bytes after mcpulse's
+	// phase (system.columns): what a stored tool call's bytes are made of.
+	ToolCallColumns []ColumnBytes `json:"tool_calls_largest_columns"`
 	// PeerDefaults are the tool_calls columns the Kafka-engine peer left at their default
 	// (mcpulse derives them beyond what a SELECT can).
 	PeerDefaults []string `json:"peer_default_columns,omitempty"`
@@ -185,6 +193,34 @@ type Summary struct {
 	ConsumerPeakRSSBytes int64 `json:"consumer_peak_rss_bytes"`
 	// RedisBytesPerMillion is the median growth of Redis's used_memory per million tool calls.
 	RedisBytesPerMillion Stat `json:"redis_bytes_per_million_events"`
+	// PerRun is each run's rates and ratios, in run order: the spread the medians sum up.
+	PerRun []RunFigures `json:"per_run"`
+	// KafkaBytesPerToolCall is the corpus's message bytes (every event published, values
+	// only) per tool call: the bytes a consumer reads per tool call of the shape.
+	KafkaBytesPerToolCall float64 `json:"kafka_bytes_per_tool_call"`
+	// KafkaBytesByEvent is the corpus's message bytes per event name, the most bytes first.
+	KafkaBytesByEvent []EventBytes `json:"kafka_bytes_by_event"`
+	// RawBytesPerRow is, per raw table holding rows, its bytes on disk per row over the runs
+	// (active parts as mcpulse's phase left them).
+	RawBytesPerRow []TableBytesPerRow `json:"raw_bytes_per_row"`
+}
+
+// RunFigures are one run's rates (events/s) and mcpulse's rate divided by each peer's; a peer
+// that did not run is 0.
+type RunFigures struct {
+	Run           int     `json:"run"`
+	Mcpulse       float64 `json:"mcpulse"`
+	KafkaEngine   float64 `json:"kafka_engine"`
+	BareReader    float64 `json:"bare_reader"`
+	VsKafkaEngine float64 `json:"mcpulse_vs_kafka_engine"`
+	VsBareReader  float64 `json:"mcpulse_vs_bare_reader"`
+}
+
+// TableBytesPerRow is one raw table's bytes on disk per row, median (min, max) over the runs
+// that stored rows in it.
+type TableBytesPerRow struct {
+	Table       string `json:"table"`
+	BytesPerRow Stat   `json:"bytes_per_row"`
 }
 
 func (r *Result) summarize() {
@@ -224,6 +260,34 @@ func (r *Result) summarize() {
 		s.ConsumerPeakRSSBytes = max(s.ConsumerPeakRSSBytes, run.ConsumerPeakRSSBytes)
 	}
 	s.RedisBytesPerMillion = over(func(run RunResult) float64 { return run.Redis.BytesPerMillion })
+	s.PerRun = make([]RunFigures, len(r.Runs))
+	perRow := map[string][]float64{}
+	var tables []string
+	for i, run := range r.Runs {
+		s.PerRun[i] = RunFigures{Run: run.Run, Mcpulse: run.Mcpulse.EventsPerSecond, KafkaEngine: run.KafkaEngine.EventsPerSecond,
+			BareReader: run.BareReader.EventsPerSecond, VsKafkaEngine: run.VsKafkaEngine, VsBareReader: run.VsBareReader}
+		for _, t := range run.RawTables {
+			if t.Rows == 0 {
+				continue
+			}
+			if _, seen := perRow[t.Table]; !seen {
+				tables = append(tables, t.Table)
+			}
+			perRow[t.Table] = append(perRow[t.Table], float64(t.Bytes)/float64(t.Rows))
+		}
+	}
+	s.RawBytesPerRow = nil
+	for _, t := range tables {
+		s.RawBytesPerRow = append(s.RawBytesPerRow, TableBytesPerRow{Table: t, BytesPerRow: statOf(perRow[t])})
+	}
+}
+
+// setCorpus records what the corpus put on Kafka, per tool call and per event name.
+func (s *Summary) setCorpus(c *corpusStats) {
+	if c.ToolCalls > 0 {
+		s.KafkaBytesPerToolCall = float64(c.Bytes) / float64(c.ToolCalls)
+	}
+	s.KafkaBytesByEvent = c.byEvent()
 }
 
 // Machine is what the figures were measured on.
@@ -305,7 +369,11 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(tw, "bare kafka-go reader (read, discard)\t%s\t%s\t%s\n", stat(s.BareReader.EventsPerSecond, "%.0f"), stat(s.VsBareReader, "%.2f×"), us(s.BareReader, true))
 	}
 	tw.Flush()
+	if len(s.PerRun) > 0 {
+		r.printPerRun(w, peers)
+	}
 	fmt.Fprintln(w)
+	r.printBytes(w)
 	if r.Publish.Seconds > 0 {
 		fmt.Fprintf(w, "corpus generated and published before the consumers in %.1f s (%.0f messages/s)\n", r.Publish.Seconds, r.Publish.EventsPerSecond)
 	}
@@ -341,6 +409,16 @@ func (r *Result) Print(w io.Writer) {
 			fmt.Fprintf(w, "  raw tool_calls: %d rows, %.1f MiB on disk (%.0f bytes per row) in %d parts\n",
 				raw.Rows, float64(raw.Bytes)/(1<<20), float64(raw.Bytes)/float64(raw.Rows), raw.Parts)
 		}
+		if len(run.ToolCallColumns) > 0 {
+			fmt.Fprint(w, "  tool_calls' largest columns (compressed bytes per row, of uncompressed):")
+			for i, c := range run.ToolCallColumns {
+				sep := ","
+				if i == len(run.ToolCallColumns)-1 {
+					sep = "\n"
+				}
+				fmt.Fprintf(w, " %s %.0f of %.0f%s", c.Column, c.CompressedPerRow, c.UncompressedPerRow, sep)
+			}
+		}
 		if len(run.Rollups) > 0 {
 			if run.Seal.Seconds > 0 {
 				fmt.Fprintf(w, "  closed hours sealed (ignored key paths, gate-reason calls and people): %d hours in %.1f s\n", run.Seal.Hours, run.Seal.Seconds)
@@ -359,6 +437,64 @@ func (r *Result) Print(w io.Writer) {
 		if len(run.PeerDefaults) > 0 {
 			fmt.Fprintf(w, "  the Kafka-engine peer left at their default: %s (mcpulse derives them)\n", strings.Join(run.PeerDefaults, ", "))
 		}
+	}
+}
+
+// printPerRun writes each run's rates and ratios, then their medians.
+func (r *Result) printPerRun(w io.Writer, peers bool) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if peers {
+		fmt.Fprintln(tw, "run\tmcpulse events/s\tKafka engine events/s\tmcpulse ÷ Kafka engine\tbare reader events/s\tmcpulse ÷ bare reader\t")
+	} else {
+		fmt.Fprintln(tw, "run\tmcpulse events/s\t")
+	}
+	row := func(label string, f RunFigures) {
+		if peers {
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f×\t%.0f\t%.2f×\t\n", label, f.Mcpulse, f.KafkaEngine, f.VsKafkaEngine, f.BareReader, f.VsBareReader)
+		} else {
+			fmt.Fprintf(tw, "%s\t%.0f\t\n", label, f.Mcpulse)
+		}
+	}
+	for _, f := range r.Summary.PerRun {
+		row(strconv.Itoa(f.Run), f)
+	}
+	s := r.Summary
+	row("median", RunFigures{Mcpulse: s.Mcpulse.EventsPerSecond.Median, KafkaEngine: s.KafkaEngine.EventsPerSecond.Median,
+		BareReader: s.BareReader.EventsPerSecond.Median, VsKafkaEngine: s.VsKafkaEngine.Median, VsBareReader: s.VsBareReader.Median})
+	tw.Flush()
+}
+
+// printBytes writes the corpus's Kafka bytes per tool call and per event, and the raw tables'
+// bytes per row.
+func (r *Result) printBytes(w io.Writer) {
+	s := r.Summary
+	if s.KafkaBytesPerToolCall > 0 {
+		fmt.Fprintf(w, "Kafka message bytes: %.0f per tool call (every message published ÷ tool calls); by event:", s.KafkaBytesPerToolCall)
+		for i, e := range s.KafkaBytesByEvent {
+			sep := ";"
+			if i == len(s.KafkaBytesByEvent)-1 {
+				sep = ""
+			}
+			fmt.Fprintf(w, " %s %d × %.0f bytes%s", e.Event, e.Messages, e.BytesPerMessage, sep)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(s.RawBytesPerRow) > 0 {
+		fmt.Fprint(w, "raw tables' bytes on disk per row (active parts as left), median (min–max):")
+		for i, t := range s.RawBytesPerRow {
+			sep := ";"
+			if i == len(s.RawBytesPerRow)-1 {
+				sep = ""
+			}
+			b := t.BytesPerRow
+			if len(r.Runs) == 1 {
+				fmt.Fprintf(w, " %s %.0f%s", t.Table, b.Median, sep)
+			} else {
+				fmt.Fprintf(w, " %s %.0f (%.0f–%.0f)%s", t.Table, b.Median, b.Min, b.Max, sep)
+			}
+		}
+		fmt.Fprintln(w)
 	}
 }
 

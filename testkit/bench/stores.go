@@ -122,3 +122,61 @@ func rollupStorage(ctx context.Context, ch driver.Conn) ([]RollupStorage, error)
 	}
 	return out, nil
 }
+
+// rawTables are the raw event tables a corpus fills (tool calls; for the SDK shape the
+// handshakes, exceptions and served schemas around them), measured after mcpulse's phase.
+var rawTables = []string{"tool_calls", "mcp_initialize_events", "mcp_exceptions", "served_tool_schemas", "other_events"}
+
+// rawStorage measures the raw tables that hold rows (active parts as left, no OPTIMIZE).
+func rawStorage(ctx context.Context, ch driver.Conn) ([]RollupStorage, error) {
+	var out []RollupStorage
+	for _, t := range rawTables {
+		s, err := tableStorage(ctx, ch, t)
+		if err != nil {
+			return nil, err
+		}
+		if s.Rows > 0 {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// ColumnBytes is one column's share of a table's storage (system.columns).
+type ColumnBytes struct {
+	Column string `json:"column"`
+	// Compressed and Uncompressed are the column's bytes in the table's parts;
+	// CompressedPerRow and UncompressedPerRow are them ÷ the table's rows.
+	Compressed         uint64  `json:"compressed_bytes"`
+	Uncompressed       uint64  `json:"uncompressed_bytes"`
+	CompressedPerRow   float64 `json:"compressed_bytes_per_row"`
+	UncompressedPerRow float64 `json:"uncompressed_bytes_per_row"`
+}
+
+// topColumns is how many of tool_calls' columns a run reports, the largest first.
+const topColumns = 6
+
+// largestColumns returns table's topColumns largest columns by compressed bytes; rows is the
+// table's row count (0: none reported).
+func largestColumns(ctx context.Context, ch driver.Conn, table string, rows uint64) ([]ColumnBytes, error) {
+	if rows == 0 {
+		return nil, nil
+	}
+	q, err := ch.Query(ctx, `SELECT name, data_compressed_bytes, data_uncompressed_bytes FROM system.columns
+WHERE database = ? AND table = ? ORDER BY data_compressed_bytes DESC, name LIMIT `+strconv.Itoa(topColumns), migrations.Database, table)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	defer q.Close()
+	var out []ColumnBytes
+	for q.Next() {
+		var c ColumnBytes
+		if err := q.Scan(&c.Column, &c.Compressed, &c.Uncompressed); err != nil {
+			return nil, fmt.Errorf("columns of %s: %w", table, err)
+		}
+		c.CompressedPerRow = float64(c.Compressed) / float64(rows)
+		c.UncompressedPerRow = float64(c.Uncompressed) / float64(rows)
+		out = append(out, c)
+	}
+	return out, q.Err()
+}
