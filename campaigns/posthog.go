@@ -128,17 +128,7 @@ func fetchPage(ctx context.Context, client *http.Client, pageURL, key, env, host
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var e struct {
-			Detail string `json:"detail"`
-		}
-		detail := ""
-		if json.Unmarshal(body, &e) == nil && e.Detail != "" {
-			if r := []rune(e.Detail); len(r) > 300 {
-				e.Detail = string(r[:300]) + "…"
-			}
-			detail = ": " + safetext.Escape(e.Detail)
-		}
+		detail := APIErrorDetail(resp.Body)
 		hint := ""
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			hint = fmt.Sprintf(" (check %s: a personal API key with feature_flag:read on this project)", env)
@@ -180,4 +170,21 @@ func ReadFile(path string, stdin io.Reader) ([]Flag, error) {
 		return nil, fmt.Errorf("%s: %w", safetext.Escape(path), err)
 	}
 	return flags, nil
+}
+
+// APIErrorDetail reads a refused PostHog API response's body (at most 64 KiB) and returns
+// ": " and its "detail" field (PostHog's error shape, {"detail": "..."}), cut to 300
+// characters and escaped for display, or "" when the body has none.
+func APIErrorDetail(body io.Reader) string {
+	data, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	var e struct {
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Detail == "" {
+		return ""
+	}
+	if r := []rune(e.Detail); len(r) > 300 {
+		e.Detail = string(r[:300]) + "…"
+	}
+	return ": " + safetext.Escape(e.Detail)
 }

@@ -122,17 +122,7 @@ func fetchCohortPage(ctx context.Context, client *http.Client, pageURL, key stri
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var e struct {
-			Detail string `json:"detail"`
-		}
-		detail := ""
-		if json.Unmarshal(body, &e) == nil && e.Detail != "" {
-			if r := []rune(e.Detail); len(r) > 300 {
-				e.Detail = string(r[:300]) + "…"
-			}
-			detail = ": " + safetext.Escape(e.Detail)
-		}
+		detail := campaigns.APIErrorDetail(resp.Body)
 		return "", fmt.Errorf("PostHog cohort persons API answered %s%s", safetext.Escape(resp.Status), detail)
 	}
 	var page struct {
