@@ -79,8 +79,9 @@ type Problem struct {
 // PayloadKey is the key of its entry in filters.payloads. WillRecruit says whether the MCP
 // server would invite anyone for this campaign: the flag is active, some release condition can
 // select the variant, and its payload is valid. An unprotected campaign can still recruit, so
-// exclusion problems do not clear it. PromptInUse, for mcp-intent-prompt only, says the same
-// of the trial prompt.
+// exclusion problems do not clear it. WillRecruit is only meaningful for
+// mcp-interview-recruitment: for mcp-intent-prompt it is always false, and PromptInUse (set for
+// that flag only) says the same of the trial prompt.
 type VariantReport struct {
 	CampaignID  string    `json:"campaign_id"`
 	PayloadKey  string    `json:"payload_key"`

@@ -10,7 +10,8 @@ import (
 
 // WriteText writes the report for people: per flag its state and problems, per variant
 // whether it recruits (or, for the intent prompt, whether the prompt is in use) and its
-// problems, then the totals. Caller-chosen strings (flag and variant keys) are quoted and
+// problems, then the totals. When neither checked flag was found it says plainly that nothing
+// was linted (the totals are then 0 without meaning the flags are fine). Caller-chosen strings (flag and variant keys) are quoted and
 // escaped.
 func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
@@ -51,6 +52,9 @@ func (r Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s %s: %s\n", name, safetext.Quote(v.CampaignID), verdict)
 			writeProblems(&b, "    ", v.Problems)
 		}
+	}
+	if len(r.Flags) == 0 {
+		fmt.Fprintf(&b, "nothing was linted: neither %s nor %s is in the flag definitions (absent or deleted)\n", RecruitmentFlag, IntentPromptFlag)
 	}
 	fmt.Fprintf(&b, "%d error(s), %d warning(s)\n", r.Errors, r.Warnings)
 	_, err := io.WriteString(w, b.String())

@@ -100,7 +100,10 @@ alerts campaign-cannot-recruit and campaign-lost-exclusion read them.
 "payload_key", "will_recruit", "prompt_in_use" (intent prompt only), "problems": [{"code",
 "severity", "message", "condition"}]}]}], "missing", "errors", "warnings"}. will_recruit is
 whether the server would invite anyone for the campaign (active, selectable, valid payload);
-a campaign with exclusion errors can still recruit. Codes are stable.
+a campaign with exclusion errors can still recruit. will_recruit is only meaningful for
+mcp-interview-recruitment: for mcp-intent-prompt variants it is always false, read
+prompt_in_use instead. Codes are stable. When neither flag is found, "flags" is empty,
+"missing" names both, and the text output says that nothing was linted (exit status 0).
 
 Exit status, so that a CI gate can tell a bad flag from a lint that did not run:
   0  no error found (warnings allowed)

@@ -317,3 +317,28 @@ func TestCampaignsLintOddFlags(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// An export without either checked flag lints nothing and says so plainly; it is no error.
+func TestCampaignsLintNothingFound(t *testing.T) {
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(`{"count": 1, "next": null, "previous": null, "results": [{"id": 3001, "key": "new-onboarding", "active": true, "deleted": false, "filters": {"groups": [{"properties": [], "rollout_percentage": 100}]}}]}`))
+	root.SetArgs([]string{"campaigns", "lint", "--flags-file", "-", "--exclusion-cohort", "641799"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	want := "mcp-interview-recruitment: not found: the server skips recruitment\n" +
+		"mcp-intent-prompt: not found: the SDK's default context description stays\n" +
+		"nothing was linted: neither mcp-interview-recruitment nor mcp-intent-prompt is in the flag definitions (absent or deleted)\n" +
+		"0 error(s), 0 warning(s)\n"
+	if out.String() != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
+	}
+	// One of the two found: linted, no such line.
+	out2, err := runLint(t, "--flags-file", filepath.Join("..", "..", "campaigns", "testdata", "rules", "exclusion_missing.json"), "--exclusion-cohort", "641799")
+	if err == nil || strings.Contains(out2, "nothing was linted") || !strings.Contains(out2, "mcp-intent-prompt: not found") {
+		t.Fatalf("%v\n%s", err, out2)
+	}
+}
