@@ -52,6 +52,12 @@ type Config struct {
 	// KafkaBrokers is the broker count of the embedded Kafka the demo starts when Stack is nil
 	// (stack.Config.Brokers: topics replicated on min(3, KafkaBrokers) brokers). Default: 1.
 	KafkaBrokers int
+	// Shards and Replicas, when either is above 1 and Stack is nil, run ClickHouse as a
+	// cluster of Shards × Replicas servers and a ZooKeeper (stack.Config.Shards, Replicas),
+	// migrated ON CLUSTER, with the sharded layout when Shards is above 1 (Distributed tables
+	// over mcpulse_local: migrations.Options.Sharded); the consumer and every comparison use
+	// its first host. Default: 1 and 1, one server.
+	Shards, Replicas int
 	// NoHistory skips what the demo leaves after its comparison for the dashboards: schema
 	// check runs of the scheduler's ratchet job over the generator's MCP servers (served on
 	// loopback) and two suppression resets through the ops reset path. Default: false (left).
@@ -101,7 +107,8 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	if st == nil {
 		step("starting the embedded stack (kfake, redis-server, clickhouse-server) in %s", dir)
 		start := time.Now()
-		s, err := stack.Start(ctx, stack.Config{DataDir: filepath.Join(dir, "stack"), Brokers: cfg.KafkaBrokers, Logger: cfg.Logger})
+		s, err := stack.Start(ctx, stack.Config{DataDir: filepath.Join(dir, "stack"), Brokers: cfg.KafkaBrokers,
+			Shards: cfg.Shards, Replicas: cfg.Replicas, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -121,10 +128,18 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	}
 	defer rdb.Close()
 
-	step("migrating ClickHouse")
-	if _, err := migrations.Up(ctx, ch, cfg.Logger); err != nil {
+	var opts migrations.Options
+	if cc := st.ClickHouseCluster; cc != nil {
+		opts = migrations.Options{Cluster: cc.Name, Sharded: cc.Shards > 1}
+		step("migrating ClickHouse cluster %s (%d shards × %d replicas) ON CLUSTER, sharded: %t", cc.Name, cc.Shards, cc.Replicas, opts.Sharded)
+	} else {
+		step("migrating ClickHouse")
+	}
+	migrateStart := time.Now()
+	if _, err := migrations.UpWith(ctx, ch, cfg.Logger, opts); err != nil {
 		return nil, err
 	}
+	step("migrated in %.1fs", time.Since(migrateStart).Seconds())
 
 	corpus := filepath.Join(dir, "events.jsonl")
 	step("generating %d events (seed %d) into %s", cfg.Events, cfg.Seed, corpus)
@@ -218,6 +233,18 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 		step("live servers: %d calls through the gateway (capture API and /v1/traces), %d figures differ", calls, len(mismatches))
 		summary.Mismatches = append(summary.Mismatches, mismatches...)
 	}
+	if cc := st.ClickHouseCluster; cc != nil && cc.Shards > 1 {
+		perShard, err := toolCallsPerShard(ctx, cc)
+		if err != nil {
+			return nil, err
+		}
+		summary.ToolCallsPerShard = perShard
+		for i, n := range perShard {
+			if n == 0 {
+				summary.Mismatches = append(summary.Mismatches, fmt.Sprintf("tool_calls: shard %d holds no row; want rows on every shard", i+1))
+			}
+		}
+	}
 	if summary.Mismatches == nil {
 		summary.Mismatches = []string{}
 	}
@@ -291,6 +318,29 @@ func runLive(ctx context.Context, brokers []string, pub *ingest.Publisher, ch dr
 		calls += int(f.Calls)
 	}
 	return live.Compare(want, got), calls, got, nil
+}
+
+// toolCallsPerShard counts the rows of tool_calls (after FINAL) each shard of cc holds in
+// its local table, through the shard's first host, shard 1 first.
+func toolCallsPerShard(ctx context.Context, cc *stack.ClickHouseCluster) ([]int64, error) {
+	out := make([]int64, cc.Shards)
+	for _, h := range cc.Hosts {
+		if h.Replica != 1 {
+			continue
+		}
+		conn, err := stores.OpenClickHouse(ctx, h.DSN)
+		if err != nil {
+			return nil, err
+		}
+		var n uint64
+		err = conn.QueryRow(ctx, "SELECT count() FROM "+migrations.LocalDatabase+".tool_calls FINAL").Scan(&n)
+		conn.Close()
+		if err != nil {
+			return nil, fmt.Errorf("count tool_calls on shard %d: %w", h.Shard, err)
+		}
+		out[h.Shard-1] = int64(n)
+	}
+	return out, nil
 }
 
 func storedSoFar(c *consumers.Consumer) int64 {

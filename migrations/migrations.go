@@ -149,6 +149,14 @@ type Options struct {
 	// run it yet keep it in their DDL queue. Keep it under the connection's read timeout.
 	// Default: 0, DefaultDDLTimeout (30 s).
 	DDLTimeout time.Duration
+	// Sharded, with Cluster, creates the sharded layout (docs/DESIGN.md §8): the tables,
+	// Null tables and materialized views in LocalDatabase on every shard, and in Database a
+	// Distributed table over each table (ShardingKeys), the analyst views and
+	// schema_migrations. Inserts through the Distributed tables need insert_distributed_sync
+	// = 1 and JOINs of two of them distributed_product_mode = 'allow' in the servers'
+	// profile; Up sends the first with its own statements. Default: false, every table in
+	// Database on each shard.
+	Sharded bool
 	// Below, when positive, stops before the migration of that version: only those below it
 	// are applied, leaving the schema an earlier release left (a database to upgrade, in
 	// tests of an upgrade). Default: 0, every migration.
@@ -179,9 +187,21 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 	if err != nil {
 		return nil, err
 	}
+	if opts.Sharded && opts.Cluster == "" {
+		return nil, errors.New("a sharded schema needs a cluster (Options.Cluster)")
+	}
 	bootstrap, err := BootstrapForCluster(opts.Cluster)
 	if err != nil {
 		return nil, err
+	}
+	var plan [][][]Statement
+	if opts.Sharded {
+		if bootstrap, err = ShardedBootstrap(opts.Cluster); err != nil {
+			return nil, err
+		}
+		if plan, err = ShardedPlan(all, opts.Cluster); err != nil {
+			return nil, err
+		}
 	}
 	ddlCtx := ctx // the context of the schema statements: on a cluster, with the DDL timeout
 	if opts.Cluster != "" {
@@ -197,6 +217,10 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 		settings, err := DDLTimeoutSettings(conn, opts.DDLTimeout)
 		if err != nil {
 			return nil, err
+		}
+		if opts.Sharded {
+			// The backfills insert through Distributed tables; the next statement reads them.
+			settings["insert_distributed_sync"] = 1
 		}
 		ddlCtx = clickhouse.Context(ctx, clickhouse.WithSettings(settings))
 	}
@@ -216,7 +240,7 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 		return nil, err
 	}
 	var done []Migration
-	for _, m := range all {
+	for mi, m := range all {
 		if opts.Below > 0 && m.Version >= opts.Below {
 			break
 		}
@@ -227,18 +251,28 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 			continue
 		}
 		start := time.Now()
-		statements, err := m.ForCluster(opts.Cluster)
-		if err != nil {
-			return done, err
+		var statements [][]Statement
+		if plan != nil {
+			statements = plan[mi]
+		} else {
+			sts, err := m.ForCluster(opts.Cluster)
+			if err != nil {
+				return done, err
+			}
+			for i, st := range sts {
+				statements = append(statements, []Statement{{SQL: st, Rename: m.Statements[i]}})
+			}
 		}
-		for i, st := range statements {
-			if err := conn.Exec(ddlCtx, st); err != nil {
-				if ran, _ := renameDone(ctx, conn, m.Statements[i]); ran {
-					log.Warn("migration statement failed, but its rename is done: taken as run by an earlier attempt",
-						"version", m.Version, "name", m.Name, "statement", i+1, "err", err)
-					continue
+		for i, group := range statements {
+			for _, st := range group {
+				if err := conn.Exec(ddlCtx, st.SQL); err != nil {
+					if ran, _ := renameDone(ctx, conn, st.Rename); ran {
+						log.Warn("migration statement failed, but its rename is done: taken as run by an earlier attempt",
+							"version", m.Version, "name", m.Name, "statement", i+1, "err", err)
+						continue
+					}
+					return done, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, ddlTimedOut(err, opts))
 				}
-				return done, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, ddlTimedOut(err, opts))
 			}
 		}
 		if err := record(ctx, conn, m); err != nil {

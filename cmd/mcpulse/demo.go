@@ -43,16 +43,25 @@ Every figure, the live servers' included, is compared with what the corpus and t
 calls imply; a mismatch is printed and the exit status is 1. Needs Debian packages
 redis-server and clickhouse-server.
 
+With --shards S and --replicas R (either above 1), ClickHouse is a cluster of S × R
+clickhouse-server processes and a ZooKeeper (Debian package zookeeper), migrated with
+"migrate up --cluster"; with S above 1 in the sharded layout (Distributed tables over
+mcpulse_local), and the summary shows the rows of tool_calls on each shard, a shard without
+any being a mismatch. The consumer and every comparison go through the first host.
+
 With --serve ADDR the stack keeps running after the summary and the dashboards (see
 "mcpulse dashboards --help") are served on ADDR over the demo's data until Ctrl-C; the URL is
 printed. --assets, --token and --basic-auth work as for "mcpulse dashboards".`,
-		Example: "  mcpulse demo\n  mcpulse demo --events 20000 --seed 7 --json\n  mcpulse demo --kafka-brokers 3\n  mcpulse demo --serve 127.0.0.1:8090",
+		Example: "  mcpulse demo\n  mcpulse demo --events 20000 --seed 7 --json\n  mcpulse demo --kafka-brokers 3\n  mcpulse demo --shards 2 --replicas 2\n  mcpulse demo --serve 127.0.0.1:8090",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Events < 1 {
 				return fmt.Errorf("--events must be at least 1, got %d", cfg.Events)
 			}
 			if cfg.KafkaBrokers < 1 || cfg.KafkaBrokers > stack.MaxBrokers {
 				return fmt.Errorf("--kafka-brokers must be between 1 and %d, got %d", stack.MaxBrokers, cfg.KafkaBrokers)
+			}
+			if err := (stack.ClusterConfig{Shards: cfg.Shards, Replicas: cfg.Replicas}).Validate(); err != nil {
+				return fmt.Errorf("--shards, --replicas: %w", err)
 			}
 			cfg.Progress = cmd.ErrOrStderr()
 			if logLevel != "" {
@@ -71,7 +80,8 @@ printed. --assets, --token and --basic-auth work as for "mcpulse dashboards".`,
 				}
 				fmt.Fprintln(cfg.Progress, "▸ starting the embedded stack (kfake, redis-server, clickhouse-server); it keeps running for --serve")
 				start := time.Now()
-				stack, err := stack.Start(cmd.Context(), stack.Config{DataDir: stackDir, Brokers: cfg.KafkaBrokers, Logger: cfg.Logger})
+				stack, err := stack.Start(cmd.Context(), stack.Config{DataDir: stackDir, Brokers: cfg.KafkaBrokers,
+					Shards: cfg.Shards, Replicas: cfg.Replicas, Logger: cfg.Logger})
 				if err != nil {
 					return err
 				}
@@ -119,6 +129,8 @@ printed. --assets, --token and --basic-auth work as for "mcpulse dashboards".`,
 	f.IntVar(&cfg.Events, "events", 200000, "events to generate")
 	f.Int64Var(&cfg.Seed, "seed", 1, "generator seed (same seed, same corpus)")
 	f.StringVar((*string)(&cfg.Shape), "shape", string(gen.ShapeDemo), `tool-call shape: "demo" (mcpulse's event contract) or "sdk" (as @posthog/mcp sends them: ignored keys derived from results and served schemas)`)
+	f.IntVar(&cfg.Shards, "shards", 1, "ClickHouse shards: above 1 (or with --replicas above 1) a cluster of shards × replicas servers and a ZooKeeper, migrated ON CLUSTER, sharded through Distributed tables when shards > 1")
+	f.IntVar(&cfg.Replicas, "replicas", 1, "ClickHouse replicas per shard (see --shards)")
 	f.IntVar(&cfg.KafkaBrokers, "kafka-brokers", 1, "brokers of the embedded Kafka, each on its own port; topics are replicated on min(3, N) of them")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data and the corpus here (default: a temporary directory, removed afterwards)")
 	f.BoolVar(&asJSON, "json", false, `print the summary as one JSON object (with "mismatches", empty when all agree)`)

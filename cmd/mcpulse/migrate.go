@@ -21,6 +21,7 @@ func newMigrateCmd() *cobra.Command {
 	}
 	var (
 		dsn, cluster     string
+		sharded          bool
 		preflightTimeout time.Duration
 		ddlTimeout       time.Duration
 	)
@@ -43,10 +44,21 @@ check bounded by --preflight-timeout; it fails naming every host down, and runs 
 Each ON CLUSTER statement then waits at most --ddl-timeout for every host to run it
 (distributed_ddl_task_timeout, sent so ClickHouse 18.16 and current releases read the same
 seconds); it must stay under the connection's read timeout (60s unless the DSN sets
-read_timeout).`,
-		Example: "  mcpulse migrate up\n  mcpulse migrate up --clickhouse clickhouse://default@127.0.0.1:9000/default\n  mcpulse migrate up --cluster mcpulse_cluster",
+read_timeout).
+
+With --sharded as well, the tables, Null tables and materialized views are created in
+database mcpulse_local on every shard, and database mcpulse holds a Distributed table of the
+same name over each table (its sharding key: the identity hash, distinct_id or the Kafka
+partition, else the first shard), the analyst views and schema_migrations; readers and
+writers keep naming mcpulse's tables (docs/scaling.md). The hosts' default profile needs
+insert_distributed_sync = 1 and distributed_product_mode = 'allow'. A cluster migrated
+without --sharded keeps that layout.`,
+		Example: "  mcpulse migrate up\n  mcpulse migrate up --clickhouse clickhouse://default@127.0.0.1:9000/default\n  mcpulse migrate up --cluster mcpulse_cluster\n  mcpulse migrate up --cluster mcpulse_cluster --sharded",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if sharded && cluster == "" {
+				return fmt.Errorf("--sharded needs --cluster")
+			}
 			if cluster != "" {
 				if err := migrations.ValidClusterName(cluster); err != nil {
 					return fmt.Errorf("--cluster: %w", err)
@@ -64,7 +76,7 @@ read_timeout).`,
 			}
 			defer conn.Close()
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			applied, err := migrations.UpWith(ctx, conn, log, migrations.Options{Cluster: cluster, PreflightTimeout: preflightTimeout, DDLTimeout: ddlTimeout})
+			applied, err := migrations.UpWith(ctx, conn, log, migrations.Options{Cluster: cluster, Sharded: sharded, PreflightTimeout: preflightTimeout, DDLTimeout: ddlTimeout})
 			if err != nil {
 				return err
 			}
@@ -79,20 +91,28 @@ read_timeout).`,
 	}
 	up.Flags().StringVar(&dsn, "clickhouse", os.Getenv(stores.EnvClickHouseDSN), "ClickHouse DSN, native protocol (default $"+stores.EnvClickHouseDSN+")")
 	up.Flags().StringVar(&cluster, "cluster", "", "create the replicated schema ON CLUSTER this cluster (a remote_servers name)")
+	up.Flags().BoolVar(&sharded, "sharded", false, "with --cluster: tables in mcpulse_local on each shard, Distributed tables over them in mcpulse")
 	up.Flags().DurationVar(&ddlTimeout, "ddl-timeout", migrations.DefaultDDLTimeout, "with --cluster: how long each statement waits for every host to run it (whole seconds)")
 	up.Flags().DurationVar(&preflightTimeout, "preflight-timeout", migrations.DefaultPreflightTimeout, "with --cluster: bound of each preflight check (a host reached, ZooKeeper read)")
 
-	var sqlCluster string
+	var (
+		sqlCluster string
+		sqlSharded bool
+	)
 	sql := &cobra.Command{
-		Use:   "sql [--cluster NAME]",
+		Use:   "sql [--cluster NAME [--sharded]]",
 		Short: "Print the SQL migrate up runs on an empty server (or cluster), without connecting",
 		Long: `Prints every statement "mcpulse migrate up" runs on an empty server, in order, each ended
 by ";" and a blank line, under a "-- NNNN_name" comment per migration; recording the
 versions in schema_migrations is not shown. With --cluster NAME it prints the cluster
-variant: ON CLUSTER NAME and Replicated*MergeTree engines, from the same migration files.`,
+variant: ON CLUSTER NAME and Replicated*MergeTree engines, from the same migration files;
+with --sharded as well, the sharded layout "migrate up --cluster NAME --sharded" creates.`,
 		Example: "  mcpulse migrate sql\n  mcpulse migrate sql --cluster mcpulse_cluster > schema.sql",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sqlSharded && sqlCluster == "" {
+				return fmt.Errorf("--sharded needs --cluster")
+			}
 			if sqlCluster != "" {
 				if err := migrations.ValidClusterName(sqlCluster); err != nil {
 					return fmt.Errorf("--cluster: %w", err)
@@ -106,15 +126,32 @@ variant: ON CLUSTER NAME and Replicated*MergeTree engines, from the same migrati
 			if err != nil {
 				return err
 			}
+			var plan [][][]migrations.Statement
+			if sqlSharded {
+				if boot, err = migrations.ShardedBootstrap(sqlCluster); err != nil {
+					return err
+				}
+				if plan, err = migrations.ShardedPlan(all, sqlCluster); err != nil {
+					return err
+				}
+			}
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			fmt.Fprintln(w, "-- bootstrap")
 			for _, st := range boot {
 				fmt.Fprintf(w, "%s;\n\n", st)
 			}
-			for _, m := range all {
+			for i, m := range all {
 				sts, err := m.ForCluster(sqlCluster)
 				if err != nil {
 					return err
+				}
+				if plan != nil {
+					sts = sts[:0]
+					for _, group := range plan[i] {
+						for _, st := range group {
+							sts = append(sts, st.SQL)
+						}
+					}
 				}
 				fmt.Fprintf(w, "-- %04d_%s\n", m.Version, m.Name)
 				for _, st := range sts {
@@ -125,6 +162,7 @@ variant: ON CLUSTER NAME and Replicated*MergeTree engines, from the same migrati
 		},
 	}
 	sql.Flags().StringVar(&sqlCluster, "cluster", "", "print the replicated variant ON CLUSTER this cluster")
+	sql.Flags().BoolVar(&sqlSharded, "sharded", false, "with --cluster: print the sharded layout (Distributed tables over mcpulse_local)")
 	cmd.AddCommand(up, sql)
 	return groupOnly(cmd)
 }

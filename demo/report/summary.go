@@ -32,7 +32,10 @@ type Summary struct {
 	Funnel           []CampaignFunnel         `json:"funnel"`
 	Suppression      map[string]int64         `json:"suppression"`
 	Throughput       Throughput               `json:"throughput"`
-	Mismatches       []string                 `json:"mismatches"`
+	// ToolCallsPerShard are the rows of tool_calls (after FINAL) each shard of a sharded
+	// ClickHouse cluster holds, shard 1 first; set by the demo on such a cluster only.
+	ToolCallsPerShard []int64  `json:"tool_calls_per_shard,omitempty"`
+	Mismatches        []string `json:"mismatches"`
 }
 
 // ToolRate is one of the tools with the highest ignored-key rate: calls with ignored keys ÷
@@ -287,6 +290,13 @@ func (s *Summary) Print(w io.Writer) {
 
 	fmt.Fprintf(w, "\n== throughput: %d events in %.1f s = %.0f events/s end to end (publish to stored)\n",
 		s.Throughput.Events, s.Throughput.Seconds, s.Throughput.EventsPerSecond)
+	if len(s.ToolCallsPerShard) > 0 {
+		fmt.Fprintln(w, "\n== tool_calls rows per shard of the ClickHouse cluster")
+		for i, n := range s.ToolCallsPerShard {
+			fmt.Fprintf(tw, "  shard %d\t%d\n", i+1, n)
+		}
+		tw.Flush()
+	}
 	if len(s.Mismatches) == 0 {
 		fmt.Fprintln(w, "\nevery figure matches the expected outcome")
 		return
