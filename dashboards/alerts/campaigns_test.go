@@ -22,19 +22,7 @@ func TestCampaignLintAlerts(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := context.Background()
 	ds := loadDashboards(t)
-	all, err := DefaultRules(ds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules []Rule
-	for _, r := range all {
-		if strings.HasPrefix(r.Name, "campaign-") {
-			rules = append(rules, r)
-		}
-	}
-	if len(rules) != 2 {
-		t.Fatalf("campaign rules %v", rules)
-	}
+	rules := builtInRules(t, func(name string) bool { return strings.HasPrefix(name, "campaign-") }, 2)
 	rc, ts := newReceiver(t, 0)
 	evs := replicas(t, env, 1, rules, ds, ReceiversConfig{Receivers: []Receiver{{Name: "ops-webhook", Kind: KindWebhook, URL: ts.URL + "/hook"}}})
 

@@ -448,19 +448,7 @@ validation_errors, duration_buckets, as_of, before, before_as_of, version)`)
 func TestMisuseRisingAfterANewServerVersion(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ds := loadDashboards(t)
-	all, err := DefaultRules(ds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules []Rule
-	for _, r := range all {
-		if strings.HasSuffix(r.Name, "-after-new-version") {
-			rules = append(rules, r)
-		}
-	}
-	if len(rules) != 2 {
-		t.Fatalf("rules %v, want the two new-version rules", rules)
-	}
+	rules := builtInRules(t, func(name string) bool { return strings.HasSuffix(name, "-after-new-version") }, 2)
 	rc, ts := newReceiver(t, 0)
 	ev := &Evaluator{Rules: rules, Dashboards: ds, ClickHouse: env.ClickHouse, Replica: "single",
 		Receivers: ReceiversConfig{Receivers: []Receiver{{Name: "ops-webhook", Kind: KindWebhook, URL: ts.URL + "/hook"}}}}

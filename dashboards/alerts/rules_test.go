@@ -22,6 +22,26 @@ func loadDashboards(t *testing.T) []dashboards.Dashboard {
 	return ds
 }
 
+// builtInRules returns the built-in rules whose names keep says to, failing t unless there are
+// exactly want of them.
+func builtInRules(t *testing.T, keep func(name string) bool, want int) []Rule {
+	t.Helper()
+	all, err := DefaultRules(loadDashboards(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []Rule
+	for _, r := range all {
+		if keep(r.Name) {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) != want {
+		t.Fatalf("built-in rules %v, want %d", rules, want)
+	}
+	return rules
+}
+
 // The built-in rules load and cover what a team running MCP servers must hear about: a
 // ratchet broken in production, the dead-letter rate, an invitation to a suppressed person.
 func TestDefaultRulesLoad(t *testing.T) {
