@@ -172,3 +172,24 @@ func TestFetchCohortMembersFollowsPages(t *testing.T) {
 		t.Errorf("a refused key: %v", err)
 	}
 }
+
+// A cohort API that never finishes a page fails the read within the page timeout, naming the
+// host, rather than holding the audit for ever.
+func TestFetchCohortMembersBoundsEachPage(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"results": [`)) // then the body stalls
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	_, err := suppression.FetchCohortMembers(context.Background(), suppression.CohortSource{Host: srv.URL, ProjectID: "2", CohortID: 641799,
+		APIKey: "phx_test", Timeout: 200 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 200ms") || !strings.Contains(err.Error(), strings.TrimPrefix(srv.URL, "http://")) {
+		t.Errorf("a stalled page: %v, want an error naming the host and the timeout", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mcpulse/mcpulse/campaigns"
 	"github.com/mcpulse/mcpulse/internal/safetext"
@@ -48,12 +49,14 @@ func ReadExclusionMembers(path string, stdin io.Reader) (map[string]bool, error)
 
 // CohortSource says where FetchCohortMembers reads a cohort: Host (scheme and host, e.g.
 // https://us.posthog.com), ProjectID, CohortID and a personal API key with cohort:read and
-// person:read. Client defaults to http.DefaultClient.
+// person:read. Client defaults to http.DefaultClient. Timeout bounds each page's request, its
+// body included; 0 means campaigns.DefaultFetchTimeout.
 type CohortSource struct {
 	Host, ProjectID string
 	CohortID        int64
 	APIKey          string
 	Client          *http.Client
+	Timeout         time.Duration
 }
 
 // MaxCohortPages bounds how many pages FetchCohortMembers follows.
@@ -63,7 +66,8 @@ const MaxCohortPages = 10000
 // GET {Host}/api/projects/{ProjectID}/cohorts/{CohortID}/persons/ with "Authorization: Bearer
 // <key>", following the answer's "next" links (PostHog's paginated answer: "results", each a
 // person with "distinct_ids", "next", "previous"). The key is only sent to Host: a "next" link
-// elsewhere, a repeated one or more than MaxCohortPages pages is an error, as is a status other
+// elsewhere, a repeated one or more than MaxCohortPages pages is an error, as is a page not read
+// in full within the timeout (naming the host) or a status other
 // than 200 (with PostHog's "detail", escaped, at most 300 characters; never the key).
 func FetchCohortMembers(ctx context.Context, src CohortSource) (map[string]bool, error) {
 	if src.APIKey == "" {
@@ -83,6 +87,10 @@ func FetchCohortMembers(ctx context.Context, src CohortSource) (map[string]bool,
 	if client == nil {
 		client = http.DefaultClient
 	}
+	timeout := src.Timeout
+	if timeout <= 0 {
+		timeout = campaigns.DefaultFetchTimeout
+	}
 	page := base.JoinPath("api", "projects", src.ProjectID, "cohorts", strconv.FormatInt(src.CohortID, 10), "persons/")
 	seen := map[string]bool{}
 	out := map[string]bool{}
@@ -91,7 +99,13 @@ func FetchCohortMembers(ctx context.Context, src CohortSource) (map[string]bool,
 			return nil, fmt.Errorf("PostHog cohort persons API: more than %d pages", MaxCohortPages)
 		}
 		seen[page.String()] = true
-		next, err := fetchCohortPage(ctx, client, page.String(), src.APIKey, out)
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		next, err := fetchCohortPage(pctx, client, page.String(), src.APIKey, out)
+		late := pctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		cancel()
+		if late {
+			return nil, fmt.Errorf("PostHog cohort persons API on %s did not answer within %s", safetext.Quote(base.Host), timeout)
+		}
 		if err != nil {
 			return nil, err
 		}
