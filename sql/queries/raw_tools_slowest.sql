@@ -23,6 +23,10 @@ FROM
             bounds[i95 - 1] + (bounds[i95] - bounds[i95 - 1]) * (0.95 * timed - cum[i95 - 1]) / b[i95])) AS p95_ms
     FROM
     (
+        -- The duration bucket of each call is found here, over the rows the subquery read: 18.16
+        -- sends a scalar subquery inside a lambda to a Distributed table's shards as a column
+        -- they lack (the sharded layout), while this level runs where the query was sent.
+        WITH (SELECT bounds FROM mcpulse.v_duration_bucket_bounds) AS bounds
         SELECT
             tool_name,
             count() AS calls,
@@ -32,14 +36,13 @@ FROM
             countIf(is_error = 0 AND ignored_keys_source != 'not_measurable' AND notEmpty(counted_ignored_keys)) AS with_ignored,
             countIf(startsWith(error_class, 'validation_')) AS validation,
             countIf(unknown_tool = 1 OR error_class = 'unknown_tool') AS unknown,
-            sumForEach(buckets) AS b,
+            sumForEach(arrayMap(i -> toUInt64(isNotNull(duration_ms) AND i = arrayFirstIndex(x -> ifNull(duration_ms, 0.) <= x, bounds)),
+                arrayEnumerate(bounds))) AS b,
             count(duration_ms) AS timed_calls
         FROM
         (
             SELECT
-                tool_name, is_error, ignored_keys_source, counted_ignored_keys, error_class, unknown_tool, duration_ms,
-                arrayMap(i -> toUInt64(isNotNull(duration_ms) AND i = arrayFirstIndex(x -> ifNull(duration_ms, 0.) <= x,
-                    (SELECT bounds FROM mcpulse.v_duration_bucket_bounds))), arrayEnumerate((SELECT bounds FROM mcpulse.v_duration_bucket_bounds))) AS buckets
+                tool_name, is_error, ignored_keys_source, counted_ignored_keys, error_class, unknown_tool, duration_ms
             FROM mcpulse.tool_calls FINAL
             WHERE toStartOfHour(timestamp) >= ? AND toStartOfHour(timestamp) <= ?
                 AND (? = '' OR client_name = ?)

@@ -4,7 +4,10 @@
 -- 'not_measurable'; '' for calls stored before the derivation existed). Not measurable because
 -- truncated: the SDK cut or redacted the arguments or the schema. Unknown tool: not listed by
 -- the server version, or refused by it as unknown. Durations: the sum in whole microseconds of
--- each call's duration (capped at 1e12 ms), the buckets by v_duration_bucket_bounds.
+-- each call's duration (capped at 1e12 ms), the buckets by v_duration_bucket_bounds, found at this
+-- level over the rows the subquery read: 18.16 sends a scalar subquery inside a lambda to a
+-- Distributed table's shards as a column they lack (the sharded layout).
+WITH (SELECT bounds FROM mcpulse.v_duration_bucket_bounds) AS bounds
 SELECT
     hour,
     tool_name,
@@ -26,7 +29,8 @@ SELECT
     countIf(unknown_tool = 1 OR error_class = 'unknown_tool') AS unknown_tool_calls,
     countIf(isNotNull(duration_ms)) AS duration_count,
     sum(toUInt64(least(ifNull(duration_ms, 0.), 1e12) * 1000)) / 1000 AS duration_sum_ms,
-    sumForEach(buckets) AS duration_buckets
+    sumForEach(arrayMap(i -> toUInt64(isNotNull(duration_ms) AND i = arrayFirstIndex(x -> ifNull(duration_ms, 0.) <= x, bounds)),
+        arrayEnumerate(bounds))) AS duration_buckets
 FROM
 (
     SELECT
@@ -43,9 +47,7 @@ FROM
         error_class,
         unknown_tool,
         counted_ignored_keys,
-        duration_ms,
-        arrayMap(i -> toUInt64(isNotNull(duration_ms) AND i = arrayFirstIndex(b -> ifNull(duration_ms, 0.) <= b,
-            (SELECT bounds FROM mcpulse.v_duration_bucket_bounds))), arrayEnumerate((SELECT bounds FROM mcpulse.v_duration_bucket_bounds))) AS buckets
+        duration_ms
     FROM mcpulse.tool_calls FINAL
 )
 GROUP BY hour, tool_name, client_name, server_name, server_version
