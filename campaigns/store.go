@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/mcpulse/mcpulse/migrations"
 	mcsql "github.com/mcpulse/mcpulse/sql"
 )
 
@@ -70,7 +72,8 @@ type variantKey struct{ flag, variant string }
 // prompt in use again starts a new version.
 //
 // Lint runs older than retention (0 means DefaultRetention) are then deleted (ALTER DELETE, only
-// when there are some). A negative retention is an error. Errors are ClickHouse's, wrapped.
+// when there are some; on the sharded layout ON CLUSTER on the local table:
+// migrations.MutationTarget). A negative retention is an error. Errors are ClickHouse's, wrapped.
 func Record(ctx context.Context, conn driver.Conn, rep Report, flags []Flag, now time.Time, retention time.Duration) (RecordResult, error) {
 	if retention < 0 {
 		return RecordResult{}, fmt.Errorf("lint retention %s is negative", retention)
@@ -197,7 +200,11 @@ func Record(ctx context.Context, conn driver.Conn, rep Report, flags []Flag, now
 		return res, fmt.Errorf("lint retention: %w", err)
 	}
 	if res.Expired > 0 {
-		if err := conn.Exec(ctx, mcsql.Campaigns("delete_expired_lint_runs"), before); err != nil {
+		target, err := migrations.MutationTarget(ctx, conn, "campaign_lint_runs")
+		if err != nil {
+			return res, fmt.Errorf("lint retention: %w", err)
+		}
+		if err := conn.Exec(ctx, strings.ReplaceAll(mcsql.Campaigns("delete_expired_lint_runs"), "{table}", target.Name()), before); err != nil {
 			return res, fmt.Errorf("lint retention: %w", err)
 		}
 	}

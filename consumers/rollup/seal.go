@@ -8,6 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/mcpulse/mcpulse/migrations"
 	mcsql "github.com/mcpulse/mcpulse/sql"
 )
 
@@ -42,7 +43,9 @@ type SealResult struct {
 // hours (rollup_sealed_hours). Last it deletes the per-partition rows of
 // ignored_key_paths_hourly and gate_reason_calls_hourly of every sealed hour that has some
 // (also those an earlier run that failed after recording its hours left), and returns once
-// ClickHouse has applied the deletes.
+// ClickHouse has applied the deletes. On the sharded layout (Distributed tables over
+// mcpulse_local) the deletes run ON CLUSTER on the local tables, found at run time
+// (migrations.MutationTarget), and are waited for on one replica of every shard.
 //
 // Readers take a sealed hour's cells from the sealed tables only while the seal's count of tool
 // calls equals the rollups' (events_by_name_hourly) and no batch has written the hour's rows
@@ -152,8 +155,10 @@ func sealHours(ctx context.Context, conn driver.Conn, now time.Time, hours []tim
 
 // deleteSealedRows deletes the per-partition rows of every sealed hour that still has some in
 // each of sealedTables (one delete per table), then waits until ClickHouse has applied them.
+// Each delete runs where the table's mutations run (migrations.MutationTarget): the table
+// itself, or on the sharded layout its local table ON CLUSTER.
 func deleteSealedRows(ctx context.Context, conn driver.Conn) error {
-	deleted := false
+	var pending []migrations.Target
 	for _, t := range sealedTables {
 		rows, err := conn.Query(ctx, strings.ReplaceAll(mcsql.Rollup("sealed_hours_with_rows"), "{table}", t.Name))
 		if err != nil {
@@ -175,29 +180,35 @@ func deleteSealedRows(ctx context.Context, conn driver.Conn) error {
 		if len(hours) == 0 {
 			continue
 		}
-		if err := conn.Exec(ctx, strings.ReplaceAll(mcsql.Rollup("seal_delete_cells"), "{table}", t.Name), hours); err != nil {
+		target, err := migrations.MutationTarget(ctx, conn, strings.TrimPrefix(t.Name, migrations.Database+"."))
+		if err != nil {
+			return fmt.Errorf("seal: %w", err)
+		}
+		if err := conn.Exec(ctx, strings.ReplaceAll(mcsql.Rollup("seal_delete_cells"), "{table}", target.Name()), hours); err != nil {
 			return fmt.Errorf("seal: delete the per-partition rows of %d sealed hours of %s: %w", len(hours), t.Name, err)
 		}
-		deleted = true
+		pending = append(pending, target)
 	}
-	if !deleted {
+	if len(pending) == 0 {
 		return nil
 	}
-	return awaitDeletes(ctx, conn)
+	return awaitDeletes(ctx, conn, pending)
 }
 
-// awaitDeletes waits until ClickHouse has applied every delete of the sealed tables (a mutation
-// runs in the background), polling every mutationPoll; it fails when ctx ends first.
-func awaitDeletes(ctx context.Context, conn driver.Conn) error {
-	names := make([]string, len(sealedTables))
-	for i, t := range sealedTables {
-		names[i] = strings.TrimPrefix(t.Name, "mcpulse.")
+// awaitDeletes waits until ClickHouse has applied every delete of the targets (a mutation
+// runs in the background; on the sharded layout, on one replica of every shard), polling
+// every mutationPoll; it fails when ctx ends first. The targets share one layout.
+func awaitDeletes(ctx context.Context, conn driver.Conn, targets []migrations.Target) error {
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Table
 	}
+	q := strings.ReplaceAll(mcsql.Rollup("seal_mutations_pending"), "{mutations}", targets[0].System("mutations"))
 	tick := time.NewTicker(mutationPoll)
 	defer tick.Stop()
 	for {
 		var pending uint64
-		if err := conn.QueryRow(ctx, mcsql.Rollup("seal_mutations_pending"), names).Scan(&pending); err != nil {
+		if err := conn.QueryRow(ctx, q, targets[0].Database, names).Scan(&pending); err != nil {
 			return fmt.Errorf("seal: wait for the deletes of %s: %w", strings.Join(names, ", "), err)
 		}
 		if pending == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mcpulse/mcpulse/migrations"
 	mcsql "github.com/mcpulse/mcpulse/sql"
 )
 
@@ -236,6 +237,9 @@ type Store struct {
 	// missing: when a load first found a late row whose batch marker it could not read, by
 	// batch (reset by Begin).
 	missing map[batchID]time.Time
+	// batchesTarget is where rollup_batches' partitions are dropped, read once from
+	// ClickHouse (nil until dropOldBatches first needs it).
+	batchesTarget *migrations.Target
 }
 
 // MarkerWait is how long a member waits for the batch marker of a late row it can see (a
@@ -365,13 +369,24 @@ func oldestKeptBlock(current uint64) uint64 {
 // each generation, so since such a marker every partition's owner recovered it at Begin in
 // generation after generation: no reset needs it, and no member of its generation still
 // writes. (This holds while a group has fewer than 1,024 members, so that one generation
-// cannot take a whole block of epochs while another member has yet to begin.)
+// cannot take a whole block of epochs while another member has yet to begin.) On the sharded
+// layout the blocks are listed on one replica of every shard and dropped ON CLUSTER from the
+// local table (migrations.MutationTarget).
 func (s *Store) dropOldBatches(ctx context.Context) error {
 	keep := oldestKeptBlock(s.epoch)
 	if keep == 0 {
 		return nil
 	}
-	rows, err := s.conn.Query(ctx, mcsql.Rollup("batches_old_blocks"), keep)
+	if s.batchesTarget == nil {
+		target, err := migrations.MutationTarget(ctx, s.conn, "rollup_batches")
+		if err != nil {
+			return fmt.Errorf("rollups: old batch markers: %w", err)
+		}
+		s.batchesTarget = &target
+	}
+	target := *s.batchesTarget
+	rows, err := s.conn.Query(ctx, strings.ReplaceAll(mcsql.Rollup("batches_old_blocks"), "{parts}", target.System("parts")),
+		target.Database, target.Table, keep)
 	if err != nil {
 		return fmt.Errorf("rollups: old batch markers: %w", err)
 	}
@@ -393,7 +408,7 @@ func (s *Store) dropOldBatches(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("rollups: rollup_batches block %q is not an epoch block", b)
 		}
-		if err := s.conn.Exec(ctx, mcsql.Rollup("batches_drop_block"), n); err != nil {
+		if err := s.conn.Exec(ctx, strings.ReplaceAll(mcsql.Rollup("batches_drop_block"), "{table}", target.Name()), n); err != nil {
 			return fmt.Errorf("rollups: drop rollup_batches block %d: %w", n, err)
 		}
 		s.log.Info("rollups: dropped the batch markers of old generations", "epochs_below", (n+1)*batchBlockEpochs)

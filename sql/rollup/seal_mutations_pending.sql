@@ -1,6 +1,8 @@
--- How many mutations of the given tables of database mcpulse are not done yet: the seal waits
--- for its deletes (migration 0037).
--- Parameters: the table names without the database (Array(String)).
+-- How many mutations of the given tables are not done yet: the seal waits for its deletes
+-- (migration 0037). {mutations} is system.mutations, or on the sharded layout the cluster
+-- table function over it (migrations.Target.System), filled by package rollup.
+-- Parameters, in order: the database of the tables' parts (String: mcpulse, or mcpulse_local on
+-- the sharded layout), the table names without the database (Array(String)).
 SELECT count()
-FROM system.mutations
-WHERE database = 'mcpulse' AND has(?, table) AND is_done = 0
+FROM {mutations}
+WHERE database = ? AND has(?, table) AND is_done = 0
