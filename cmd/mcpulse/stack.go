@@ -53,14 +53,17 @@ its own services.
 
 The DSN exported for a cluster is its first host's (shard 1, replica 1); every host's DSN
 is listed on stderr. The stack creates no schema: run "mcpulse migrate up" against it, with
-"--cluster mcpulse_cluster" for a cluster.
+"--cluster mcpulse_cluster" for a cluster, and "--sharded" as well with --shards above 1
+(Distributed tables over mcpulse_local, as "mcpulse demo --shards" migrates); stderr prints
+the command.
 
 Requires the Debian packages redis-server and clickhouse-server, and zookeeper for a cluster.`,
 		Example: `  mcpulse stack                          # throw-away stack in a temporary directory
   mcpulse stack --data-dir ./.stack      # keep ClickHouse tables and server logs
   mcpulse stack --kafka-brokers 3        # three brokers, replication factor 3
   mcpulse stack > stack.env &            # then: . ./stack.env
-  mcpulse stack --shards 2 --replicas 2  # then: mcpulse migrate up --cluster mcpulse_cluster`,
+  mcpulse stack --shards 2 --replicas 2  # then: mcpulse migrate up --cluster mcpulse_cluster --sharded
+  mcpulse stack --replicas 2             # then: mcpulse migrate up --cluster mcpulse_cluster`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if partitions < 1 || partitions > 10000 {
@@ -105,7 +108,7 @@ Requires the Debian packages redis-server and clickhouse-server, and zookeeper f
 				for _, h := range cc.Hosts {
 					fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse stack:   shard %d replica %d  %s\n", h.Shard, h.Replica, h.DSN)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse stack: create the schema with: mcpulse migrate up --cluster %s\n", cc.Name)
+				fmt.Fprintf(cmd.ErrOrStderr(), "mcpulse stack: create the schema with: %s\n", migrateHint(cc.Name, cc.Shards))
 			}
 			// The servers get their own stop bounds (ClickHouse 20 s), so that a persistent
 			// --data-dir is left as they write it; a second Ctrl-C still kills at once.
@@ -127,6 +130,17 @@ Requires the Debian packages redis-server and clickhouse-server, and zookeeper f
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "ClickHouse replicas per shard")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log start-up and shutdown progress to stderr")
 	return cmd
+}
+
+// migrateHint is the command that creates the schema on a stack's cluster: ON CLUSTER
+// cluster, in the sharded layout when it has more than one shard (as "mcpulse demo" migrates
+// it).
+func migrateHint(cluster string, shards int) string {
+	hint := "mcpulse migrate up --cluster " + cluster
+	if shards > 1 {
+		hint += " --sharded"
+	}
+	return hint
 }
 
 // shellQuote returns s unchanged when a POSIX shell would read it as one literal word, and

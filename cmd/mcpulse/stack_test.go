@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/migrations"
 	"github.com/mcpulse/mcpulse/stack"
 )
 
@@ -30,11 +32,15 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var hostLineRE = regexp.MustCompile(`shard (\d+) replica (\d+)  (clickhouse://\S+)`)
+var (
+	hostLineRE    = regexp.MustCompile(`shard (\d+) replica (\d+)  (clickhouse://\S+)`)
+	migrateHintRE = regexp.MustCompile(`create the schema with: mcpulse (.+)`)
+)
 
 // "mcpulse stack --shards 2 --replicas 1" runs a cluster, lists every host's DSN and exports
-// the first; "migrate up --cluster mcpulse_cluster" through shard 1, then through shard 2,
-// says "schema is up to date" the second time.
+// the first; the migrate command it prints, "migrate up --cluster mcpulse_cluster --sharded",
+// through shard 1 creates the sharded layout (mcpulse.tool_calls Distributed over the
+// cluster), then through shard 2 says "schema is up to date".
 func TestStackWithShardsRunsAClusterThatMigratesOnceForEveryShard(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -69,13 +75,17 @@ func TestStackWithShardsRunsAClusterThatMigratesOnceForEveryShard(t *testing.T) 
 	if !strings.Contains(out.String(), "MCPULSE_CLICKHOUSE_DSN='"+hosts[0][3]+"'") {
 		t.Errorf("stdout exports\n%s\nwant the first host's DSN %s", out.String(), hosts[0][3])
 	}
+	hint := migrateHintRE.FindStringSubmatch(errOut.String())
+	if hint == nil || hint[1] != "migrate up --cluster "+stack.ClusterName+" --sharded" {
+		t.Fatalf("stack printed the migrate command %q, want the sharded layout's:\n%s", hint, errOut.String())
+	}
 	migrate := func(dsn string) string {
 		t.Helper()
 		root := newRootCmd()
 		var out, errOut bytes.Buffer
 		root.SetOut(&out)
 		root.SetErr(&errOut)
-		root.SetArgs([]string{"migrate", "up", "--cluster", stack.ClusterName, "--clickhouse", dsn})
+		root.SetArgs(append(strings.Fields(hint[1]), "--clickhouse", dsn))
 		if err := root.ExecuteContext(context.Background()); err != nil {
 			t.Fatalf("migrate up through %s: %v", dsn, err)
 		}
@@ -85,7 +95,15 @@ func TestStackWithShardsRunsAClusterThatMigratesOnceForEveryShard(t *testing.T) 
 	if first := migrate(hosts[0][3]); !strings.Contains(first, "applied 0001_") {
 		t.Errorf("first migrate up printed\n%s\nwant every migration applied", first)
 	}
-	t.Logf("migrated a 2×1 cluster in %s", time.Since(began).Round(time.Millisecond))
+	t.Logf("migrated a 2×1 cluster, sharded, in %s", time.Since(began).Round(time.Millisecond))
+	conn, err := stores.OpenClickHouse(ctx, hosts[0][3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if target, err := migrations.MutationTarget(ctx, conn, "tool_calls"); err != nil || target.Cluster != stack.ClusterName || target.Database != migrations.LocalDatabase {
+		t.Errorf("mcpulse.tool_calls after the printed migrate command: mutations go to %+v (%v), want the local table on %s", target, err, stack.ClusterName)
+	}
 	if second := migrate(hosts[1][3]); strings.TrimSpace(second) != "schema is up to date" {
 		t.Errorf("migrate up through shard 2 printed\n%s\nwant \"schema is up to date\"", second)
 	}
