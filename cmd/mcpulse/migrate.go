@@ -51,7 +51,8 @@ database mcpulse_local on every shard, and database mcpulse holds a Distributed 
 same name over each table (its sharding key: the identity hash, distinct_id or the Kafka
 partition, else the first shard), the analyst views and schema_migrations; readers and
 writers keep naming mcpulse's tables (docs/scaling.md). The hosts' default profile needs
-insert_distributed_sync = 1 and distributed_product_mode = 'allow'. A cluster migrated
+insert_distributed_sync = 1, distributed_product_mode = 'allow' and load_balancing =
+'in_order'. A cluster migrated
 without --sharded keeps that layout.`,
 		Example: "  mcpulse migrate up\n  mcpulse migrate up --clickhouse clickhouse://default@127.0.0.1:9000/default\n  mcpulse migrate up --cluster mcpulse_cluster\n  mcpulse migrate up --cluster mcpulse_cluster --sharded",
 		RunE: func(cmd *cobra.Command, args []string) error {
