@@ -37,8 +37,9 @@ const zooKeeperOutage = 20 * time.Second
 //  2. ZooKeeper is stopped for 20 s (inserts into the replicated tables fail meanwhile; reads
 //     go on) and started again, while a part is published;
 //  3. the consumer dies while a streamed batch's INSERTs are open, then its replacement dies
-//     between two inserts of a batch (the fault hook, partial_test.go), and a third member
-//     finishes the corpus.
+//     between two inserts of a batch (the fault hook, partial_test.go: the process exits at
+//     that point, flushing and sending nothing more), then a third member is SIGKILLed once
+//     the stored rows pass a threshold in the last part, and a fourth finishes the corpus.
 //
 // After each fault, once the group has committed everything published and both replicas have
 // synced, each replica's raw tables read with FINAL hold exactly the distinct events published
@@ -109,11 +110,14 @@ func TestClusterReplicaKilledZooKeeperStoppedAndConsumerCrashedMidInsertLoseAndD
 	p.crashAt(1, "MCPULSE_FAULT_EXIT_AFTER_FLUSHES", "block", 3+rng.IntN(30), "--batch-size", "2000", "--batch-bytes", "65536")
 	p.crashAt(2, "MCPULSE_FAULT_EXIT_AFTER_INSERTS", "insert", 2+rng.IntN(8), "--batch-size", "700")
 	p.publishNext()
+	m = p.start()
+	step(5, m.name+" is SIGKILLed")
+	p.kill(m)
 	restarted = time.Now()
 	p.start()
 	p.settle()
 	t.Logf("fault 3: the replacement member drained the group and both replicas were in sync %s after its start", time.Since(restarted).Round(time.Millisecond))
-	p.checkReplicas("after the consumer died mid-insert twice", prefixes[p.published-1], &dups)
+	p.checkReplicas("after the consumer died mid-insert twice and was SIGKILLed mid-batch", prefixes[p.published-1], &dups)
 
 	p.drain()
 	p.verify()
