@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -92,6 +93,7 @@ type pipeline struct {
 	ctx   context.Context
 	dir   string
 	stack *stack.Stack
+	dsn   string // the members' and the test's ClickHouse DSN (clusterDSN on a cluster)
 	ch    driver.Conn
 	rdb   redis.UniversalClient
 	pub   *ingest.Publisher
@@ -107,7 +109,10 @@ type pipeline struct {
 
 // newPipeline starts a stack, migrates ClickHouse and generates a corpus of events lines
 // (generator seed seed) split into nParts parts of equal line counts. Each of configure may
-// change the stack's configuration first (for example its number of Kafka brokers).
+// change the stack's configuration first (for example its number of Kafka brokers, or
+// ClickHouse replicas: a cluster is migrated ON CLUSTER, and the members and the test reach
+// it through clusterDSN). A missing ZooKeeper skips a cluster's test unless CI is set
+// (stack.SkipOrFail); any other start-up error fails it.
 func newPipeline(t *testing.T, events int, seed int64, nParts int, configure ...func(*stack.Config)) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -123,26 +128,38 @@ func newPipeline(t *testing.T, events int, seed int64, nParts int, configure ...
 	for _, f := range configure {
 		f(&cfg)
 	}
-	stack, err := stack.Start(ctx, cfg)
+	st, err := stack.Start(ctx, cfg)
+	if missing := (*stack.MissingBinaryError)(nil); errors.As(err, &missing) && missing.Package == "zookeeper" {
+		stack.SkipOrFail(t, err)
+	}
 	if err != nil {
 		t.Fatalf("devstack: %v", err)
 	}
-	p.stack = stack
+	p.stack, p.dsn = st, st.ClickHouseDSN
+	var migrate migrations.Options
+	if cc := st.ClickHouseCluster; cc != nil {
+		p.dsn = clusterDSN(cc)
+		migrate = migrations.Options{Cluster: cc.Name, Sharded: cc.Shards > 1}
+	}
 	t.Cleanup(func() {
 		p.stopAll()
-		if err := stack.Close(); err != nil {
+		if err := st.Close(); err != nil {
 			t.Errorf("devstack: close: %v", err)
 		}
 	})
 	p.openClickHouse()
-	if _, err := migrations.Up(ctx, p.ch, nil); err != nil {
+	migrated := time.Now()
+	if _, err := migrations.UpWith(ctx, p.ch, nil, migrate); err != nil {
 		t.Fatal(err)
 	}
-	if p.rdb, err = stores.OpenRedis(ctx, stack.RedisURL); err != nil {
+	if migrate.Cluster != "" {
+		t.Logf("migrated ON CLUSTER %s (sharded: %t) in %s", migrate.Cluster, migrate.Sharded, time.Since(migrated).Round(time.Millisecond))
+	}
+	if p.rdb, err = stores.OpenRedis(ctx, st.RedisURL); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.rdb.Close() })
-	if p.pub, err = ingest.NewPublisher(ingest.PublisherConfig{Brokers: stack.KafkaBrokers, MaxAttempts: 30}); err != nil {
+	if p.pub, err = ingest.NewPublisher(ingest.PublisherConfig{Brokers: st.KafkaBrokers, MaxAttempts: 30}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.pub.Close() })
@@ -158,6 +175,18 @@ func newPipeline(t *testing.T, events int, seed int64, nParts int, configure ...
 		p.expected.Corpus.Lines, seed, p.expected.Corpus.Duplicates, p.expected.Corpus.Malformed,
 		time.Since(began).Round(time.Millisecond), nParts)
 	return p
+}
+
+// clusterDSN is the DSN of every replica of the cluster's first shard, in host order:
+// clickhouse-go dials them in that order, so a process reaches the first that answers.
+func clusterDSN(cc *stack.ClickHouseCluster) string {
+	var addrs []string
+	for _, h := range cc.Hosts {
+		if h.Shard == 1 {
+			addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(h.TCPPort))
+		}
+	}
+	return "clickhouse://default@" + strings.Join(addrs, ",") + "/default?dial_timeout=5s"
 }
 
 // split cuts the corpus into n parts of (nearly) equal line counts and counts the distinct
@@ -213,7 +242,7 @@ func (p *pipeline) openClickHouse() {
 	if p.ch != nil {
 		p.ch.Close()
 	}
-	ch, err := stores.OpenClickHouse(p.ctx, p.stack.ClickHouseDSN)
+	ch, err := stores.OpenClickHouse(p.ctx, p.dsn)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -458,7 +487,9 @@ func (p *pipeline) startWith(args, env []string) *member {
 	defer logf.Close()
 	m.cmd = exec.Command(binary, append([]string{"consume", "--log-format", "json", "--session-timeout", sessionTimeout.String(),
 		"--batch-size", strconv.Itoa(memberBatchSize)}, args...)...)
-	m.cmd.Env = append(append(os.Environ(), p.stack.Env()...), env...)
+	// The last of a variable's values wins (os/exec): env overrides the DSN, which overrides
+	// the stack's.
+	m.cmd.Env = append(append(append(os.Environ(), p.stack.Env()...), stack.EnvClickHouseDSN+"="+p.dsn), env...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test
 	if err := m.cmd.Start(); err != nil {
