@@ -351,7 +351,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			// The chunks before this one are complete in the open INSERTs unless this chunk's
 			// failure ended one of them: end them, and retry this chunk as a batch of its own
 			// (below); any of its rows the INSERTs took are stored again.
-			if errors.Is(err, errTooManyMonths) {
+			if errors.Is(err, errTooManyParts) {
 				c.cfg.Logger.Info("a chunk is stored as a batch of its own", "messages", len(msgs), "reason", err)
 			} else {
 				c.stats.retries.Add(1)

@@ -276,6 +276,16 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 	return batch, false, first
 }
 
+// messageTime is a raw row's inserted_at: m's record timestamp in UTC, to the second, so that a
+// message read again builds the same row (ingest.RowContext.InsertedAt); now when the broker
+// gave none.
+func messageTime(m *kafka.Message, now time.Time) time.Time {
+	if m.Time.IsZero() || m.Time.Unix() <= 0 {
+		return now.UTC().Truncate(time.Second)
+	}
+	return m.Time.UTC().Truncate(time.Second)
+}
+
 // parallelDecodeMin is the batch size from which events are decoded on several goroutines.
 const parallelDecodeMin = 1000
 
@@ -311,7 +321,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 	p.misuse = make([]*ingest.Event, 0, perTopic[ingest.TopicToolCalls])
 	p.misuseAt = make([]misuse.Position, 0, perTopic[ingest.TopicToolCalls])
 	p.toolCallStreams = make([]rollup.Stream, 0, perTopic[ingest.TopicToolCalls])
-	at := ingest.RowContext{InsertedAt: now.UTC().Truncate(time.Second), DefaultInstanceURL: c.cfg.DefaultInstanceURL, Keys: c.keys}
+	at := ingest.RowContext{DefaultInstanceURL: c.cfg.DefaultInstanceURL, Keys: c.keys}
 	c.windows.mu.Lock()
 	defer c.windows.mu.Unlock()
 	for i := range msgs {
@@ -361,7 +371,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 			slots[i] = ingest.ToolCallSlot{}
 			continue
 		}
-		at.Partition, at.Offset = int32(m.Partition), m.Offset
+		at.Partition, at.Offset, at.InsertedAt = int32(m.Partition), m.Offset, messageTime(m, now)
 		p.rows.Append(ev, at)
 		p.kept = append(p.kept, keptEvent{id: ev.UUID, kind: ev.Kind, name: ev.Name, at: ev.Timestamp, msg: i})
 		switch {

@@ -127,9 +127,9 @@ type rawInsert interface {
 // openBatch is a streamed batch whose raw INSERTs are open.
 type openBatch struct {
 	inserts []rawInsert // by index in rawTables; nil until a chunk has rows for the table
-	// months are the UTC months (year*12+month) of every time value of the rows sent: an
+	// parts are the partitions (rawPartKeys: month and Kafka partition) of the rows sent: an
 	// INSERT may write at most migrations.MaxPartitionsPerInsert of them.
-	months   map[int]bool
+	parts    map[int]bool
 	rollup   *rollup.Batch
 	result   batchResult
 	last     map[topicPartition]kafka.Message // each partition's last message (offsets only)
@@ -145,7 +145,7 @@ type openBatch struct {
 func (c *Consumer) newOpenBatch() *openBatch {
 	return &openBatch{
 		inserts: make([]rawInsert, len(rawTables)),
-		months:  map[int]bool{},
+		parts:   map[int]bool{},
 		rollup:  c.rollups.NewBatch(),
 		result:  batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}},
 		last:    map[topicPartition]kafka.Message{},
@@ -172,12 +172,12 @@ func (c *Consumer) streams(p *prepared) bool {
 	return true
 }
 
-// fits reports whether chunk months may join b's INSERTs without them writing more than
-// migrations.MaxPartitionsPerInsert months.
-func (b *openBatch) fits(months map[int]bool) bool {
-	n := len(b.months)
-	for m := range months {
-		if !b.months[m] {
+// fits reports whether a chunk whose rows fall in parts may join b's INSERTs without them
+// writing more than migrations.MaxPartitionsPerInsert partitions.
+func (b *openBatch) fits(parts map[int]bool) bool {
+	n := len(b.parts)
+	for m := range parts {
+		if !b.parts[m] {
 			n++
 		}
 	}
@@ -188,16 +188,16 @@ func (b *openBatch) fits(months map[int]bool) bool {
 // inserted at once (few, and their own tables), the raw rows sent into b's INSERTs, opening
 // those the batch has not opened yet. It refuses nothing: an error of any table is returned,
 // and the caller closes the batch without the chunk. So does a chunk whose rows would bring
-// the batch's INSERTs past migrations.MaxPartitionsPerInsert months (errTooManyMonths),
+// the batch's INSERTs past migrations.MaxPartitionsPerInsert partitions (errTooManyParts),
 // counted once its rows are complete (fillInvitationSentAt adds a time column).
 func (b *openBatch) insert(c *Consumer) rawInserter {
 	return func(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error) {
-		months := map[int]bool{}
+		parts := map[int]bool{}
 		for _, t := range rawTables {
-			t.months(rows, months)
+			t.parts(rows, parts)
 		}
-		if !b.fits(months) {
-			return nil, errTooManyMonths
+		if !b.fits(parts) {
+			return nil, errTooManyParts
 		}
 		tables, err := c.rawTablesToWrite(ctx, rows, res)
 		if err != nil {
@@ -223,15 +223,15 @@ func (b *openBatch) insert(c *Consumer) rawInserter {
 		if err := g.Wait(); err != nil {
 			return nil, err
 		}
-		maps.Copy(b.months, months)
+		maps.Copy(b.parts, parts)
 		return nil, nil
 	}
 }
 
-// errTooManyMonths: a chunk's rows would bring its streamed batch's INSERTs past
-// migrations.MaxPartitionsPerInsert months; it is stored as a batch of its own, whose inserts
-// are cut by months (byMonths).
-var errTooManyMonths = fmt.Errorf("its rows and the batch's span more than %d months: stored as a batch of its own", migrations.MaxPartitionsPerInsert)
+// errTooManyParts: a chunk's rows would bring its streamed batch's INSERTs past
+// migrations.MaxPartitionsPerInsert partitions (months × Kafka partitions); it is stored as a
+// batch of its own, whose inserts are cut by partitions (byParts).
+var errTooManyParts = fmt.Errorf("its rows and the batch's fall in more than %d partitions (months × Kafka partitions): stored as a batch of its own", migrations.MaxPartitionsPerInsert)
 
 // add merges chunk p, stored by storeRaw with b's insert, into b.
 func (b *openBatch) add(p *prepared) {

@@ -281,8 +281,17 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 		log.Info("applied migration", "version", m.Version, "name", m.Name, "statements", len(m.Statements), "took", time.Since(start).Round(time.Millisecond))
 		done = append(done, m)
 	}
+	if opts.Cluster == "" && (opts.Below == 0 || opts.Below > rawByPartitionVersion) {
+		if err := enableInsertDedup(ctx, conn, log); err != nil {
+			return done, err
+		}
+	}
 	return done, nil
 }
+
+// rawByPartitionVersion is the migration that partitions the raw tables by Kafka partition;
+// every raw table exists once it is applied.
+const rawByPartitionVersion = 44
 
 // ddlTimedOut explains a cluster statement that outlived Options.DDLTimeout (ClickHouse's
 // TIMEOUT_EXCEEDED, code 159, whose message counts the hosts that have not run it).
