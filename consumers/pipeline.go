@@ -33,6 +33,9 @@ import (
 // prepared is a fetched batch after prepare.
 type prepared struct {
 	msgs []kafka.Message
+	// ranges are each event partition's offsets in the batch, as recorded before its INSERTs
+	// ended (ranges.go); set once the batch is closed.
+	ranges map[topicPartition]batchRange
 	// rows are the raw rows of the valid events kept (ingest.Rows.Append), the served schemas
 	// collapsed (ingest.CollapseServedSchemas); kept says which events they are.
 	rows ingest.Rows
@@ -169,8 +172,9 @@ type keptEvent struct {
 // until ctx ends, then stops the readers and closes out. An empty batch (nothing arrived for
 // BatchWait, or before the open batch's age bound) is handed on too, so the store stage can
 // close the open batch and check for drain. opened is the open batch's opening as the store
-// stage sets it (nil: no age bound; fill).
-func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared, opened *batchOpened) {
+// stage sets it (nil: no age bound; fill). gates hold the partitions with recorded batch
+// ranges at each range's end (ranges.go).
+func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared, opened *batchOpened, gates rangeGates) {
 	defer close(out)
 	// The dedup windows first: a partition is read only once its window is as of the
 	// committed offset.
@@ -193,7 +197,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
 	}
 	msgs := make(chan kafka.Message, partitionQueue)
-	wait := c.partitionReaders(ctx, assignments, msgs)
+	wait := c.partitionReaders(ctx, assignments, msgs, gates)
 	defer wait()
 	last := 0 // the last non-empty batch's length: room for the next one (fill)
 	for {

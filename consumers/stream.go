@@ -133,6 +133,7 @@ type openBatch struct {
 	rollup   *rollup.Batch
 	result   batchResult
 	last     map[topicPartition]kafka.Message // each partition's last message (offsets only)
+	first    map[topicPartition]int64         // each partition's first offset
 	messages int
 	// opened is when the batch's first message was read (its first chunk's prepared.firstRead).
 	opened time.Time
@@ -149,6 +150,7 @@ func (c *Consumer) newOpenBatch() *openBatch {
 		rollup:  c.rollups.NewBatch(),
 		result:  batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}},
 		last:    map[topicPartition]kafka.Message{},
+		first:   map[topicPartition]int64{},
 		sent:    map[string]time.Time{},
 	}
 }
@@ -250,6 +252,9 @@ func (b *openBatch) add(p *prepared) {
 		if last, ok := b.last[k]; !ok || m.Offset > last.Offset {
 			b.last[k] = kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, HighWaterMark: m.HighWaterMark}
 		}
+		if first, ok := b.first[k]; !ok || m.Offset < first {
+			b.first[k] = m.Offset
+		}
 	}
 	if b.messages == 0 {
 		b.opened = p.firstRead
@@ -268,6 +273,66 @@ func (b *openBatch) full(cfg *Config, p *prepared, now time.Time) bool {
 		return false
 	}
 	return now.Sub(b.opened) >= cfg.BatchMaxAge && b.behind() < int64(cfg.BatchSize-b.messages)
+}
+
+// closes reports whether b closes after its last chunk, p. A batch holding a recorded range of
+// a partition (ranges.go) closes exactly once it holds every such range whole, whatever its
+// size or age, so that its parts are those the first attempt wrote; any other closes when full.
+func (b *openBatch) closes(cfg *Config, p *prepared, now time.Time, gates rangeGates) bool {
+	if bounded, complete := b.replaying(gates); bounded {
+		return complete
+	}
+	return b.full(cfg, p, now)
+}
+
+// replaying reports whether b holds the current recorded range of any partition and, if so,
+// whether it holds each of them whole.
+func (b *openBatch) replaying(gates rangeGates) (bounded, complete bool) {
+	if len(gates) == 0 {
+		return false, false
+	}
+	complete = true
+	for tp, first := range b.first {
+		g := gates[tp]
+		if g == nil {
+			continue
+		}
+		if held, whole := g.holds(first, b.last[tp].Offset); held {
+			bounded = true
+			complete = complete && whole
+		}
+	}
+	return bounded, complete
+}
+
+// endsRanges reports whether b, closing, holds every recorded range it began whole (true when
+// it holds none).
+func (b *openBatch) endsRanges(gates rangeGates) bool {
+	bounded, complete := b.replaying(gates)
+	return !bounded || complete
+}
+
+// nextRanges moves the gate of each partition whose recorded range b held whole to its next
+// range, letting its reader go on.
+func (b *openBatch) nextRanges(gates rangeGates) {
+	for tp, first := range b.first {
+		if g := gates[tp]; g != nil {
+			if held, whole := g.holds(first, b.last[tp].Offset); held && whole {
+				g.next()
+			}
+		}
+	}
+}
+
+// ranges are b's offsets of each event partition.
+func (b *openBatch) ranges() map[topicPartition]batchRange {
+	out := make(map[topicPartition]batchRange, len(b.first))
+	for tp, first := range b.first {
+		if dedupTopic(tp.topic) {
+			out[tp] = batchRange{first, b.last[tp].Offset + 1}
+		}
+	}
+	return out
 }
 
 // behind is how many messages the partitions b read held after b's last message of each, as
