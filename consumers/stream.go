@@ -252,6 +252,9 @@ func (b *openBatch) add(p *prepared) {
 		if last, ok := b.last[k]; !ok || m.Offset > last.Offset {
 			b.last[k] = kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, HighWaterMark: m.HighWaterMark}
 		}
+		if b.first == nil {
+			b.first = map[topicPartition]int64{}
+		}
 		if first, ok := b.first[k]; !ok || m.Offset < first {
 			b.first[k] = m.Offset
 		}
