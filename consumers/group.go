@@ -128,19 +128,19 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	stored := make(chan struct{})   // closed when the store stage is done with this generation
 	genCtxs := make(chan context.Context, 1)
 	openedAt := newBatchOpened() // the open batch's opening, for the fetch stage's fills
-	// Partitions whose uncommitted batches were recorded are read again range by range, in
+	// Uncommitted batches that were recorded are read again first, one batch each, in
 	// streamed batches only (ranges.go).
-	var gates rangeGates
+	var rp *replay
 	if c.cfg.ClickHouse.Stats().MaxOpenConns >= streamConns {
-		gates = c.loadRanges(ctx, gen.Assignments)
+		rp = c.loadReplay(ctx, gen.Assignments)
 	}
-	defer gates.off() // readers of a generation left early wait for nothing
+	defer rp.off() // readers of a generation left early wait for nothing
 	gen.Start(func(genCtx context.Context) {
 		genCtxs <- genCtx
 		fetchCtx, stop := context.WithCancel(runCtx)
 		defer stop()
 		defer context.AfterFunc(genCtx, stop)() // the coordinator ending the generation stops the fetch
-		c.fetchLoop(fetchCtx, gen.Assignments, batches, openedAt, gates)
+		c.fetchLoop(fetchCtx, gen.Assignments, batches, openedAt, rp)
 		<-stored // hold the generation until its batches are committed or dropped
 	})
 	genCtx := <-genCtxs
@@ -240,17 +240,20 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		openedAt.set(time.Time{})
 		if b.messages == 0 { // only a chunk that failed
 			b.abort()
-			gates.off()
+			rp.off()
 			return true
 		}
-		if failed != nil || !b.endsRanges(gates) {
-			gates.off() // its boundaries cannot follow the records any more
+		if rp.active() {
+			if failed == nil && rp.complete(b.lastOffsets()) {
+				defer rp.next() // the readers go on to the next recorded batch
+			} else {
+				rp.off() // its boundaries cannot follow the records any more
+			}
 		}
 		// Recorded before the INSERTs end, when ClickHouse writes their parts: a replay of
 		// the batch then holds exactly its ranges (ranges.go).
 		ranges := b.ranges()
 		c.recordRanges(ctx, ranges)
-		defer b.nextRanges(gates) // the readers held at the batch's ranges' ends go on
 		if failed == nil && c.endsAsync() {
 			sent := make(chan error, 1)
 			go func() { sent <- b.send(ctx) }()
@@ -316,7 +319,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		msgs := batch.msgs
 		if len(msgs) == 0 {
 			// Nothing more was waiting (cut), or the open batch reached its age bound.
-			if open != nil && open.closes(&c.cfg, batch, time.Now(), gates) && !closeOpen(nil) {
+			if open != nil && open.closes(&c.cfg, batch, time.Now(), rp) && !closeOpen(nil) {
 				return ctx.Err() != nil
 			}
 			if poll() != nil {
@@ -356,7 +359,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			if err == nil {
 				open.add(batch)
 				c.releaseRows(batch)
-				if open.closes(&c.cfg, batch, time.Now(), gates) {
+				if open.closes(&c.cfg, batch, time.Now(), rp) {
 					if !closeOpen(nil) {
 						return ctx.Err() != nil
 					}
@@ -386,7 +389,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		if sent := inFlight(); sent != nil {
 			batch.sentBefore = []map[string]time.Time{sent}
 		}
-		gates.off() // a chunk stored as a batch of its own: boundaries as they come
+		rp.off() // a chunk stored as a batch of its own: boundaries as they come
 		batch.ranges = rangesOf(batch.msgs)
 		c.recordRanges(ctx, batch.ranges)
 		err := c.retryStore(ctx, genCtx, batch, c.storeRaw) // while the previous batch commits
@@ -484,10 +487,9 @@ func (c *Consumer) commit(genCtx context.Context, gen *kafka.Generation, msgs []
 
 // partitionReaders starts one kafka-go partition reader per assignment, each at its
 // committed offset (or the first offset when none was committed), all feeding msgs until ctx
-// ends; a partition with a gate holds each message past a recorded range's end until the
-// batch holding the range closed (ranges.go). The returned wait blocks until every reader has
+// ends; while a recorded batch is replayed, each holds the messages outside it (ranges.go). The returned wait blocks until every reader has
 // stopped and closed.
-func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, msgs chan<- kafka.Message, gates rangeGates) (wait func()) {
+func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, msgs chan<- kafka.Message, rp *replay) (wait func()) {
 	var wg sync.WaitGroup
 	for topic, parts := range assignments {
 		for _, pa := range parts {
@@ -504,7 +506,7 @@ func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string]
 				Dialer:         fetchDialer,
 				ErrorLogger:    kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(c.cfg.Logger, fmt.Sprintf(msg, args...)) }),
 			})
-			gate := gates[topicPartition{topic, pa.ID}]
+			tp := topicPartition{topic, pa.ID}
 			wg.Go(func() {
 				defer r.Close()
 				sent := int64(-1) // the last offset delivered
@@ -530,7 +532,7 @@ func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string]
 						continue
 					}
 					backoff = c.cfg.RetryBackoff
-					if gate != nil && !gate.wait(ctx, m.Offset, sent) {
+					if !rp.wait(ctx, tp, m.Offset, sent) {
 						return
 					}
 					select {

@@ -172,9 +172,9 @@ type keptEvent struct {
 // until ctx ends, then stops the readers and closes out. An empty batch (nothing arrived for
 // BatchWait, or before the open batch's age bound) is handed on too, so the store stage can
 // close the open batch and check for drain. opened is the open batch's opening as the store
-// stage sets it (nil: no age bound; fill). gates hold the partitions with recorded batch
-// ranges at each range's end (ranges.go).
-func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared, opened *batchOpened, gates rangeGates) {
+// stage sets it (nil: no age bound; fill). rp replays the recorded uncommitted batches first
+// (ranges.go; nil for none).
+func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared, opened *batchOpened, rp *replay) {
 	defer close(out)
 	// The dedup windows first: a partition is read only once its window is as of the
 	// committed offset.
@@ -197,7 +197,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
 	}
 	msgs := make(chan kafka.Message, partitionQueue)
-	wait := c.partitionReaders(ctx, assignments, msgs, gates)
+	wait := c.partitionReaders(ctx, assignments, msgs, rp)
 	defer wait()
 	last := 0 // the last non-empty batch's length: room for the next one (fill)
 	for {

@@ -3,7 +3,6 @@ package consumers
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,7 +44,7 @@ const rangeWriteTimeout = 2 * time.Second
 // one slot of a Redis Cluster.
 func rangesKey(group string) string { return "mcpulse:batch-ranges:{" + group + "}" }
 
-// rangeField names one range in rangesKey: "topic/partition/start".
+// rangeField names one range: "topic/partition/start".
 func rangeField(tp topicPartition, start int64) string {
 	return tp.topic + "/" + strconv.Itoa(tp.partition) + "/" + strconv.FormatInt(start, 10)
 }
@@ -58,17 +57,60 @@ func parseRangeField(f string) (topicPartition, int64, error) {
 		j = strings.LastIndexByte(f[:i], '/')
 	}
 	if j <= 0 {
-		return topicPartition{}, 0, fmt.Errorf("batch range field %q is not topic/partition/start", f)
+		return topicPartition{}, 0, fmt.Errorf("batch range %q is not topic/partition/start", f)
 	}
 	p, err := strconv.Atoi(f[j+1 : i])
 	if err != nil {
-		return topicPartition{}, 0, fmt.Errorf("batch range field %q: partition: %w", f, err)
+		return topicPartition{}, 0, fmt.Errorf("batch range %q: partition: %w", f, err)
 	}
 	start, err := strconv.ParseInt(f[i+1:], 10, 64)
 	if err != nil {
-		return topicPartition{}, 0, fmt.Errorf("batch range field %q: start: %w", f, err)
+		return topicPartition{}, 0, fmt.Errorf("batch range %q: start: %w", f, err)
 	}
 	return topicPartition{f[:j], p}, start, nil
+}
+
+// batchRecord is a batch's record: its field (batchField) and value (encodeRanges).
+func batchField(ranges map[topicPartition]batchRange) string {
+	first := ""
+	for tp, r := range ranges {
+		if f := rangeField(tp, r.start); first == "" || f < first {
+			first = f
+		}
+	}
+	return first
+}
+
+// encodeRanges is a record's value: "topic/partition/start/end" per range, comma-separated,
+// sorted.
+func encodeRanges(ranges map[topicPartition]batchRange) string {
+	parts := make([]string, 0, len(ranges))
+	for tp, r := range ranges {
+		parts = append(parts, rangeField(tp, r.start)+"/"+strconv.FormatInt(r.end, 10))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// decodeRanges is encodeRanges' inverse.
+func decodeRanges(v string) (map[topicPartition]batchRange, error) {
+	out := map[topicPartition]batchRange{}
+	for _, part := range strings.Split(v, ",") {
+		i := strings.LastIndexByte(part, '/')
+		if i <= 0 {
+			return nil, fmt.Errorf("batch range %q is not topic/partition/start/end", part)
+		}
+		tp, start, err := parseRangeField(part[:i])
+		if err != nil {
+			return nil, err
+		}
+		end, err := strconv.ParseInt(part[i+1:], 10, 64)
+		if err != nil || end <= start {
+			return nil, fmt.Errorf("batch range %q: bad end", part)
+		}
+		out[tp] = batchRange{start, end}
+	}
+	return out, nil
 }
 
 // rangesOf returns each event partition's range in msgs, a batch's messages.
@@ -110,11 +152,7 @@ func (c *Consumer) recordRanges(ctx context.Context, ranges map[topicPartition]b
 		pipe.HDel(ctx, key, forget...)
 	}
 	if len(ranges) > 0 {
-		vals := make([]any, 0, 2*len(ranges))
-		for tp, r := range ranges {
-			vals = append(vals, rangeField(tp, r.start), r.end)
-		}
-		pipe.HSet(ctx, key, vals...)
+		pipe.HSet(ctx, key, batchField(ranges), encodeRanges(ranges))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.cfg.Logger.Warn("recording the batch's offset ranges in Redis failed; a replay of it is stored again and collapsed at merges", "err", err)
@@ -125,188 +163,249 @@ func (c *Consumer) recordRanges(ctx context.Context, ranges map[topicPartition]b
 	c.rangesMu.Unlock()
 }
 
-// committedRanges queues the fields of ranges, a committed batch's, for deletion with the next
-// record.
+// committedRanges queues the record of ranges, a committed batch's, for deletion with the
+// next record.
 func (c *Consumer) committedRanges(ranges map[topicPartition]batchRange) {
+	if len(ranges) == 0 {
+		return
+	}
 	c.rangesMu.Lock()
 	defer c.rangesMu.Unlock()
-	for tp, r := range ranges {
-		c.forget = append(c.forget, rangeField(tp, r.start))
+	c.forget = append(c.forget, batchField(ranges))
+}
+
+// phaseTimeout bounds how long the readers wait for one recorded batch to be replayed whole;
+// past it (a range the log no longer holds, say) the rest is read as it comes.
+const phaseTimeout = time.Minute
+
+// replay replays a generation's recorded batches, one batch each, before the partitions are
+// read as they come. Its methods are safe for concurrent use by the readers and the store
+// stage, and do nothing on a nil *replay.
+type replay struct {
+	mu     sync.Mutex
+	log    func(msg string, args ...any)
+	phases []map[topicPartition]batchRange // the recorded batches still to replay, in order
+	// reached: per partition of phases[0], the reader met an offset at or past its range's end
+	// and holds it; the value is the last offset it delivered before (with gaps in the log, or
+	// a range it no longer holds, the range is whole once the batch holds that).
+	reached map[topicPartition]int64
+	release chan struct{} // closed when phases[0] is done (next, off)
+	since   time.Time     // when phases[0] began
+}
+
+// active reports whether a recorded batch is being replayed.
+func (r *replay) active() bool {
+	if r == nil {
+		return false
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.phases) > 0
 }
 
-// rangeGate holds one partition's reader at the end of each recorded range, from its committed
-// offset on, until the batch holding the range closed. Its methods are safe for concurrent use
-// by the reader and the store stage.
-type rangeGate struct {
-	mu    sync.Mutex
-	start int64   // the current range's first offset
-	cuts  []int64 // the ends of the recorded ranges from start on, ascending; cuts[0] ends the current one
-	// reached: the reader met an offset at or past cuts[0] and holds it; below is the last
-	// offset it delivered before (start-1 if none): with gaps in the log, the range is
-	// complete once the batch holds below.
-	reached bool
-	below   int64
-	release chan struct{} // closed when the batch holding the current range closed
-}
-
-func newRangeGate(start int64, cuts []int64) *rangeGate {
-	return &rangeGate{start: start, cuts: cuts, below: start - 1, release: make(chan struct{})}
-}
-
-// wait is the reader's: before it delivers the message at offset (sent is the last offset it
-// delivered, or -1), it waits while offset is past the current range's end and the batch
-// holding the range is open. It returns false when ctx ended.
-func (g *rangeGate) wait(ctx context.Context, offset, sent int64) bool {
+// wait is the reader's of partition tp: before it delivers the message at offset (sent is the
+// last offset it delivered, or -1), it waits while a recorded batch is replayed that does not
+// hold the offset. It returns false when ctx ended.
+func (r *replay) wait(ctx context.Context, tp topicPartition, offset, sent int64) bool {
+	if r == nil {
+		return true
+	}
 	for {
-		g.mu.Lock()
-		if len(g.cuts) == 0 || offset < g.cuts[0] {
-			if len(g.cuts) > 0 && sent < g.start && offset > g.start {
-				g.start = offset // the range's head is gone from the log: it begins here
-			}
-			g.mu.Unlock()
+		r.mu.Lock()
+		if len(r.phases) == 0 {
+			r.mu.Unlock()
 			return true
 		}
-		if sent < g.start && !g.reached {
-			// Nothing of the range is left in the log (retention deleted it): no batch will
-			// hold it, so the next range begins here.
-			g.start, g.cuts = g.cuts[0], g.cuts[1:]
-			g.mu.Unlock()
-			continue
+		rg, in := r.phases[0][tp]
+		if in && offset < rg.end {
+			r.mu.Unlock()
+			return true // offsets below the range's start are not in the log: none arrives
 		}
-		if !g.reached {
-			g.reached = true
-			g.below = max(sent, g.start-1)
+		if in {
+			if _, ok := r.reached[tp]; !ok {
+				r.reached[tp] = max(sent, rg.start-1)
+			}
 		}
-		ch := g.release
-		g.mu.Unlock()
+		ch, left := r.release, phaseTimeout-time.Since(r.since)
+		r.mu.Unlock()
+		timer := time.NewTimer(max(left, 0))
 		select {
 		case <-ch:
+			timer.Stop()
+		case <-timer.C:
+			r.mu.Lock()
+			stuck := r.release == ch
+			r.mu.Unlock()
+			if stuck {
+				r.log("a recorded batch was not read again whole in time; reading the rest as it comes", "waited", phaseTimeout)
+				r.off()
+			}
 		case <-ctx.Done():
+			timer.Stop()
 			return false
 		}
 	}
 }
 
-// holds reports whether a batch whose offsets of the partition begin at first holds a recorded
-// range (the current one), and if so whether the batch, which holds up to last, holds all of it.
-func (g *rangeGate) holds(first, last int64) (bounded, complete bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.cuts) == 0 || first != g.start {
-		return false, false
+// complete reports whether a batch whose partitions end at last (each one's last offset)
+// holds the recorded batch being replayed whole (true when none is).
+func (r *replay) complete(last map[topicPartition]int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.phases) == 0 {
+		return true
 	}
-	return true, last >= g.cuts[0]-1 || (g.reached && last >= g.below)
+	for tp, rg := range r.phases[0] {
+		l, holds := last[tp]
+		if holds && l >= rg.end-1 {
+			continue
+		}
+		below, reached := r.reached[tp]
+		switch {
+		case !reached:
+			return false
+		case holds && l >= below:
+		case !holds && below < rg.start: // the log holds nothing of the range
+		default:
+			return false
+		}
+	}
+	return true
 }
 
-// next moves the gate to the range after the current one, whose batch closed, and lets the
-// reader go on.
-func (g *rangeGate) next() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.cuts) == 0 {
+// next ends the replay of the recorded batch whose batch closed whole, and lets the readers
+// go on to the next.
+func (r *replay) next() {
+	if r == nil {
 		return
 	}
-	g.start, g.cuts = g.cuts[0], g.cuts[1:]
-	g.reached, g.below = false, g.start-1
-	close(g.release)
-	g.release = make(chan struct{})
-}
-
-// off ends the gate: its reader goes on and no batch waits for a range.
-func (g *rangeGate) off() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.cuts) == 0 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.phases) == 0 {
 		return
 	}
-	g.cuts = nil
-	close(g.release)
-	g.release = make(chan struct{})
+	r.phases = r.phases[1:]
+	r.reached = map[topicPartition]int64{}
+	r.since = time.Now()
+	close(r.release)
+	r.release = make(chan struct{})
 }
 
-// rangeGates are a generation's gates, by partition; nil (or empty) when nothing is replayed.
-type rangeGates map[topicPartition]*rangeGate
-
-// off ends every gate: the batch boundaries can no longer follow the records (a chunk stored
-// as a batch of its own), so the rest is read as it comes.
-func (gs rangeGates) off() {
-	for _, g := range gs {
-		g.off()
+// off ends the replay: every reader goes on, and batches close as they would.
+func (r *replay) off() {
+	if r == nil {
+		return
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.phases) == 0 {
+		return
+	}
+	r.phases = nil
+	close(r.release)
+	r.release = make(chan struct{})
 }
 
-// loadRanges reads the recorded ranges of the generation's partitions that begin at each
-// one's committed offset (assignments' Offset; a partition without one begins at its lowest
-// recorded start), chained, and returns a gate for each partition that has any. It deletes the
-// fields below each partition's committed offset: their batches were committed. Best effort:
-// a failure is logged, and the partitions are read as they come.
-func (c *Consumer) loadRanges(ctx context.Context, assignments map[string][]kafka.PartitionAssignment) rangeGates {
+// loadReplay reads the recorded batches of the generation's partitions and orders those to
+// replay: a batch whose every range of a partition the member owns begins where that
+// partition's previous replayed range ended, from its committed offset (assignments' Offset;
+// a partition without one begins at its lowest recorded start). It queues for deletion the
+// records wholly below the committed offsets. nil when there is nothing to replay. Best
+// effort: a failure is logged, and the partitions are read as they come.
+func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafka.PartitionAssignment) *replay {
 	ctx, cancel := context.WithTimeout(ctx, rangeWriteTimeout)
 	defer cancel()
-	key := rangesKey(c.cfg.GroupID)
-	all, err := c.cfg.Redis.HGetAll(ctx, key).Result()
+	all, err := c.cfg.Redis.HGetAll(ctx, rangesKey(c.cfg.GroupID)).Result()
 	if err != nil {
 		c.cfg.Logger.Warn("reading the recorded batch ranges from Redis failed; partitions are read as they come", "err", err)
 		return nil
 	}
-	recorded := map[topicPartition]map[int64]int64{} // start → end
-	var stale []string                               // fields to delete with the next record
+	owned := map[topicPartition]int64{} // → committed offset (-1: none)
+	for topic, parts := range assignments {
+		if dedupTopic(topic) {
+			for _, pa := range parts {
+				owned[topicPartition{topic, pa.ID}] = pa.Offset
+			}
+		}
+	}
+	type record struct {
+		field  string
+		ranges map[topicPartition]batchRange // of the partitions owned
+	}
+	var records []record
+	var stale []string
+	lowest := map[topicPartition]int64{}
 	for f, v := range all {
-		tp, start, err := parseRangeField(f)
-		end, verr := strconv.ParseInt(v, 10, 64)
-		if err != nil || verr != nil || end <= start {
-			c.cfg.Logger.Warn("a recorded batch range is malformed; dropped", "field", f, "value", v)
+		ranges, err := decodeRanges(v)
+		if err != nil {
+			c.cfg.Logger.Warn("a recorded batch is malformed; dropped", "field", f, "err", err)
 			stale = append(stale, f)
 			continue
 		}
-		if recorded[tp] == nil {
-			recorded[tp] = map[int64]int64{}
-		}
-		recorded[tp][start] = end
-	}
-	gates := rangeGates{}
-	replayed := 0
-	for topic, parts := range assignments {
-		if !dedupTopic(topic) {
-			continue
-		}
-		for _, pa := range parts {
-			tp := topicPartition{topic, pa.ID}
-			byStart := recorded[tp]
-			if len(byStart) == 0 {
+		mine := map[topicPartition]batchRange{}
+		below := true // every range below its partition's committed offset
+		for tp, rg := range ranges {
+			committed, ok := owned[tp]
+			if !ok {
+				below = false // another member's to judge
 				continue
 			}
-			from := pa.Offset
-			if from < 0 {
-				from = slices.Min(slices.Collect(maps.Keys(byStart)))
+			if committed < 0 || rg.end > committed {
+				below = false
 			}
-			for start := range byStart {
-				if start < from {
-					stale = append(stale, rangeField(tp, start))
-				}
+			mine[tp] = rg
+			if l, ok := lowest[tp]; !ok || rg.start < l {
+				lowest[tp] = rg.start
 			}
-			var cuts []int64
-			for at := from; ; {
-				end, ok := byStart[at]
-				if !ok {
+		}
+		if below {
+			stale = append(stale, f)
+			continue
+		}
+		if len(mine) > 0 {
+			records = append(records, record{f, mine})
+		}
+	}
+	at := map[topicPartition]int64{} // each owned partition's next offset to replay from
+	for tp, committed := range owned {
+		if committed < 0 {
+			committed = lowest[tp]
+		}
+		at[tp] = committed
+	}
+	var phases []map[topicPartition]batchRange
+	for {
+		found := -1
+		for i, rec := range records {
+			ok := true
+			for tp, rg := range rec.ranges {
+				if rg.start != at[tp] {
+					ok = false
 					break
 				}
-				cuts = append(cuts, end)
-				at = end
 			}
-			if len(cuts) > 0 {
-				gates[tp] = newRangeGate(from, cuts)
-				replayed += len(cuts)
+			if ok {
+				found = i
+				break
 			}
+		}
+		if found < 0 {
+			break
+		}
+		rec := records[found]
+		records = slices.Delete(records, found, found+1)
+		phases = append(phases, rec.ranges)
+		for tp, rg := range rec.ranges {
+			at[tp] = rg.end
 		}
 	}
 	c.rangesMu.Lock()
 	c.forget = append(c.forget, stale...)
 	c.rangesMu.Unlock()
-	if replayed > 0 {
-		c.cfg.Logger.Info("reading uncommitted batches again at their recorded offset ranges, so ClickHouse drops what they stored before",
-			"partitions", len(gates), "ranges", replayed)
+	if len(phases) == 0 {
+		return nil
 	}
-	return gates
+	c.cfg.Logger.Info("reading uncommitted batches again at their recorded offset ranges, so ClickHouse drops what they stored before",
+		"batches", len(phases))
+	return &replay{log: c.cfg.Logger.Warn, phases: phases, reached: map[topicPartition]int64{}, release: make(chan struct{}), since: time.Now()}
 }

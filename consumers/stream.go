@@ -278,53 +278,23 @@ func (b *openBatch) full(cfg *Config, p *prepared, now time.Time) bool {
 	return now.Sub(b.opened) >= cfg.BatchMaxAge && b.behind() < int64(cfg.BatchSize-b.messages)
 }
 
-// closes reports whether b closes after its last chunk, p. A batch holding a recorded range of
-// a partition (ranges.go) closes exactly once it holds every such range whole, whatever its
-// size or age, so that its parts are those the first attempt wrote; any other closes when full.
-func (b *openBatch) closes(cfg *Config, p *prepared, now time.Time, gates rangeGates) bool {
-	if bounded, complete := b.replaying(gates); bounded {
-		return complete
+// closes reports whether b closes after its last chunk, p. While a recorded batch is replayed
+// (ranges.go), b closes exactly once it holds that batch whole, whatever its size or age, so
+// that its parts are those the first attempt wrote; otherwise when full.
+func (b *openBatch) closes(cfg *Config, p *prepared, now time.Time, rp *replay) bool {
+	if rp.active() {
+		return rp.complete(b.lastOffsets())
 	}
 	return b.full(cfg, p, now)
 }
 
-// replaying reports whether b holds the current recorded range of any partition and, if so,
-// whether it holds each of them whole.
-func (b *openBatch) replaying(gates rangeGates) (bounded, complete bool) {
-	if len(gates) == 0 {
-		return false, false
+// lastOffsets is each partition's last offset in b.
+func (b *openBatch) lastOffsets() map[topicPartition]int64 {
+	out := make(map[topicPartition]int64, len(b.last))
+	for tp, m := range b.last {
+		out[tp] = m.Offset
 	}
-	complete = true
-	for tp, first := range b.first {
-		g := gates[tp]
-		if g == nil {
-			continue
-		}
-		if held, whole := g.holds(first, b.last[tp].Offset); held {
-			bounded = true
-			complete = complete && whole
-		}
-	}
-	return bounded, complete
-}
-
-// endsRanges reports whether b, closing, holds every recorded range it began whole (true when
-// it holds none).
-func (b *openBatch) endsRanges(gates rangeGates) bool {
-	bounded, complete := b.replaying(gates)
-	return !bounded || complete
-}
-
-// nextRanges moves the gate of each partition whose recorded range b held whole to its next
-// range, letting its reader go on.
-func (b *openBatch) nextRanges(gates rangeGates) {
-	for tp, first := range b.first {
-		if g := gates[tp]; g != nil {
-			if held, whole := g.holds(first, b.last[tp].Offset); held && whole {
-				g.next()
-			}
-		}
-	}
+	return out
 }
 
 // ranges are b's offsets of each event partition.
