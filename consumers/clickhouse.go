@@ -31,8 +31,9 @@ type rawTable struct {
 	// open starts an INSERT into the table that a streamed batch's chunks send their rows
 	// into (stream.go).
 	open func(ctx context.Context, conn driver.Conn) (rawInsert, error)
-	// months adds the UTC months (year*12+month) of every time value of the table's rows.
-	months func(rows *ingest.Rows, to map[int]bool)
+	// parts adds the partitions the table's rows fall in (rawPartKeys): per time value, its
+	// UTC month with the row's Kafka partition.
+	parts func(rows *ingest.Rows, to map[int]bool)
 }
 
 // table describes a raw table whose rows of type T rows picks from a batch, each row of the
@@ -41,7 +42,7 @@ type rawTable struct {
 func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUID) rawTable {
 	t := mustTable[T](name)
 	t.BlockRows = rawBlockRows
-	times := structTimes[T]()
+	parts := rawPartKeys[T]()
 	return rawTable{
 		name: name,
 		len:  func(r *ingest.Rows) int { return len(rows(r)) },
@@ -52,20 +53,19 @@ func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUI
 			}
 			return &typedInsert[T]{in: in, rows: rows}, nil
 		},
-		months: func(r *ingest.Rows, to map[int]bool) {
-			var ts []time.Time
+		parts: func(r *ingest.Rows, to map[int]bool) {
+			var keys []int
 			for i, rs := 0, rows(r); i < len(rs); i++ {
-				ts = times(&rs[i], ts[:0])
-				for _, t := range ts {
-					y, m, _ := t.UTC().Date()
-					to[y*12+int(m)] = true
+				keys = parts(&rs[i], keys[:0])
+				for _, k := range keys {
+					to[k] = true
 				}
 			}
 		},
 		insert: func(ctx context.Context, conn driver.Conn, r *ingest.Rows) (map[uuid.UUID]error, int, error) {
 			var refused map[uuid.UUID]error
 			splits := 0
-			for _, chunk := range byMonths(rows(r), migrations.MaxPartitionsPerInsert, times) {
+			for _, chunk := range byParts(rows(r), migrations.MaxPartitionsPerInsert, parts) {
 				ref, n, err := insertSplitting(ctx, chunk, func(ctx context.Context, part []T) error {
 					return t.Insert(ctx, conn, part)
 				})
@@ -190,33 +190,36 @@ func insertBatch(ctx context.Context, conn driver.Conn, query string, rows []row
 // rollup a materialized view partitions by another of the row's times (the funnel by
 // invitation_sent_at) stays within the limit too.
 func byMonths[T any](rows []T, max int, times func(*T, []time.Time) []time.Time) [][]T {
+	return byParts(rows, max, monthKeys(times))
+}
+
+// byParts cuts rows, in order, into runs whose partition keys (keys appends a row's) number at
+// most max.
+func byParts[T any](rows []T, max int, keys func(*T, []int) []int) [][]T {
 	var (
-		out    [][]T
-		start  int
-		months []int // the distinct months of rows[start:i], as year*12+month
-		ts     []time.Time
-		own    []int
+		out   [][]T
+		start int
+		parts []int // the distinct keys of rows[start:i]
+		own   []int
 	)
 	for i := range rows {
-		own, ts = own[:0], times(&rows[i], ts[:0])
-		for _, t := range ts {
-			y, m, _ := t.UTC().Date()
-			own = append(own, y*12+int(m))
-		}
+		own = keys(&rows[i], own[:0])
+		slices.Sort(own)
+		own = slices.Compact(own) // a row's time values often share a month
 		added := 0
-		for _, m := range own {
-			if !slices.Contains(months, m) {
+		for _, k := range own {
+			if !slices.Contains(parts, k) {
 				added++
 			}
 		}
-		if len(months)+added > max && i > start {
+		if len(parts)+added > max && i > start {
 			out = append(out, rows[start:i])
 			start = i
-			months = months[:0]
+			parts = parts[:0]
 		}
-		for _, m := range own {
-			if !slices.Contains(months, m) {
-				months = append(months, m)
+		for _, k := range own {
+			if !slices.Contains(parts, k) {
+				parts = append(parts, k)
 			}
 		}
 	}
@@ -224,6 +227,46 @@ func byMonths[T any](rows []T, max int, times func(*T, []time.Time) []time.Time)
 		out = append(out, rows[start:])
 	}
 	return out
+}
+
+// monthKeys is the keys function (byParts) of a row's UTC months, year*12+month, one per time
+// value times appends.
+func monthKeys[T any](times func(*T, []time.Time) []time.Time) func(*T, []int) []int {
+	var ts []time.Time
+	return func(r *T, dst []int) []int {
+		ts = times(r, ts[:0])
+		for _, t := range ts {
+			y, m, _ := t.UTC().Date()
+			dst = append(dst, y*12+int(m))
+		}
+		return dst
+	}
+}
+
+// rawPartKeys is the keys function (byParts) of a raw row's partitions: for each of its time
+// values, its UTC month and the row's Kafka partition, (year*12+month)<<32 | partition. The raw
+// tables are partitioned by both (migration 0044); a rollup a view fills from them by a month
+// has no more partitions than this counts. A row without a KafkaPartition field counts its
+// months only.
+func rawPartKeys[T any]() func(*T, []int) []int {
+	months := monthKeys(structTimes[T]())
+	f, ok := reflect.TypeFor[T]().FieldByName("KafkaPartition")
+	if !ok {
+		return months // a table partitioned by month only (served_tool_schemas_in's)
+	}
+	if f.Type != reflect.TypeFor[int32]() {
+		panic(fmt.Sprintf("BUG: raw row %s: KafkaPartition is not an int32", reflect.TypeFor[T]()))
+	}
+	off := f.Offset
+	return func(r *T, dst []int) []int {
+		n := len(dst)
+		dst = months(r, dst)
+		p := int(uint32(*(*int32)(unsafe.Add(unsafe.Pointer(r), off))))
+		for i := n; i < len(dst); i++ {
+			dst[i] = dst[i]<<32 | p
+		}
+		return dst
+	}
 }
 
 // rowTimes appends the time.Time and non-nil *time.Time values of r.

@@ -68,6 +68,10 @@ type Consumer struct {
 	// replayUntil holds, per partition, the last offset of a streamed batch that failed: the
 	// chunks up to it are stored one per batch (stream.go). Store stage only.
 	replayUntil map[topicPartition]int64
+	// forget are the batch-range fields of batches committed since the last record, deleted
+	// with the next (ranges.go); rangesMu guards it.
+	rangesMu sync.Mutex
+	forget   []string
 	// freeToolCallRows holds the tool-call row slices of chunks whose rows were stored, for
 	// the next chunks to fill (pipeline.go).
 	freeToolCallRows chan []ingest.ToolCallRow

@@ -128,12 +128,19 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	stored := make(chan struct{})   // closed when the store stage is done with this generation
 	genCtxs := make(chan context.Context, 1)
 	openedAt := newBatchOpened() // the open batch's opening, for the fetch stage's fills
+	// Uncommitted batches that were recorded are read again first, one batch each, in
+	// streamed batches only (ranges.go).
+	var rp *replay
+	if c.cfg.ClickHouse.Stats().MaxOpenConns >= streamConns {
+		rp = c.loadReplay(ctx, gen.Assignments)
+	}
+	defer rp.off() // readers of a generation left early wait for nothing
 	gen.Start(func(genCtx context.Context) {
 		genCtxs <- genCtx
 		fetchCtx, stop := context.WithCancel(runCtx)
 		defer stop()
 		defer context.AfterFunc(genCtx, stop)() // the coordinator ending the generation stops the fetch
-		c.fetchLoop(fetchCtx, gen.Assignments, batches, openedAt)
+		c.fetchLoop(fetchCtx, gen.Assignments, batches, openedAt, rp)
 		<-stored // hold the generation until its batches are committed or dropped
 	})
 	genCtx := <-genCtxs
@@ -158,6 +165,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		var failed *sendFailure
 		switch {
 		case err == nil:
+			c.committedRanges(pending.ranges)
 			c.windows.commit(pending.msgs)
 			for i := range pending.msgs {
 				m := &pending.msgs[i]
@@ -203,7 +211,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	// toCommit hands batch p, stored, to the commit stage, run on its own goroutine while the
 	// next batch is stored.
 	toCommit := func(p *prepared) {
-		pending = &committing{msgs: p.msgs, done: make(chan error, 1)}
+		pending = &committing{msgs: p.msgs, ranges: p.ranges, done: make(chan error, 1)}
 		go func(done chan<- error) { done <- c.commitStage(ctx, genCtx, gen, p) }(pending.done)
 	}
 	// open is the streamed batch whose INSERTs are open (stream.go); nil when none.
@@ -232,8 +240,20 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		openedAt.set(time.Time{})
 		if b.messages == 0 { // only a chunk that failed
 			b.abort()
+			rp.off()
 			return true
 		}
+		if rp.active() {
+			if failed == nil && rp.complete(b.lastOffsets()) {
+				defer rp.next() // the readers go on to the next recorded batch
+			} else {
+				rp.off() // its boundaries cannot follow the records any more
+			}
+		}
+		// Recorded before the INSERTs end, when ClickHouse writes their parts: a replay of
+		// the batch then holds exactly its ranges (ranges.go).
+		ranges := b.ranges()
+		c.recordRanges(ctx, ranges)
 		if failed == nil && c.endsAsync() {
 			sent := make(chan error, 1)
 			go func() { sent <- b.send(ctx) }()
@@ -243,7 +263,8 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 				return false // logged by the commit stage, or by streamFailed
 			}
 			p := b.closed()
-			pending = &committing{msgs: p.msgs, done: make(chan error, 1), sending: b}
+			p.ranges = ranges
+			pending = &committing{msgs: p.msgs, ranges: ranges, done: make(chan error, 1), sending: b}
 			go func(done chan<- error) {
 				// The batch's rollup rows are computed (their cells loaded) while its INSERTs
 				// end; only their insert waits for the INSERTs. A failure is the commit
@@ -273,7 +294,9 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		if settle() != nil {
 			return false // logged by the commit stage
 		}
-		toCommit(b.closed())
+		p := b.closed()
+		p.ranges = ranges
+		toCommit(p)
 		return true
 	}
 
@@ -296,7 +319,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		msgs := batch.msgs
 		if len(msgs) == 0 {
 			// Nothing more was waiting (cut), or the open batch reached its age bound.
-			if open != nil && open.full(&c.cfg, batch, time.Now()) && !closeOpen(nil) {
+			if open != nil && open.closes(&c.cfg, batch, time.Now(), rp) && !closeOpen(nil) {
 				return ctx.Err() != nil
 			}
 			if poll() != nil {
@@ -336,7 +359,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			if err == nil {
 				open.add(batch)
 				c.releaseRows(batch)
-				if open.full(&c.cfg, batch, time.Now()) {
+				if open.closes(&c.cfg, batch, time.Now(), rp) {
 					if !closeOpen(nil) {
 						return ctx.Err() != nil
 					}
@@ -351,7 +374,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			// The chunks before this one are complete in the open INSERTs unless this chunk's
 			// failure ended one of them: end them, and retry this chunk as a batch of its own
 			// (below); any of its rows the INSERTs took are stored again.
-			if errors.Is(err, errTooManyMonths) {
+			if errors.Is(err, errTooManyParts) {
 				c.cfg.Logger.Info("a chunk is stored as a batch of its own", "messages", len(msgs), "reason", err)
 			} else {
 				c.stats.retries.Add(1)
@@ -366,6 +389,9 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		if sent := inFlight(); sent != nil {
 			batch.sentBefore = []map[string]time.Time{sent}
 		}
+		rp.off() // a chunk stored as a batch of its own: boundaries as they come
+		batch.ranges = rangesOf(batch.msgs)
+		c.recordRanges(ctx, batch.ranges)
 		err := c.retryStore(ctx, genCtx, batch, c.storeRaw) // while the previous batch commits
 		if settle() != nil {
 			return ctx.Err() != nil // logged by the commit stage
@@ -385,8 +411,9 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 
 // committing is a batch in the commit stage.
 type committing struct {
-	msgs []kafka.Message
-	done chan error // receives the stage's outcome: nil once the batch is committed
+	msgs   []kafka.Message
+	ranges map[topicPartition]batchRange // the batch's recorded ranges (ranges.go)
+	done   chan error                    // receives the stage's outcome: nil once the batch is committed
 	// sending is the streamed batch whose INSERTs the stage ends first; nil for a batch
 	// stored before it reached the stage.
 	sending *openBatch
@@ -460,8 +487,9 @@ func (c *Consumer) commit(genCtx context.Context, gen *kafka.Generation, msgs []
 
 // partitionReaders starts one kafka-go partition reader per assignment, each at its
 // committed offset (or the first offset when none was committed), all feeding msgs until ctx
-// ends. The returned wait blocks until every reader has stopped and closed.
-func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, msgs chan<- kafka.Message) (wait func()) {
+// ends; while a recorded batch is replayed, each holds the messages outside it (ranges.go). The returned wait blocks until every reader has
+// stopped and closed.
+func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, msgs chan<- kafka.Message, rp *replay) (wait func()) {
 	var wg sync.WaitGroup
 	for topic, parts := range assignments {
 		for _, pa := range parts {
@@ -478,8 +506,10 @@ func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string]
 				Dialer:         fetchDialer,
 				ErrorLogger:    kafka.LoggerFunc(func(msg string, args ...any) { logReaderError(c.cfg.Logger, fmt.Sprintf(msg, args...)) }),
 			})
+			tp := topicPartition{topic, pa.ID}
 			wg.Go(func() {
 				defer r.Close()
+				sent := int64(-1) // the last offset delivered
 				if err := r.SetOffset(pa.Offset); err != nil {
 					c.cfg.Logger.Error("kafka partition reader: setting the start offset", "topic", topic, "partition", pa.ID, "offset", pa.Offset, "err", err)
 					return
@@ -502,8 +532,12 @@ func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string]
 						continue
 					}
 					backoff = c.cfg.RetryBackoff
+					if !rp.wait(ctx, tp, m.Offset, sent) {
+						return
+					}
 					select {
 					case msgs <- m:
+						sent = m.Offset
 					case <-ctx.Done():
 						return
 					}

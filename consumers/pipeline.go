@@ -33,6 +33,9 @@ import (
 // prepared is a fetched batch after prepare.
 type prepared struct {
 	msgs []kafka.Message
+	// ranges are each event partition's offsets in the batch, as recorded before its INSERTs
+	// ended (ranges.go); set once the batch is closed.
+	ranges map[topicPartition]batchRange
 	// rows are the raw rows of the valid events kept (ingest.Rows.Append), the served schemas
 	// collapsed (ingest.CollapseServedSchemas); kept says which events they are.
 	rows ingest.Rows
@@ -169,8 +172,9 @@ type keptEvent struct {
 // until ctx ends, then stops the readers and closes out. An empty batch (nothing arrived for
 // BatchWait, or before the open batch's age bound) is handed on too, so the store stage can
 // close the open batch and check for drain. opened is the open batch's opening as the store
-// stage sets it (nil: no age bound; fill).
-func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared, opened *batchOpened) {
+// stage sets it (nil: no age bound; fill). rp replays the recorded uncommitted batches first
+// (ranges.go; nil for none).
+func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, out chan<- *prepared, opened *batchOpened, rp *replay) {
 	defer close(out)
 	// The dedup windows first: a partition is read only once its window is as of the
 	// committed offset.
@@ -193,7 +197,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 		backoff = min(backoff*2, c.cfg.MaxRetryBackoff)
 	}
 	msgs := make(chan kafka.Message, partitionQueue)
-	wait := c.partitionReaders(ctx, assignments, msgs)
+	wait := c.partitionReaders(ctx, assignments, msgs, rp)
 	defer wait()
 	last := 0 // the last non-empty batch's length: room for the next one (fill)
 	for {
@@ -276,6 +280,16 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 	return batch, false, first
 }
 
+// messageTime is a raw row's inserted_at: m's record timestamp in UTC, to the second, so that a
+// message read again builds the same row (ingest.RowContext.InsertedAt); now when the broker
+// gave none.
+func messageTime(m *kafka.Message, now time.Time) time.Time {
+	if m.Time.IsZero() || m.Time.Unix() <= 0 {
+		return now.UTC().Truncate(time.Second)
+	}
+	return m.Time.UTC().Truncate(time.Second)
+}
+
 // parallelDecodeMin is the batch size from which events are decoded on several goroutines.
 const parallelDecodeMin = 1000
 
@@ -311,7 +325,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 	p.misuse = make([]*ingest.Event, 0, perTopic[ingest.TopicToolCalls])
 	p.misuseAt = make([]misuse.Position, 0, perTopic[ingest.TopicToolCalls])
 	p.toolCallStreams = make([]rollup.Stream, 0, perTopic[ingest.TopicToolCalls])
-	at := ingest.RowContext{InsertedAt: now.UTC().Truncate(time.Second), DefaultInstanceURL: c.cfg.DefaultInstanceURL, Keys: c.keys}
+	at := ingest.RowContext{DefaultInstanceURL: c.cfg.DefaultInstanceURL, Keys: c.keys}
 	c.windows.mu.Lock()
 	defer c.windows.mu.Unlock()
 	for i := range msgs {
@@ -361,7 +375,7 @@ func (c *Consumer) prepare(msgs []kafka.Message) *prepared {
 			slots[i] = ingest.ToolCallSlot{}
 			continue
 		}
-		at.Partition, at.Offset = int32(m.Partition), m.Offset
+		at.Partition, at.Offset, at.InsertedAt = int32(m.Partition), m.Offset, messageTime(m, now)
 		p.rows.Append(ev, at)
 		p.kept = append(p.kept, keptEvent{id: ev.UUID, kind: ev.Kind, name: ev.Name, at: ev.Timestamp, msg: i})
 		switch {

@@ -127,12 +127,13 @@ type rawInsert interface {
 // openBatch is a streamed batch whose raw INSERTs are open.
 type openBatch struct {
 	inserts []rawInsert // by index in rawTables; nil until a chunk has rows for the table
-	// months are the UTC months (year*12+month) of every time value of the rows sent: an
+	// parts are the partitions (rawPartKeys: month and Kafka partition) of the rows sent: an
 	// INSERT may write at most migrations.MaxPartitionsPerInsert of them.
-	months   map[int]bool
+	parts    map[int]bool
 	rollup   *rollup.Batch
 	result   batchResult
 	last     map[topicPartition]kafka.Message // each partition's last message (offsets only)
+	first    map[topicPartition]int64         // each partition's first offset
 	messages int
 	// opened is when the batch's first message was read (its first chunk's prepared.firstRead).
 	opened time.Time
@@ -145,10 +146,11 @@ type openBatch struct {
 func (c *Consumer) newOpenBatch() *openBatch {
 	return &openBatch{
 		inserts: make([]rawInsert, len(rawTables)),
-		months:  map[int]bool{},
+		parts:   map[int]bool{},
 		rollup:  c.rollups.NewBatch(),
 		result:  batchResult{suppression: map[string]int64{}, stored: map[*ingest.Kind]int64{}},
 		last:    map[topicPartition]kafka.Message{},
+		first:   map[topicPartition]int64{},
 		sent:    map[string]time.Time{},
 	}
 }
@@ -172,12 +174,12 @@ func (c *Consumer) streams(p *prepared) bool {
 	return true
 }
 
-// fits reports whether chunk months may join b's INSERTs without them writing more than
-// migrations.MaxPartitionsPerInsert months.
-func (b *openBatch) fits(months map[int]bool) bool {
-	n := len(b.months)
-	for m := range months {
-		if !b.months[m] {
+// fits reports whether a chunk whose rows fall in parts may join b's INSERTs without them
+// writing more than migrations.MaxPartitionsPerInsert partitions.
+func (b *openBatch) fits(parts map[int]bool) bool {
+	n := len(b.parts)
+	for m := range parts {
+		if !b.parts[m] {
 			n++
 		}
 	}
@@ -188,16 +190,16 @@ func (b *openBatch) fits(months map[int]bool) bool {
 // inserted at once (few, and their own tables), the raw rows sent into b's INSERTs, opening
 // those the batch has not opened yet. It refuses nothing: an error of any table is returned,
 // and the caller closes the batch without the chunk. So does a chunk whose rows would bring
-// the batch's INSERTs past migrations.MaxPartitionsPerInsert months (errTooManyMonths),
+// the batch's INSERTs past migrations.MaxPartitionsPerInsert partitions (errTooManyParts),
 // counted once its rows are complete (fillInvitationSentAt adds a time column).
 func (b *openBatch) insert(c *Consumer) rawInserter {
 	return func(ctx context.Context, rows *ingest.Rows, deadRows, auditRows []row, res *batchResult) (map[uuid.UUID]string, error) {
-		months := map[int]bool{}
+		parts := map[int]bool{}
 		for _, t := range rawTables {
-			t.months(rows, months)
+			t.parts(rows, parts)
 		}
-		if !b.fits(months) {
-			return nil, errTooManyMonths
+		if !b.fits(parts) {
+			return nil, errTooManyParts
 		}
 		tables, err := c.rawTablesToWrite(ctx, rows, res)
 		if err != nil {
@@ -223,15 +225,15 @@ func (b *openBatch) insert(c *Consumer) rawInserter {
 		if err := g.Wait(); err != nil {
 			return nil, err
 		}
-		maps.Copy(b.months, months)
+		maps.Copy(b.parts, parts)
 		return nil, nil
 	}
 }
 
-// errTooManyMonths: a chunk's rows would bring its streamed batch's INSERTs past
-// migrations.MaxPartitionsPerInsert months; it is stored as a batch of its own, whose inserts
-// are cut by months (byMonths).
-var errTooManyMonths = fmt.Errorf("its rows and the batch's span more than %d months: stored as a batch of its own", migrations.MaxPartitionsPerInsert)
+// errTooManyParts: a chunk's rows would bring its streamed batch's INSERTs past
+// migrations.MaxPartitionsPerInsert partitions (months × Kafka partitions); it is stored as a
+// batch of its own, whose inserts are cut by partitions (byParts).
+var errTooManyParts = fmt.Errorf("its rows and the batch's fall in more than %d partitions (months × Kafka partitions): stored as a batch of its own", migrations.MaxPartitionsPerInsert)
 
 // add merges chunk p, stored by storeRaw with b's insert, into b.
 func (b *openBatch) add(p *prepared) {
@@ -249,6 +251,12 @@ func (b *openBatch) add(p *prepared) {
 		k := topicPartition{m.Topic, m.Partition}
 		if last, ok := b.last[k]; !ok || m.Offset > last.Offset {
 			b.last[k] = kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, HighWaterMark: m.HighWaterMark}
+		}
+		if b.first == nil {
+			b.first = map[topicPartition]int64{}
+		}
+		if first, ok := b.first[k]; !ok || m.Offset < first {
+			b.first[k] = m.Offset
 		}
 	}
 	if b.messages == 0 {
@@ -268,6 +276,36 @@ func (b *openBatch) full(cfg *Config, p *prepared, now time.Time) bool {
 		return false
 	}
 	return now.Sub(b.opened) >= cfg.BatchMaxAge && b.behind() < int64(cfg.BatchSize-b.messages)
+}
+
+// closes reports whether b closes after its last chunk, p. While a recorded batch is replayed
+// (ranges.go), b closes exactly once it holds that batch whole, whatever its size or age, so
+// that its parts are those the first attempt wrote; otherwise when full.
+func (b *openBatch) closes(cfg *Config, p *prepared, now time.Time, rp *replay) bool {
+	if rp.active() {
+		return rp.complete(b.lastOffsets())
+	}
+	return b.full(cfg, p, now)
+}
+
+// lastOffsets is each partition's last offset in b.
+func (b *openBatch) lastOffsets() map[topicPartition]int64 {
+	out := make(map[topicPartition]int64, len(b.last))
+	for tp, m := range b.last {
+		out[tp] = m.Offset
+	}
+	return out
+}
+
+// ranges are b's offsets of each event partition.
+func (b *openBatch) ranges() map[topicPartition]batchRange {
+	out := make(map[topicPartition]batchRange, len(b.first))
+	for tp, first := range b.first {
+		if dedupTopic(tp.topic) {
+			out[tp] = batchRange{first, b.last[tp].Offset + 1}
+		}
+	}
+	return out
 }
 
 // behind is how many messages the partitions b read held after b's last message of each, as

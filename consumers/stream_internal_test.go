@@ -12,21 +12,21 @@ import (
 )
 
 // A chunk joins a streamed batch only while the batch's INSERTs would write at most
-// migrations.MaxPartitionsPerInsert months (current ClickHouse refuses more per block, and it
-// squashes an INSERT's blocks).
-func TestAChunkJoinsABatchWhileItsMonthsFit(t *testing.T) {
-	b := &openBatch{months: map[int]bool{}}
+// migrations.MaxPartitionsPerInsert partitions (current ClickHouse refuses more per block, and
+// it squashes an INSERT's blocks).
+func TestAChunkJoinsABatchWhileItsPartitionsFit(t *testing.T) {
+	b := &openBatch{parts: map[int]bool{}}
 	for m := range migrations.MaxPartitionsPerInsert - 1 {
-		b.months[24000+m] = true
+		b.parts[24000+m] = true
 	}
 	for _, tc := range []struct {
 		name   string
 		months []int
 		want   bool
 	}{
-		{"months the batch holds", []int{24000, 24001}, true},
-		{"one new month: at the limit", []int{24000, 30000}, true},
-		{"two new months: over it", []int{30000, 30001}, false},
+		{"partitions the batch holds", []int{24000, 24001}, true},
+		{"one new partition: at the limit", []int{24000, 30000}, true},
+		{"two new partitions: over it", []int{30000, 30001}, false},
 		{"no rows", nil, true},
 	} {
 		chunk := map[int]bool{}
@@ -105,5 +105,46 @@ func TestAStreamedBatchClosesAtItsSizeACutChunkOrItsMaxAge(t *testing.T) {
 		if got, want := b.full(&unbounded, last, tc.now.Add(time.Hour)), b.messages >= 100 || last.cut; got != want {
 			t.Errorf("%s, no max age, an hour later: full = %v, want %v", tc.name, got, want)
 		}
+	}
+}
+
+// A raw row falls in one partition per time value: its UTC month with its Kafka partition, so
+// the rows of one month read from two Kafka partitions make two, and an invitation response
+// with its invitation's send time in another month makes two of its own.
+func TestRawRowsFallInAPartitionPerMonthAndKafkaPartition(t *testing.T) {
+	keys := rawPartKeys[ingest.RecruitmentRow]()
+	dec := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	nov := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	rows := []ingest.RecruitmentRow{
+		{Timestamp: dec, KafkaPartition: 0, InsertedAt: dec},
+		{Timestamp: dec, KafkaPartition: 3, InsertedAt: dec},
+		{Timestamp: dec, KafkaPartition: 3, InsertedAt: dec, InvitationSentAt: &nov},
+	}
+	parts := map[int]bool{}
+	var own []int
+	for i := range rows {
+		own = keys(&rows[i], own[:0])
+		for _, k := range own {
+			parts[k] = true
+		}
+	}
+	month := func(t time.Time) int { y, m, _ := t.Date(); return y*12 + int(m) }
+	want := map[int]bool{month(dec) << 32: true, month(dec)<<32 | 3: true, month(nov)<<32 | 3: true}
+	if len(parts) != len(want) {
+		t.Fatalf("partitions %v, want %v", parts, want)
+	}
+	for k := range want {
+		if !parts[k] {
+			t.Errorf("partition %d (month %d, Kafka partition %d) missing from %v", k, k>>32, k&0xffffffff, parts)
+		}
+	}
+	if got := byParts(rows, 2, keys); len(got) != 2 || len(got[0]) != 2 || len(got[1]) != 1 {
+		t.Errorf("byParts at most 2 partitions: runs of %v rows, want [2 1]", func() []int {
+			var n []int
+			for _, r := range got {
+				n = append(n, len(r))
+			}
+			return n
+		}())
 	}
 }

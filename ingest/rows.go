@@ -20,9 +20,13 @@ import (
 // RowContext is what a raw row holds besides its event: where the consumer read it, when,
 // and the deployment's defaults.
 type RowContext struct {
-	Partition  int32     // Kafka partition the event was read from
-	Offset     int64     // its offset there
-	InsertedAt time.Time // when the consumer stored it (UTC)
+	Partition int32 // Kafka partition the event was read from
+	Offset    int64 // its offset there
+	// InsertedAt is the time Kafka gives the event's message (its record timestamp, UTC, to
+	// the second), not the time of the insert: a batch read again after a crash must build
+	// the very same rows, so that ClickHouse drops the replayed block (DESIGN.md §5, "Replays
+	// dedup at insert").
+	InsertedAt time.Time
 	// DefaultInstanceURL stands in for a recruitment event's missing instance_url.
 	DefaultInstanceURL string
 	// Keys tells the ignored keys MCP clients inject on their own (not counted as mistakes).

@@ -204,6 +204,14 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 		}
 	}
 	ddlCtx := ctx // the context of the schema statements: on a cluster, with the DDL timeout
+	settings := clickhouse.Settings{}
+	lifted, err := liftPartitionLimit(ctx, conn, settings)
+	if err != nil {
+		return nil, err
+	}
+	if lifted {
+		ddlCtx = clickhouse.Context(ctx, clickhouse.WithSettings(settings))
+	}
 	if opts.Cluster != "" {
 		began := time.Now()
 		hosts, err := Preflight(ctx, conn, opts.Cluster, opts.PreflightTimeout)
@@ -214,10 +222,11 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 		if opts.DDLTimeout == 0 {
 			opts.DDLTimeout = DefaultDDLTimeout
 		}
-		settings, err := DDLTimeoutSettings(conn, opts.DDLTimeout)
+		timeout, err := DDLTimeoutSettings(conn, opts.DDLTimeout)
 		if err != nil {
 			return nil, err
 		}
+		maps.Copy(settings, timeout)
 		if opts.Sharded {
 			// The backfills insert through Distributed tables; the next statement reads them.
 			settings["insert_distributed_sync"] = 1
@@ -281,8 +290,35 @@ func UpWith(ctx context.Context, conn driver.Conn, log *slog.Logger, opts Option
 		log.Info("applied migration", "version", m.Version, "name", m.Name, "statements", len(m.Statements), "took", time.Since(start).Round(time.Millisecond))
 		done = append(done, m)
 	}
+	if opts.Cluster == "" && (opts.Below == 0 || opts.Below > rawByPartitionVersion) {
+		if err := enableInsertDedup(ctx, conn, log); err != nil {
+			return done, err
+		}
+	}
 	return done, nil
 }
+
+// liftPartitionLimit adds max_partitions_per_insert_block = 0 (no limit) to settings when the
+// server knows the setting (current releases; 18.16 has no limit and refuses the name), and
+// reports whether it did. A migration copying a table whose partition key is finer than a month
+// (0044: month and Kafka partition) writes as many partitions as the table holds in one
+// INSERT ... SELECT, which current releases refuse beyond 100 (code 252) unless lifted; the
+// copy's parts are merged afterwards like any other.
+func liftPartitionLimit(ctx context.Context, conn driver.Conn, settings clickhouse.Settings) (bool, error) {
+	var known uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.settings WHERE name = 'max_partitions_per_insert_block'").Scan(&known); err != nil {
+		return false, fmt.Errorf("look up max_partitions_per_insert_block: %w", err)
+	}
+	if known == 0 {
+		return false, nil
+	}
+	settings["max_partitions_per_insert_block"] = 0
+	return true, nil
+}
+
+// rawByPartitionVersion is the migration that partitions the raw tables by Kafka partition;
+// every raw table exists once it is applied.
+const rawByPartitionVersion = 44
 
 // ddlTimedOut explains a cluster statement that outlived Options.DDLTimeout (ClickHouse's
 // TIMEOUT_EXCEEDED, code 159, whose message counts the hosts that have not run it).

@@ -37,8 +37,15 @@ func columnsOf(expr string) []string {
 	return cols
 }
 
+// sameForEveryCopy are the columns outside a sort key that every copy of one event holds alike,
+// so a partition key may read them too: kafka_partition, because the producer's message key
+// (distinct_id, or the identity hash) picks the partition, so a redelivered event lands on the
+// partition its first copy did (until partitions are added: docs/scaling.md).
+var sameForEveryCopy = map[string]bool{"kafka_partition": true}
+
 // After every migration, each table whose engine collapses rows has a partition key made only of
-// columns in its sort key, so every version of a row lands in the same partition.
+// columns in its sort key (or sameForEveryCopy), so every version of a row lands in the same
+// partition.
 func TestCollapsingTablesPartitionByTheirSortKey(t *testing.T) {
 	s := stack.ForTest(t)
 	ctx := context.Background()
@@ -93,7 +100,7 @@ func TestCollapsingTablesPartitionByTheirSortKey(t *testing.T) {
 			sortCols[c] = true
 		}
 		for _, c := range columnsOf(strings.TrimPrefix(ct.Engine.PartitionBy.String(), "PARTITION BY")) {
-			if !sortCols[c] {
+			if !sortCols[c] && !sameForEveryCopy[c] {
 				t.Errorf("%s: partition key %s reads column %s, which is not in the sort key %s",
 					table, ct.Engine.PartitionBy.String(), c, ct.Engine.OrderBy.String())
 			}

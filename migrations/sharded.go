@@ -52,6 +52,27 @@ var ShardingKeys = map[string]string{
 	"other_events":               keyDistinctID,
 	"tools_list_events":          keyDistinctID,
 
+	// The raw tables rebuilt partitioned by Kafka partition (migration 0044), under their
+	// names while they are built and swapped.
+	"tool_calls_by_stream":                 keyDistinctID,
+	"tool_calls_by_month":                  keyDistinctID,
+	"recruitment_events_by_stream":         keyIdentity,
+	"recruitment_events_by_month":          keyIdentity,
+	"mcp_initialize_events_by_stream":      keyDistinctID,
+	"mcp_initialize_events_by_month":       keyDistinctID,
+	"mcp_exceptions_by_stream":             keyDistinctID,
+	"mcp_exceptions_by_month":              keyDistinctID,
+	"other_events_by_stream":               keyDistinctID,
+	"other_events_by_month":                keyDistinctID,
+	"mcp_feedback_by_stream":               keyDistinctID,
+	"mcp_feedback_by_month":                keyDistinctID,
+	"mcp_resource_prompt_events_by_stream": keyDistinctID,
+	"mcp_resource_prompt_events_by_month":  keyDistinctID,
+	"mcp_identify_events_by_stream":        keyDistinctID,
+	"mcp_identify_events_by_month":         keyDistinctID,
+	"tools_list_events_by_stream":          keyDistinctID,
+	"tools_list_events_by_month":           keyDistinctID,
+
 	"tool_call_stats_hourly":    keyPartition,
 	"ignored_key_paths_hourly":  keyPartition,
 	"gate_reason_calls_hourly":  keyPartition,
