@@ -40,9 +40,14 @@ type batchRange struct{ start, end int64 }
 // rangeWriteTimeout bounds the record of a batch's ranges.
 const rangeWriteTimeout = 2 * time.Second
 
+// BatchRangesKeyPrefix starts the Redis key of each consumer group's record of its uncommitted
+// batches' offset ranges ("mcpulse:batch-ranges:{<group>}", a hash of a field or two per
+// member, whatever the events): the consumer's only Redis key that is not a person's.
+const BatchRangesKeyPrefix = "mcpulse:batch-ranges:"
+
 // rangesKey is the Redis hash of a consumer group's recorded batch ranges; the braces make it
 // one slot of a Redis Cluster.
-func rangesKey(group string) string { return "mcpulse:batch-ranges:{" + group + "}" }
+func rangesKey(group string) string { return BatchRangesKeyPrefix + "{" + group + "}" }
 
 // rangeField names one range: "topic/partition/start".
 func rangeField(tp topicPartition, start int64) string {

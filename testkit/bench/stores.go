@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/migrations"
 )
 
@@ -19,8 +20,13 @@ type RedisGrowth struct {
 	// BytesPerMillion is UsedMemoryDelta scaled to a million tool calls.
 	BytesPerMillion float64 `json:"bytes_per_million_events"`
 	// Keys is DBSIZE after the phase: suppression and recruitment records (tool calls leave
-	// none; their dedup state is per partition, in the consumer).
+	// none; their dedup state is per partition, in the consumer), less the consumer group's
+	// record of its batches' offset ranges.
 	Keys int64 `json:"keys"`
+	// BatchRangeBytes is what that record takes (MEMORY USAGE of the keys under
+	// consumers.BatchRangesKeyPrefix): a hash of a field or two per member, whatever the
+	// events, so it is left out of UsedMemoryDelta.
+	BatchRangeBytes int64 `json:"batch_range_bytes"`
 }
 
 // usedMemory reads INFO memory's used_memory.
@@ -43,11 +49,23 @@ func redisGrowth(ctx context.Context, rdb redis.UniversalClient, before int64, e
 	if err != nil {
 		return err
 	}
-	g.UsedMemoryDelta = after - before
-	g.BytesPerMillion = float64(g.UsedMemoryDelta) / float64(events) * 1e6
 	if g.Keys, err = rdb.DBSize(ctx).Result(); err != nil {
 		return fmt.Errorf("redis DBSIZE: %w", err)
 	}
+	ranges, err := rdb.Keys(ctx, consumers.BatchRangesKeyPrefix+"*").Result()
+	if err != nil {
+		return fmt.Errorf("redis KEYS %s*: %w", consumers.BatchRangesKeyPrefix, err)
+	}
+	for _, k := range ranges {
+		n, err := rdb.MemoryUsage(ctx, k).Result()
+		if err != nil {
+			return fmt.Errorf("redis MEMORY USAGE %s: %w", k, err)
+		}
+		g.BatchRangeBytes += n
+	}
+	g.Keys -= int64(len(ranges))
+	g.UsedMemoryDelta = after - before - g.BatchRangeBytes
+	g.BytesPerMillion = float64(g.UsedMemoryDelta) / float64(events) * 1e6
 	return nil
 }
 
