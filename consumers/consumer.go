@@ -68,9 +68,6 @@ type Consumer struct {
 	// replayUntil holds, per partition, the last offset of a streamed batch that failed: the
 	// chunks up to it are stored one per batch (stream.go). Store stage only.
 	replayUntil map[topicPartition]int64
-	// streamRetried holds, per partition, the last offset of a streamed batch that failed and
-	// is read again streamed, as recorded, once before replayUntil marks it (stream.go).
-	streamRetried map[topicPartition]int64
 	// forget are the batch-range fields of batches committed since the last record, deleted
 	// with the next (ranges.go); rangesMu guards it.
 	rangesMu sync.Mutex

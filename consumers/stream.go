@@ -358,36 +358,12 @@ func (b *openBatch) closed() *prepared {
 }
 
 // streamFailed gives up streamed batch b, whose INSERTs could not be ended, after err: its
-// INSERTs are aborted, and once the member has rejoined its offsets, and those of the chunk
-// whose failure ended them (failed; nil for none), are replayed one chunk per batch (streams),
-// with the retries and refused-row splitting of a batch of its own. The first time a batch's
-// INSERTs fail to end, with no chunk failed, it is replayed streamed instead, as recorded
-// (ranges.go), so that ClickHouse drops what the failed INSERTs stored after all (a replica
-// lost or ZooKeeper away mid-INSERT); if that fails again, chunk by chunk.
+// INSERTs are aborted, and its offsets, and those of the chunk whose failure ended them
+// (failed; nil for none), are replayed one chunk per batch (streams) once the member has
+// rejoined.
 func (c *Consumer) streamFailed(b *openBatch, failed *prepared, err error) {
 	if c.replayUntil == nil {
 		c.replayUntil = map[topicPartition]int64{}
-	}
-	if c.streamRetried == nil {
-		c.streamRetried = map[topicPartition]int64{}
-	}
-	if failed == nil {
-		again := false
-		for k, m := range b.last {
-			if until, ok := c.streamRetried[k]; ok && m.Offset <= until {
-				again = true
-			}
-		}
-		if !again {
-			b.abort()
-			for k, m := range b.last {
-				c.streamRetried[k] = m.Offset
-			}
-			c.stats.retries.Add(1)
-			c.cfg.Logger.Warn("storing a streamed batch failed; rejoining the group to read it again as recorded",
-				"messages", b.messages, "err", err)
-			return
-		}
 	}
 	mark := func(m *kafka.Message) {
 		k := topicPartition{m.Topic, m.Partition}
@@ -418,9 +394,6 @@ func (c *Consumer) replayed(msgs []kafka.Message) {
 		k := topicPartition{m.Topic, m.Partition}
 		if until, ok := c.replayUntil[k]; ok && m.Offset >= until {
 			delete(c.replayUntil, k)
-		}
-		if until, ok := c.streamRetried[k]; ok && m.Offset >= until {
-			delete(c.streamRetried, k)
 		}
 	}
 }
