@@ -42,7 +42,7 @@ type rawTable struct {
 func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUID) rawTable {
 	t := mustTable[T](name)
 	t.BlockRows = rawBlockRows
-	parts := rawPartKeys[T]()
+	parts := rawPartKeys[T](migrations.ByKafkaPartition(strings.TrimPrefix(name, migrations.Database+".")))
 	return rawTable{
 		name: name,
 		len:  func(r *ingest.Rows) int { return len(rows(r)) },
@@ -244,15 +244,15 @@ func monthKeys[T any](times func(*T, []time.Time) []time.Time) func(*T, []int) [
 }
 
 // rawPartKeys is the keys function (byParts) of a raw row's partitions: for each of its time
-// values, its UTC month and the row's Kafka partition, (year*12+month)<<32 | partition. The raw
-// tables are partitioned by both (migration 0044); a rollup a view fills from them by a month
-// has no more partitions than this counts. A row without a KafkaPartition field counts its
-// months only.
-func rawPartKeys[T any]() func(*T, []int) []int {
+// values, its UTC month and, for a table partitioned by Kafka partition too (byPartition;
+// migration 0044), the row's Kafka partition, (year*12+month)<<32 | partition. A rollup a view
+// fills from a raw table by a month has no more partitions than this counts. A row without a
+// KafkaPartition field counts its months only.
+func rawPartKeys[T any](byPartition bool) func(*T, []int) []int {
 	months := monthKeys(structTimes[T]())
 	f, ok := reflect.TypeFor[T]().FieldByName("KafkaPartition")
-	if !ok {
-		return months // a table partitioned by month only (served_tool_schemas_in's)
+	if !ok || !byPartition {
+		return months // a table partitioned by month only
 	}
 	if f.Type != reflect.TypeFor[int32]() {
 		panic(fmt.Sprintf("BUG: raw row %s: KafkaPartition is not an int32", reflect.TypeFor[T]()))

@@ -112,7 +112,7 @@ func TestAStreamedBatchClosesAtItsSizeACutChunkOrItsMaxAge(t *testing.T) {
 // the rows of one month read from two Kafka partitions make two, and an invitation response
 // with its invitation's send time in another month makes two of its own.
 func TestRawRowsFallInAPartitionPerMonthAndKafkaPartition(t *testing.T) {
-	keys := rawPartKeys[ingest.RecruitmentRow]()
+	keys := rawPartKeys[ingest.RecruitmentRow](true)
 	dec := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	nov := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	rows := []ingest.RecruitmentRow{

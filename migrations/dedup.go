@@ -4,17 +4,28 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// RawTables are the tables of raw events the consumer inserts a batch's rows into, each
-// partitioned by month and Kafka partition (migration 0044), so that a replayed batch's part
-// of one Kafka partition is the part stored the first time (DESIGN.md §5, "Replays dedup at
-// insert").
+// RawTables are the tables of raw events the consumer inserts a batch's rows into: those no
+// view reads partitioned by month and Kafka partition (migration 0044), so that a replayed
+// batch's part of one Kafka partition is the part stored the first time; tool_calls and
+// recruitment_events by month (DESIGN.md §5, "Replays dedup at insert").
 var RawTables = []string{
 	"tool_calls", "recruitment_events", "mcp_initialize_events", "mcp_exceptions", "other_events",
 	"mcp_feedback", "mcp_resource_prompt_events", "mcp_identify_events", "tools_list_events",
+}
+
+// viewSources are the raw tables materialized views read, which migration 0044 left
+// partitioned by month only (its comment says why).
+var viewSources = map[string]bool{"tool_calls": true, "recruitment_events": true}
+
+// ByKafkaPartition reports whether raw table name (in Database, without it) is partitioned by
+// month and Kafka partition (migration 0044) rather than by month only.
+func ByKafkaPartition(name string) bool {
+	return slices.Contains(RawTables, name) && !viewSources[name]
 }
 
 // InsertDedupWindow is how many of a raw table's most recent inserted parts a server remembers

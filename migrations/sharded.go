@@ -54,10 +54,6 @@ var ShardingKeys = map[string]string{
 
 	// The raw tables rebuilt partitioned by Kafka partition (migration 0044), under their
 	// names while they are built and swapped.
-	"tool_calls_by_stream":                 keyDistinctID,
-	"tool_calls_by_month":                  keyDistinctID,
-	"recruitment_events_by_stream":         keyIdentity,
-	"recruitment_events_by_month":          keyIdentity,
 	"mcp_initialize_events_by_stream":      keyDistinctID,
 	"mcp_initialize_events_by_month":       keyDistinctID,
 	"mcp_exceptions_by_stream":             keyDistinctID,
