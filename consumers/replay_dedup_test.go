@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/demo"
 	"github.com/mcpulse/mcpulse/ingest"
 	"github.com/mcpulse/mcpulse/internal/stores"
 	"github.com/mcpulse/mcpulse/migrations"
@@ -56,7 +57,7 @@ func TestAReplayedBatchIsDroppedByAReplicatedServer(t *testing.T) {
 		return conn
 	}
 	first, second := replica(0), replica(1)
-	if _, err := migrations.UpWith(ctx, first, nil, migrations.Options{Cluster: cc.Name}); err != nil {
+	if _, err := migrations.UpWith(ctx, first, nil, migrations.Options{Cluster: cc.Name, DDLTimeout: demo.EmbeddedDDLTimeout}); err != nil {
 		t.Fatal(err)
 	}
 	rdb, err := stores.OpenRedis(ctx, s.RedisURL)

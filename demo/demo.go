@@ -30,6 +30,12 @@ import (
 	"github.com/mcpulse/mcpulse/stack"
 )
 
+// EmbeddedDDLTimeout bounds each ON CLUSTER statement's wait for every host of an embedded
+// cluster (migrations.Options.DDLTimeout). Its hosts share this machine's cores with the
+// consumer and, in the tests, with other test packages: a statement of the 2×2 cluster's
+// migration waited more than the production default of 30 s there under load.
+const EmbeddedDDLTimeout = 2 * time.Minute
+
 // Config configures Run.
 type Config struct {
 	// Events is how many events to generate. Default: 200000.
@@ -129,8 +135,8 @@ func Run(ctx context.Context, cfg Config) (*report.Summary, error) {
 	defer rdb.Close()
 
 	var opts migrations.Options
-	if cc := st.ClickHouseCluster; cc != nil {
-		opts = migrations.Options{Cluster: cc.Name, Sharded: cc.Shards > 1}
+	if cc := st.ClickHouseCluster; cc != nil { // every host on this machine: EmbeddedDDLTimeout
+		opts = migrations.Options{Cluster: cc.Name, Sharded: cc.Shards > 1, DDLTimeout: EmbeddedDDLTimeout}
 		step("migrating ClickHouse cluster %s (%d shards × %d replicas) ON CLUSTER, sharded: %t", cc.Name, cc.Shards, cc.Replicas, opts.Sharded)
 	} else {
 		step("migrating ClickHouse")

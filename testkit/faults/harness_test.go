@@ -27,6 +27,7 @@ import (
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/consumers/rollup"
+	"github.com/mcpulse/mcpulse/demo"
 	"github.com/mcpulse/mcpulse/demo/gen"
 	"github.com/mcpulse/mcpulse/demo/outcome"
 	"github.com/mcpulse/mcpulse/demo/report"
@@ -139,7 +140,7 @@ func newPipeline(t *testing.T, events int, seed int64, nParts int, configure ...
 	var migrate migrations.Options
 	if cc := st.ClickHouseCluster; cc != nil {
 		p.dsn = clusterDSN(cc)
-		migrate = migrations.Options{Cluster: cc.Name, Sharded: cc.Shards > 1}
+		migrate = migrations.Options{Cluster: cc.Name, Sharded: cc.Shards > 1, DDLTimeout: demo.EmbeddedDDLTimeout}
 	}
 	t.Cleanup(func() {
 		p.stopAll()
