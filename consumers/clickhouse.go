@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
@@ -42,12 +43,14 @@ type rawTable struct {
 func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUID) rawTable {
 	t := mustTable[T](name)
 	t.BlockRows = rawBlockRows
-	parts := rawPartKeys[T](migrations.ByKafkaPartition(strings.TrimPrefix(name, migrations.Database+".")))
+	short := strings.TrimPrefix(name, migrations.Database+".")
+	parts := rawPartKeys[T](migrations.ByKafkaPartition(short))
+	settings := insertSettings(short)
 	return rawTable{
 		name: name,
 		len:  func(r *ingest.Rows) int { return len(rows(r)) },
 		open: func(ctx context.Context, conn driver.Conn) (rawInsert, error) {
-			in, err := t.Open(ctx, conn)
+			in, err := t.Open(settings(ctx), conn)
 			if err != nil {
 				return nil, err
 			}
@@ -67,7 +70,7 @@ func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUI
 			splits := 0
 			for _, chunk := range byParts(rows(r), migrations.MaxPartitionsPerInsert, parts) {
 				ref, n, err := insertSplitting(ctx, chunk, func(ctx context.Context, part []T) error {
-					return t.Insert(ctx, conn, part)
+					return t.Insert(settings(ctx), conn, part)
 				})
 				splits += n
 				if err != nil {
@@ -83,6 +86,20 @@ func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUI
 			return refused, splits, nil
 		},
 	}
+}
+
+// insertSettings returns what a raw table's INSERTs run with: for a table materialized views
+// read (migrations.ViewSource), insert_deduplicate = 0. ClickHouse 18.16 skips every view of
+// an INSERT whose part it drops as a duplicate, even when the view never received the first
+// copy (its part committed, then the view's insert failed: ZooKeeper lost mid-INSERT), so a
+// replay dropped there lost rows from the funnel; stored again, it feeds the views, whose
+// states count distinct ids, and the raw copy collapses at merges (DESIGN.md §5).
+func insertSettings(table string) func(context.Context) context.Context {
+	if !migrations.ViewSource(table) {
+		return func(ctx context.Context) context.Context { return ctx }
+	}
+	opt := clickhouse.WithSettings(clickhouse.Settings{"insert_deduplicate": 0})
+	return func(ctx context.Context) context.Context { return clickhouse.Context(ctx, opt) }
 }
 
 // rawBlockRows is the rows per block sent of a raw table's insert (chwrite.Table.BlockRows).

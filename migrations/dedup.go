@@ -22,6 +22,10 @@ var RawTables = []string{
 // partitioned by month only (its comment says why).
 var viewSources = map[string]bool{"tool_calls": true, "recruitment_events": true}
 
+// ViewSource reports whether materialized views read raw table name (in Database, without it):
+// the consumer stores every INSERT into it, replays included (insert_deduplicate = 0).
+func ViewSource(name string) bool { return viewSources[name] }
+
 // ByKafkaPartition reports whether raw table name (in Database, without it) is partitioned by
 // month and Kafka partition (migration 0044) rather than by month only.
 func ByKafkaPartition(name string) bool {
