@@ -252,8 +252,8 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		// Recorded before the INSERTs end, when ClickHouse writes their parts: a replay of
 		// the batch then holds exactly its ranges (ranges.go).
-		ranges := b.ranges()
-		c.recordRanges(ctx, ranges)
+		p := b.closed()
+		c.recordRanges(ctx, p.ranges)
 		if failed == nil && c.endsAsync() {
 			sent := make(chan error, 1)
 			go func() { sent <- b.send(ctx) }()
@@ -262,9 +262,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 				b.abort()
 				return false // logged by the commit stage, or by streamFailed
 			}
-			p := b.closed()
-			p.ranges = ranges
-			pending = &committing{msgs: p.msgs, ranges: ranges, done: make(chan error, 1), sending: b}
+			pending = &committing{msgs: p.msgs, ranges: p.ranges, done: make(chan error, 1), sending: b}
 			go func(done chan<- error) {
 				// The batch's rollup rows are computed (their cells loaded) while its INSERTs
 				// end; only their insert waits for the INSERTs. A failure is the commit
@@ -294,8 +292,6 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		if settle() != nil {
 			return false // logged by the commit stage
 		}
-		p := b.closed()
-		p.ranges = ranges
 		toCommit(p)
 		return true
 	}
@@ -487,8 +483,8 @@ func (c *Consumer) commit(genCtx context.Context, gen *kafka.Generation, msgs []
 
 // partitionReaders starts one kafka-go partition reader per assignment, each at its
 // committed offset (or the first offset when none was committed), all feeding msgs until ctx
-// ends; while a recorded batch is replayed, each holds the messages outside it (ranges.go). The returned wait blocks until every reader has
-// stopped and closed.
+// ends; while a recorded batch is replayed, each holds the messages outside it (ranges.go).
+// The returned wait blocks until every reader has stopped and closed.
 func (c *Consumer) partitionReaders(ctx context.Context, assignments map[string][]kafka.PartitionAssignment, msgs chan<- kafka.Message, rp *replay) (wait func()) {
 	var wg sync.WaitGroup
 	for topic, parts := range assignments {

@@ -14,25 +14,30 @@ import (
 
 // Replayed batches written as the same parts (DESIGN.md §5, "Replays dedup at insert").
 //
-// The raw tables are partitioned by month and Kafka partition, and ClickHouse drops an
-// inserted part whose rows are those of a part it stored before. So a batch read again after
-// a crash (or by a partition's next owner) is dropped by the server if, for each Kafka
-// partition, it holds exactly the offsets the first attempt held: the same rows (a row holds
-// nothing of the moment it is stored: ingest.RowContext.InsertedAt), in one INSERT, so in one
-// part per month. The boundaries are what the ClickHouse Kafka Connect sink also keeps: before
-// a batch's INSERTs end, the member records each partition's range [start, end) of the batch
-// in Redis, one hash per consumer group (rangesKey), one field per partition and start. A
-// member starting a generation reads the ranges that begin at each of its partitions'
-// committed offsets, chained (a batch ending where the next began, as the commit stage can
-// leave two uncommitted), and reads each partition range by range: its reader holds the first
-// message past a range's end (rangeGate) until the batch holding the range closed, and that
-// batch closes only once every recorded range it holds is complete (openBatch.replaying).
-// A committed batch's fields are deleted with the next batch's record; fields below a
-// partition's committed offset are deleted when a generation reads them.
+// ClickHouse drops an inserted part whose rows are those of a part it stored before (18.16:
+// replicated tables). So a batch read again after a crash (or by a partition's next owner) is
+// dropped if it holds exactly the offsets the first attempt held: the same rows (a row holds
+// nothing of the moment it is stored: ingest.RowContext.InsertedAt) in one INSERT. The raw
+// tables no view reads are partitioned by month and Kafka partition, so there one partition's
+// rows make a part whatever else shares the INSERT; tool_calls and recruitment_events are
+// stored again on purpose (insertSettings).
+//
+// The boundaries are what the ClickHouse Kafka Connect sink also keeps: before a batch's
+// INSERTs end, the member records the batch's ranges [start, end), one per partition, in
+// Redis, one hash per consumer group (rangesKey), one field per batch (batchField) listing
+// them all (encodeRanges). A member starting a generation reads the records whose ranges
+// begin at its partitions' committed offsets, in the order the offsets chain them (the commit
+// stage can leave two batches uncommitted), and replays them one batch each (replay): while a
+// recorded batch is replayed, each reader delivers only its partition's range of it and holds
+// every other message, and the batch closes exactly once it holds each range whole; then the
+// next recorded batch, then everything as it comes. A record naming partitions the member does
+// not own (the group rebalanced) is replayed for those it owns. A committed batch's field is
+// deleted with the next batch's record; fields wholly below the committed offsets when a
+// generation reads them.
 //
 // The record is best effort: when Redis does not answer within rangeWriteTimeout the batch is
 // stored anyway, and a replay of it is then stored again, which the tables collapse at merges
-// (readers count with FINAL or uniqExact), as before the raw tables were partitioned so.
+// (readers count with FINAL or uniqExact).
 
 // batchRange is one Kafka partition's offsets in one batch: [start, end).
 type batchRange struct{ start, end int64 }
@@ -75,7 +80,7 @@ func parseRangeField(f string) (topicPartition, int64, error) {
 	return topicPartition{f[:j], p}, start, nil
 }
 
-// batchRecord is a batch's record: its field (batchField) and value (encodeRanges).
+// batchField names a batch's record in rangesKey: its first range's rangeField.
 func batchField(ranges map[topicPartition]batchRange) string {
 	first := ""
 	for tp, r := range ranges {
@@ -137,21 +142,23 @@ func rangesOf(msgs []kafka.Message) map[topicPartition]batchRange {
 	return out
 }
 
+// maxForget bounds the fields of committed batches queued for deletion while Redis does not
+// answer: past it the oldest are left in Redis, where the next generation deletes them (its
+// committed offsets are past them).
+const maxForget = 1024
+
 // recordRanges records ranges, a batch's, before its INSERTs end, and deletes the fields of
 // the batches committed since the last record (forget). Best effort: a failure is logged.
 func (c *Consumer) recordRanges(ctx context.Context, ranges map[topicPartition]batchRange) {
 	c.rangesMu.Lock()
-	idle := len(ranges) == 0 && len(c.forget) == 0
+	forget := slices.Clone(c.forget)
 	c.rangesMu.Unlock()
-	if idle {
+	if len(ranges) == 0 && len(forget) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, rangeWriteTimeout)
 	defer cancel()
 	key := rangesKey(c.cfg.GroupID)
-	c.rangesMu.Lock()
-	forget := slices.Clone(c.forget)
-	c.rangesMu.Unlock()
 	pipe := c.cfg.Redis.Pipeline()
 	if len(forget) > 0 {
 		pipe.HDel(ctx, key, forget...)
@@ -163,20 +170,32 @@ func (c *Consumer) recordRanges(ctx context.Context, ranges map[topicPartition]b
 		c.cfg.Logger.Warn("recording the batch's offset ranges in Redis failed; a replay of it is stored again and collapsed at merges", "err", err)
 		return
 	}
+	deleted := make(map[string]bool, len(forget))
+	for _, f := range forget {
+		deleted[f] = true
+	}
 	c.rangesMu.Lock()
-	c.forget = slices.DeleteFunc(c.forget, func(f string) bool { return slices.Contains(forget, f) })
+	c.forget = slices.DeleteFunc(c.forget, func(f string) bool { return deleted[f] })
 	c.rangesMu.Unlock()
 }
 
 // committedRanges queues the record of ranges, a committed batch's, for deletion with the
-// next record.
+// next record; at most maxForget are kept.
 func (c *Consumer) committedRanges(ranges map[topicPartition]batchRange) {
 	if len(ranges) == 0 {
 		return
 	}
+	c.queueForget(batchField(ranges))
+}
+
+// queueForget queues fields for deletion with the next record, keeping the newest maxForget.
+func (c *Consumer) queueForget(fields ...string) {
 	c.rangesMu.Lock()
 	defer c.rangesMu.Unlock()
-	c.forget = append(c.forget, batchField(ranges))
+	c.forget = append(c.forget, fields...)
+	if over := len(c.forget) - maxForget; over > 0 {
+		c.forget = slices.Delete(c.forget, 0, over)
+	}
 }
 
 // phaseTimeout bounds how long the readers wait for one recorded batch to be replayed whole;
@@ -280,24 +299,14 @@ func (r *replay) complete(last map[topicPartition]int64) bool {
 
 // next ends the replay of the recorded batch whose batch closed whole, and lets the readers
 // go on to the next.
-func (r *replay) next() {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.phases) == 0 {
-		return
-	}
-	r.phases = r.phases[1:]
-	r.reached = map[topicPartition]int64{}
-	r.since = time.Now()
-	close(r.release)
-	r.release = make(chan struct{})
-}
+func (r *replay) next() { r.drop(1) }
 
 // off ends the replay: every reader goes on, and batches close as they would.
-func (r *replay) off() {
+func (r *replay) off() { r.drop(-1) }
+
+// drop ends the replay of the next n recorded batches (every one for n < 0) and lets the
+// readers waiting on them go on.
+func (r *replay) drop(n int) {
 	if r == nil {
 		return
 	}
@@ -306,7 +315,12 @@ func (r *replay) off() {
 	if len(r.phases) == 0 {
 		return
 	}
-	r.phases = nil
+	if n < 0 || n > len(r.phases) {
+		n = len(r.phases)
+	}
+	r.phases = r.phases[n:]
+	r.reached = map[topicPartition]int64{}
+	r.since = time.Now()
 	close(r.release)
 	r.release = make(chan struct{})
 }
@@ -404,9 +418,7 @@ func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafk
 			at[tp] = rg.end
 		}
 	}
-	c.rangesMu.Lock()
-	c.forget = append(c.forget, stale...)
-	c.rangesMu.Unlock()
+	c.queueForget(stale...)
 	if len(phases) == 0 {
 		return nil
 	}

@@ -349,7 +349,7 @@ func (b *openBatch) abort() {
 // closed is b as a batch for the commit stage: its rollups, what it stored, and one message
 // per partition, its last (what the commit and the dedup windows need of the offsets).
 func (b *openBatch) closed() *prepared {
-	p := &prepared{rollup: b.rollup, result: b.result, messages: b.messages}
+	p := &prepared{rollup: b.rollup, result: b.result, messages: b.messages, ranges: b.ranges()}
 	p.msgs = make([]kafka.Message, 0, len(b.last))
 	for _, m := range b.last {
 		p.msgs = append(p.msgs, m)
