@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -282,9 +283,10 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 
 // messageTime is a raw row's inserted_at: m's record timestamp in UTC, to the second, so that a
 // message read again builds the same row (ingest.RowContext.InsertedAt); now when the broker
-// gave none.
+// gave none, or one a DateTime column cannot hold (a producer sets the record timestamp, and a
+// value past 2106 would make ClickHouse refuse the row).
 func messageTime(m *kafka.Message, now time.Time) time.Time {
-	if m.Time.IsZero() || m.Time.Unix() <= 0 {
+	if s := m.Time.Unix(); s <= 0 || s > math.MaxUint32 {
 		return now.UTC().Truncate(time.Second)
 	}
 	return m.Time.UTC().Truncate(time.Second)

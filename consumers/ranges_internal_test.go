@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // deliver runs a reader of partition tp through rp over offsets, recording what it delivered
@@ -131,6 +133,28 @@ func TestBatchRecordsRoundTrip(t *testing.T) {
 	for _, bad := range []string{"", "t/1", "t/x/3/4", "t/1/5/4", "t/1/2/3,t/2"} {
 		if _, err := decodeRanges(bad); err == nil {
 			t.Errorf("decodeRanges(%q): no error", bad)
+		}
+	}
+}
+
+// A raw row's inserted_at is its message's record timestamp to the second, so a replay builds
+// the same row; a timestamp a DateTime column cannot hold (none, before 1970, past 2106: a
+// producer chooses it) gives the consumer's clock instead, so the row is not refused.
+func TestInsertedAtIsTheRecordTimeWhenAColumnCanHoldIt(t *testing.T) {
+	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	sent := time.Date(2026, 12, 6, 2, 59, 58, 700_000_000, time.FixedZone("x", 3600))
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+		want time.Time
+	}{
+		{"the record time", sent, time.Date(2026, 12, 6, 1, 59, 58, 0, time.UTC)},
+		{"none", time.Time{}, now},
+		{"before 1970", time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), now},
+		{"past 2106", time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC), now},
+	} {
+		if got := messageTime(&kafka.Message{Time: tc.at}, now); !got.Equal(tc.want) || got.Location() != time.UTC {
+			t.Errorf("%s: inserted_at %v, want %v in UTC", tc.name, got, tc.want)
 		}
 	}
 }
