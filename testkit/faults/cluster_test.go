@@ -200,17 +200,7 @@ func (p *pipeline) rawRowsByPrefix() []map[string]int64 {
 func (p *pipeline) settle() time.Time {
 	p.t.Helper()
 	deadline := time.Now().Add(stepTimeout)
-	for {
-		p.checkMembers()
-		lag, err := p.groupLag(p.ctx)
-		if err == nil && len(lag) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the group did not commit what was published within %s (last error %v)%s", stepTimeout, err, p.logTails())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	p.waitCommitted(deadline, "commit what was published")
 	for i, h := range p.stack.ClickHouseCluster.Hosts {
 		for {
 			err := p.syncReplica(i)

@@ -362,22 +362,29 @@ func (p *pipeline) groupLag(ctx context.Context) (map[string]int64, error) {
 	return lag, nil
 }
 
-// drain waits until the group has committed every partition to its end, then stops every
-// running member with SIGTERM (each must exit 0).
-func (p *pipeline) drain() {
+// waitCommitted waits until the group has committed every partition to its end, checking the
+// members meanwhile; past deadline the test fails, saying the group did not do what within
+// stepTimeout.
+func (p *pipeline) waitCommitted(deadline time.Time, what string) {
 	p.t.Helper()
-	deadline := time.Now().Add(stepTimeout)
 	for {
 		p.checkMembers()
 		lag, err := p.groupLag(p.ctx)
 		if err == nil && len(lag) == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("the group did not drain within %s (last error %v)%s", stepTimeout, err, p.logTails())
+			p.t.Fatalf("the group did not %s within %s (last error %v)%s", what, stepTimeout, err, p.logTails())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// drain waits until the group has committed every partition to its end, then stops every
+// running member with SIGTERM (each must exit 0).
+func (p *pipeline) drain() {
+	p.t.Helper()
+	p.waitCommitted(time.Now().Add(stepTimeout), "drain")
 	for _, m := range p.members {
 		if !m.exited() {
 			p.stop(m)
