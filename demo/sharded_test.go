@@ -331,26 +331,32 @@ func expireLintRunsOnTheCluster(ctx context.Context, t *testing.T, first driver.
 	}
 }
 
-// diffLines lists the lines of two JSON texts (split at commas) that differ.
+// diffLines lists the lines of two JSON texts (split at commas) that differ, at most 10.
 func diffLines(a, b string) string {
-	as, bs := strings.Split(a, ","), strings.Split(b, ",")
 	var out []string
-	for i := range max(len(as), len(bs)) {
-		var x, y string
-		if i < len(as) {
-			x = as[i]
-		}
-		if i < len(bs) {
-			y = bs[i]
-		}
-		if x != y {
-			out = append(out, "- "+x+"\n+ "+y)
-		}
-		if len(out) == 10 {
-			break
-		}
+	for _, d := range differences(strings.Split(a, ","), strings.Split(b, ","), 10) {
+		out = append(out, "- "+d[0]+"\n+ "+d[1])
 	}
 	return strings.Join(out, "\n")
+}
+
+// differences returns the first n pairs of lines at the same place in a and b that differ
+// (a missing line is "").
+func differences(a, b []string, n int) [][2]string {
+	var out [][2]string
+	for i := 0; i < max(len(a), len(b)) && len(out) < n; i++ {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			out = append(out, [2]string{x, y})
+		}
+	}
+	return out
 }
 
 // answer runs q with args and returns its rows, each formatted as text (floats to 9 significant
@@ -410,18 +416,10 @@ func names(ctx context.Context, conn driver.Conn, q string, args ...any) ([]stri
 	return out, rows.Err()
 }
 
+// firstDifference shows the first row the cluster and one server answer differently.
 func firstDifference(got, want []string) string {
-	for i := range max(len(got), len(want)) {
-		var g, w string
-		if i < len(got) {
-			g = got[i]
-		}
-		if i < len(want) {
-			w = want[i]
-		}
-		if g != w {
-			return "  cluster:    " + g + "\n  one server: " + w
-		}
+	for _, d := range differences(got, want, 1) {
+		return "  cluster:    " + d[0] + "\n  one server: " + d[1]
 	}
 	return ""
 }
