@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	chparser "github.com/AfterShip/clickhouse-sql-parser/parser"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -78,29 +79,39 @@ func MutationTarget(ctx context.Context, conn driver.Conn, table string) (Target
 // distributedTarget reads the cluster, database and table of a Distributed engine's
 // definition as system.tables' engine_full shows it: Distributed(cluster, database, table[,
 // sharding key]), each of the first three an identifier, a backquoted one or a string literal
-// (18.16 shows them as they were written, current releases as string literals).
+// (18.16 shows them as they were written, current releases as string literals). The
+// definition is read by the ClickHouse SQL parser, as a table's engine.
 func distributedTarget(full string) (Target, error) {
-	args, ok := strings.CutPrefix(strings.TrimSpace(full), "Distributed(")
-	if !ok {
+	stmts, err := chparser.NewParser("CREATE TABLE t (x UInt8) ENGINE = " + full).ParseStmts()
+	if err != nil || len(stmts) != 1 {
+		return Target{}, fmt.Errorf("engine %q does not parse: %v", full, err)
+	}
+	ct, ok := stmts[0].(*chparser.CreateTable)
+	if !ok || ct.Engine == nil || ct.Engine.Name != "Distributed" {
 		return Target{}, fmt.Errorf("engine %q is not Distributed(...)", full)
 	}
-	parts := strings.SplitN(args, ",", 4)
-	if len(parts) < 3 {
+	var args []chparser.Expr
+	if p := ct.Engine.Params; p != nil && p.Items != nil {
+		args = p.Items.Items
+	}
+	if len(args) < 3 {
 		return Target{}, fmt.Errorf("engine %q: want a cluster, a database and a table", full)
 	}
 	names := make([]string, 3)
 	for i := range names {
-		s := strings.TrimSpace(parts[i])
-		if i == len(parts)-1 {
-			s = strings.TrimSpace(strings.TrimSuffix(s, ")"))
+		e := args[i]
+		if c, ok := e.(*chparser.ColumnExpr); ok {
+			e = c.Expr
 		}
-		if len(s) >= 2 && (s[0] == '\'' || s[0] == '`' || s[0] == '"') && s[len(s)-1] == s[0] {
-			s = s[1 : len(s)-1]
+		switch v := e.(type) {
+		case *chparser.Ident:
+			names[i] = v.Name
+		case *chparser.StringLiteral:
+			names[i] = v.Literal
 		}
-		if s == "" {
-			return Target{}, fmt.Errorf("engine %q: argument %d is empty", full, i+1)
+		if names[i] == "" {
+			return Target{}, fmt.Errorf("engine %q: argument %d is not a name", full, i+1)
 		}
-		names[i] = s
 	}
 	return Target{Cluster: names[0], Database: names[1], Table: names[2]}, nil
 }
