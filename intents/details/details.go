@@ -13,7 +13,6 @@
 package details
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -33,21 +32,29 @@ const (
 )
 
 // Pattern is one kind's row of the table: a match of any of Exprs (RE2, as Go's regexp
-// reads it) is a detail of kind Kind; Quick, when set, is a cheap test that a text can hold
-// no match, so most intents skip the expressions.
+// reads it) is a detail of kind Kind. Needles and quick say when the expressions are tried at
+// all (a text they rule out is clean for the kind even if an expression would match it);
+// can only spares expressions that cannot match and never changes a result.
 type Pattern struct {
 	Kind        Kind
 	Placeholder string // replaces a match in Mask: "[email]", ...
 	Exprs       []string
-	// Needles, when set, holds per expression (same index) lowercase strings one of which
-	// the lowercased text must contain for the expression to be tried.
+	// Needles, when set, holds per expression (same index) lowercase ASCII strings one of
+	// which the lowercased text (strings.ToLower) must contain for the expression to be
+	// tried; each expression is then tried on its own, in order, on the text the ones before
+	// it left. Without Needles, Exprs are tried as one alternation.
 	Needles [][]string
-	Quick   func(s string, digits int) bool // s may hold a match; digits: how many ASCII digits s has
 	// Reject, when set, drops a match that the text around it shows is no detail: a dotted
 	// version number is not an IP address, a Unix time not an id. before and after are the
 	// whole text before and after the match.
 	Reject func(before, match, after string) bool
-	re     []*regexp.Regexp
+	// quick, when set, is a test of the text without which none of Exprs is tried.
+	quick func(f facts) bool
+	// can, when set, holds per regular expression tried (per expression with Needles, one
+	// for the alternation without) a necessary condition for it to match: false only for a
+	// text it cannot match, so the expression is skipped.
+	can []func(f facts) bool
+	re  []expr
 }
 
 // Patterns is the table of kinds, in the order Mask applies them (a URL's token before the
@@ -58,7 +65,7 @@ var Patterns = []*Pattern{
 		`(?i)\b[a-z][a-z0-9+.\-]*://[^\s/:@]+:[^\s/@]+@[^\s]*`,
 		// a query or fragment parameter that carries a secret
 		`(?i)\b[a-z][a-z0-9+.\-]*://[^\s]*[?&#](?:token|access_token|refresh_token|id_token|api_key|apikey|api-key|key|secret|client_secret|password|passwd|pwd|sig|signature|x-amz-signature|x-amz-credential|auth|authorization|session|sessionid|session_id|code|jwt)=[^\s&#]+[^\s]*`,
-	}, Quick: func(s string, _ int) bool { return strings.Contains(s, "://") }},
+	}, quick: func(f facts) bool { return f.has(':') && strings.Contains(f.s, "://") }},
 	{Kind: APIKey, Placeholder: "[api-key]", Exprs: []string{
 		`\bph[cxs]_[A-Za-z0-9]{16,}`,                                                      // PostHog project, personal and secret keys
 		`\bsk-(?:proj-|ant-(?:api[0-9][0-9]-)?|live-)?[A-Za-z0-9_\-]{16,}`,                // OpenAI, Anthropic and alike
@@ -75,16 +82,32 @@ var Patterns = []*Pattern{
 	}, Needles: [][]string{
 		{"phc_", "phx_", "phs_"}, {"sk-"}, {"k_live_", "k_test_"}, {"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, {"github_pat_"},
 		{"glpat-"}, {"xox"}, {"akia", "asia"}, {"aiza"}, {"eyj"}, {"bearer"}, {"key", "secret", "token", "password"},
+	}, can: []func(f facts) bool{
+		func(f facts) bool { return f.has('_') && f.before('_', "phc", "phx", "phs") },
+		func(f facts) bool { return f.has('-') && f.before('-', "sk") },
+		func(f facts) bool { return f.has('_') && f.before('_', "k_live", "k_test") },
+		func(f facts) bool { return f.has('_') && f.before('_', "ghp", "gho", "ghu", "ghs", "ghr") },
+		func(f facts) bool { return f.has('_') && f.before('_', "github_pat") },
+		func(f facts) bool { return f.has('-') && f.before('-', "glpat") },
+		func(f facts) bool { return f.has('-') && f.before('-', "xoxa", "xoxb", "xoxp", "xoxr", "xoxs", "xoxe") },
+		func(f facts) bool {
+			return f.has('A') && (strings.Contains(f.s, "AKIA") || strings.Contains(f.s, "ASIA"))
+		},
+		func(f facts) bool { return f.has('z') && strings.Contains(f.s, "AIza") },
+		func(f facts) bool { return f.has('J') && strings.Contains(f.s, "eyJ") },
+		func(f facts) bool { return containsFoldASCII(f.s, "bearer") },
+		func(f facts) bool { return (f.has(':') || f.has('=')) && f.keyValue() },
 	}},
 	{Kind: Email, Placeholder: "[email]", Exprs: []string{
 		`(?i)\b[a-z0-9][a-z0-9._%+\-]*@[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)*\.[a-z]{2,}\b`,
-	}, Quick: func(s string, _ int) bool { return strings.IndexByte(s, '@') >= 0 }},
+	}, quick: func(f facts) bool { return f.has('@') }},
 	{Kind: HomePath, Placeholder: "[home-path]", Exprs: []string{
 		`(?:/home|/Users|/var/home|/export/home)/[A-Za-z0-9_][A-Za-z0-9._\-]*`,
 		`(?i)\b[a-z]:\\{1,2}(?:users|documents and settings)\\{1,2}[a-z0-9_][a-z0-9._\-]*`,
-	}, Quick: func(s string, _ int) bool {
-		return strings.Contains(s, "/home/") || strings.Contains(s, "/Users/") || strings.Contains(s, "/export/home/") ||
-			strings.Contains(s, `:\`)
+	}, quick: func(f facts) bool {
+		s := f.s
+		return f.has('/') && (strings.Contains(s, "/home/") || strings.Contains(s, "/Users/") || strings.Contains(s, "/export/home/")) ||
+			f.has('\\') && strings.Contains(s, `:\`)
 	}},
 	{Kind: IPAddress, Placeholder: "[ip-address]", Exprs: []string{
 		`\b(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\b`,
@@ -92,17 +115,31 @@ var Patterns = []*Pattern{
 		`(?i)(?:\b[0-9a-f]{1,4}:)+:(?:[0-9a-f]{1,4}(?::[0-9a-f]{1,4})*)?\b`,
 		`(?:^|[\s\[(])::1\b`,
 	}, Needles: [][]string{{"."}, {":"}, {"::"}, {"::1"}},
-		Quick: func(s string, digits int) bool { return digits > 0 }, Reject: versionNumber},
+		quick: func(f facts) bool { return f.digits > 0 },
+		can: []func(f facts) bool{
+			func(f facts) bool { return f.has('.') && f.around('.', isDigit, isDigit) },
+			func(f facts) bool { return f.has(':') && strings.Count(f.s, ":") >= 7 },
+			func(f facts) bool { return f.has(':') && f.around(':', isHex, isColon) },
+			func(f facts) bool { return f.has(':') },
+		},
+		Reject: versionNumber},
 	{Kind: Phone, Placeholder: "[phone]", Exprs: []string{
 		// +CC then groups: +44 20 7946 0958, +1-415-555-0132, +4930123456
 		`\+[1-9][0-9]{0,2}[\s.\-]?(?:\(?[0-9]{1,4}\)?[\s.\-]?){1,5}[0-9]{2,10}\b`,
 		// (415) 555-0132, 415-555-0132, 415.555.0132, 020 7946 0958
 		`(?:\([0-9]{2,4}\)\s?|\b[0-9]{2,4}[\s.\-])[0-9]{3,4}[\s.\-][0-9]{4}\b`,
-	}, Quick: func(s string, digits int) bool { return digits >= 7 }},
+	}, quick: func(f facts) bool { return f.digits >= 7 },
+		can: []func(f facts) bool{func(f facts) bool {
+			return f.has('+') && f.around('+', nil, isDigit1to9) || f.digitRun() >= 4
+		}}},
 	{Kind: ID, Placeholder: "[id]", Exprs: []string{
 		`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`,
 		`\b[0-9]{8,}\b`,
-	}, Quick: func(s string, digits int) bool { return digits >= 8 }, Reject: unixTime},
+	}, quick: func(f facts) bool { return f.digits >= 8 },
+		can: []func(f facts) bool{func(f facts) bool {
+			return f.digitRun() >= 8 || f.has('-') && f.hexBeforeDash()
+		}},
+		Reject: unixTime},
 }
 
 func init() {
@@ -111,11 +148,14 @@ func init() {
 			panic("BUG: details: " + string(p.Kind) + " has needles for some expressions only")
 		}
 		if p.Needles == nil {
-			p.re = []*regexp.Regexp{regexp.MustCompile(strings.Join(p.Exprs, "|"))}
-			continue
+			p.re = []expr{compile(strings.Join(p.Exprs, "|"))}
+		} else {
+			for _, e := range p.Exprs {
+				p.re = append(p.re, compile(e))
+			}
 		}
-		for _, e := range p.Exprs {
-			p.re = append(p.re, regexp.MustCompile(e))
+		if p.can != nil && len(p.can) != len(p.re) {
+			panic("BUG: details: " + string(p.Kind) + " has conditions for some expressions only")
 		}
 	}
 }
@@ -127,16 +167,6 @@ func Kinds() []Kind {
 		out[i] = p.Kind
 	}
 	return out
-}
-
-func digitCount(s string) int {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] >= '0' && s[i] <= '9' {
-			n++
-		}
-	}
-	return n
 }
 
 // Find returns the kinds of identifying detail text holds, in Patterns' order, each once
@@ -155,65 +185,45 @@ func Mask(text string) (string, []Kind) {
 
 func scan(text string) (string, []Kind) {
 	var kinds []Kind
-	digits := digitCount(text)
-	cur, lower := text, ""
+	cur := text
+	f := read(cur)
 	for _, p := range Patterns {
-		if p.Quick != nil && !p.Quick(cur, digits) {
+		if p.quick != nil && !p.quick(f) {
 			continue
 		}
 		found := false
-		for i, re := range p.re {
-			if p.Needles != nil {
-				if lower == "" {
-					lower = strings.ToLower(cur)
-				}
-				if !containsAny(lower, p.Needles[i]) {
-					continue
-				}
+		for i := range p.re {
+			if p.can != nil && !p.can[i](f) {
+				continue
 			}
-			next, ok := replace(cur, re, p)
-			if ok {
-				cur, found, lower = next, true, ""
+			if p.Needles != nil && !lowerContainsAny(cur, p.Needles[i]) {
+				continue
+			}
+			if next, ok := replace(cur, &p.re[i], p); ok {
+				cur, found = next, true
+				f = read(cur)
 			}
 		}
 		if found {
 			kinds = append(kinds, p.Kind)
-			digits = digitCount(cur)
 		}
 	}
 	return cur, kinds
 }
 
-func containsAny(s string, needles []string) bool {
-	for _, n := range needles {
-		if strings.Contains(s, n) {
-			return true
-		}
-	}
-	return false
-}
-
-// replace replaces re's matches in s (those p.Reject keeps) by p's placeholder, and says
+// replace replaces x's matches in s (those p.Reject keeps) by p's placeholder, and says
 // whether there was one.
-func replace(s string, re *regexp.Regexp, p *Pattern) (string, bool) {
-	if p.Reject == nil {
-		if !re.MatchString(s) {
-			return s, false
-		}
-		return re.ReplaceAllLiteralString(s, p.Placeholder), true
-	}
-	return replaceKept(s, re, p)
-}
-
-// replaceKept replaces re's matches in s that p.Reject keeps, and says whether there was one.
-func replaceKept(s string, re *regexp.Regexp, p *Pattern) (string, bool) {
+func replace(s string, x *expr, p *Pattern) (string, bool) {
 	var b strings.Builder
 	last, found := 0, false
-	for _, m := range re.FindAllStringIndex(s, -1) {
-		if p.Reject(s[:m[0]], s[m[0]:m[1]], s[m[1]:]) {
+	for _, m := range x.findAll(s) {
+		if p.Reject != nil && p.Reject(s[:m[0]], s[m[0]:m[1]], s[m[1]:]) {
 			continue
 		}
-		found = true
+		if !found {
+			b.Grow(len(s))
+			found = true
+		}
 		b.WriteString(s[last:m[0]])
 		b.WriteString(p.Placeholder)
 		last = m[1]
