@@ -6,30 +6,45 @@ import (
 	"unicode/utf8"
 )
 
-// facts is what one pass over a text finds: which bytes it holds and how many ASCII digits.
-// The rows' quick and can tests read them, and work out anything rarer from the text itself
-// only when the bytes it needs are there.
+// facts is what one pass over a text finds: which of the bytes in tracked it holds and how
+// many ASCII digits. The rows' quick and can tests read them, and work out anything rarer
+// from the text itself only when the bytes it needs are there.
 type facts struct {
 	s      string
-	set    [4]uint64 // bit c%64 of set[c/64] is set when byte c occurs in s
-	digits int       // how many ASCII digits s holds
+	bytes  uint32 // bit i is set when s holds tracked[i]
+	digits int    // how many ASCII digits s holds
 }
+
+// tracked are the bytes whose presence facts notes: those the rows' tests ask for.
+const tracked = "_-AzJ:=@/\\.+"
+
+// byteClass is, per byte, its bit in facts.bytes (when tracked) and 1<<31 for an ASCII digit.
+var byteClass = func() (t [256]uint32) {
+	for i := 0; i < len(tracked); i++ {
+		t[tracked[i]] = 1 << i
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = 1 << 31
+	}
+	return t
+}()
 
 func read(s string) facts {
-	var set [4]uint64
+	var bytes uint32
 	digits := 0
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		set[c>>6] |= 1 << (c & 63)
-		if c-'0' < 10 {
-			digits++
-		}
+		x := byteClass[s[i]]
+		bytes |= x
+		digits += int(x >> 31)
 	}
-	return facts{s: s, set: set, digits: digits}
+	return facts{s: s, bytes: bytes &^ (1 << 31), digits: digits}
 }
 
-// has reports whether byte c occurs in the text.
-func (f facts) has(c byte) bool { return f.set[c>>6]&(1<<(c&63)) != 0 }
+// has reports whether byte c occurs in the text (true for a byte not in tracked).
+func (f facts) has(c byte) bool {
+	bit := byteClass[c] &^ (1 << 31)
+	return bit == 0 || f.bytes&bit != 0
+}
 
 // before reports whether one of words ends right before an occurrence of byte c.
 func (f facts) before(c byte, words ...string) bool {

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -32,16 +33,8 @@ func referenceMask(text string) (string, []Kind) {
 		if q := referenceQuick[p.Kind]; q != nil && !q(cur, digits) {
 			continue
 		}
-		var res []*regexp.Regexp
-		if p.Needles == nil {
-			res = []*regexp.Regexp{regexp.MustCompile(strings.Join(p.Exprs, "|"))}
-		} else {
-			for _, e := range p.Exprs {
-				res = append(res, regexp.MustCompile(e))
-			}
-		}
 		found := false
-		for i, re := range res {
+		for i, re := range referenceRegexps(p) {
 			if p.Needles != nil {
 				if lower == "" {
 					lower = strings.ToLower(cur)
@@ -81,6 +74,26 @@ func referenceMask(text string) (string, []Kind) {
 		}
 	}
 	return cur, kinds
+}
+
+var referenceCompiled sync.Map // *Pattern to []*regexp.Regexp
+
+// referenceRegexps compiles p's expressions as the straightforward scan runs them: one
+// alternation without Needles, else each on its own.
+func referenceRegexps(p *Pattern) []*regexp.Regexp {
+	if res, ok := referenceCompiled.Load(p); ok {
+		return res.([]*regexp.Regexp)
+	}
+	var res []*regexp.Regexp
+	if p.Needles == nil {
+		res = []*regexp.Regexp{regexp.MustCompile(strings.Join(p.Exprs, "|"))}
+	} else {
+		for _, e := range p.Exprs {
+			res = append(res, regexp.MustCompile(e))
+		}
+	}
+	referenceCompiled.Store(p, res)
+	return res
 }
 
 func referenceDigits(s string) int {
