@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 )
 
 // referenceQuick is each kind's test, as the straightforward scan had it, without which none
@@ -288,4 +289,29 @@ func FuzzMaskMatchesReference(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string) {
 		checkSame(t, text)
 	})
+}
+
+// TestLowerContainsMatchesToLower holds lowerContainsAny to strings.ToLower then
+// strings.Contains for every rune (and every invalid byte) between two ASCII letters: the
+// needles' test must neither gain nor lose a text.
+func TestLowerContainsMatchesToLower(t *testing.T) {
+	check := func(mid string) {
+		s := "e" + mid + "y"
+		lower := strings.ToLower(s)
+		needles := []string{"eky", "eiy", "esy", "ey"}
+		if l := strings.ToLower(mid); l != "" {
+			needles = append(needles, "e"+string(l[0]&0x7f)+"y")
+		}
+		for _, n := range needles {
+			if got, want := lowerContainsAny(s, []string{n}), strings.Contains(lower, n); got != want {
+				t.Fatalf("lowerContainsAny(%q, %q) = %v, strings.ToLower gives %v", s, n, got, want)
+			}
+		}
+	}
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		check(string(r))
+	}
+	for b := 0x80; b < 0x100; b++ {
+		check(string([]byte{byte(b)}))
+	}
 }
