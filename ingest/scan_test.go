@@ -231,3 +231,51 @@ func FuzzScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkScan(t, data) })
 }
+
+// skipStringBytes is skipString one byte at a time, the reference of TestSkipString.
+func skipStringBytes(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i++
+		}
+	}
+	return len(b)
+}
+
+// TestSkipString: skipString ends each well-formed string where the byte loop and scanString
+// end it, escapes next to quotes and backslashes included, at every alignment of the string
+// against the eight-byte words and with more JSON or nothing after it.
+func TestSkipString(t *testing.T) {
+	for _, s := range []string{
+		`""`, `"a"`, `"\""`, `"\\"`, `"\\\""`, `"\\\\"`, `"\\\\\""`, `"\"\""`, `"a\\"`, `"\\a"`,
+		`"abcdefg\""`, `"abcdefgh\\"`, `"abcdefghijklmno\\\\"`, `"abcdefg\\\"hijklmnop"`,
+		`"\u0022\u005c"`, `"\u005C\u0022abcdefghij"`, `"\/\b\f\n\r\t"`, `"é\"ü\\ñ"`, "\"\xff\xfe\\\"\x80\"",
+		`"` + strings.Repeat(`\\`, 9) + `"`, `"` + strings.Repeat(`\"`, 9) + `"`, `"` + strings.Repeat("x", 40) + `"`,
+		`"` + strings.Repeat(`a\\`, 7) + `\"` + `"`,
+	} {
+		for pad := range 9 {
+			for _, tail := range []string{"", `,"k":"v\\"}`, `"`, `\"`, strings.Repeat(`"`, 9)} {
+				b := []byte(strings.Repeat(" ", pad) + s + tail)
+				want := pad + len(s)
+				if end, _, ok := scanString(b, pad); !ok || end != want {
+					t.Fatalf("test case %q is not one well-formed string: scanString %d, %v", s, end, ok)
+				}
+				if got := skipString(b, pad); got != want {
+					t.Errorf("skipString(%q, %d) = %d, want %d", b, pad, got, want)
+				}
+				if got := skipStringBytes(b, pad); got != want {
+					t.Errorf("byte loop (%q, %d) = %d, want %d", b, pad, got, want)
+				}
+			}
+		}
+	}
+	// Unterminated (not well-formed): both run to the end.
+	for _, s := range []string{`"`, `"abc`, `"abcdefghijkl\"`, `"abcdefghijkl\`, `"\\\"abcdefgh`} {
+		if got, want := skipString([]byte(s), 0), skipStringBytes([]byte(s), 0); got != want || got != len(s) {
+			t.Errorf("skipString(%q) = %d, byte loop %d, want %d", s, got, want, len(s))
+		}
+	}
+}
