@@ -99,11 +99,33 @@ type ServedTool struct {
 
 var toolsListReads = append([]propKey{keyListedToolNames, keyResponse, keyParameters}, sdkCommonReads...)
 
-// The members decodeToolsList reads of a tools/list result and of each of its tools.
-var (
-	resultKeys     = [...]string{"tools", "nextCursor"}
-	servedToolKeys = [...]string{"name", "description", "inputSchema"}
-)
+// servedToolKeys are the members of a listed tool that servedTools reads.
+var servedToolKeys = [...]string{"name", "description", "inputSchema"}
+
+// servedTools returns the tools that have a name of the well-formed tools array at b[i] (a
+// '['), nil when none has, and the offset just after the array. Each tool's members are read
+// in one pass over it.
+func servedTools(b []byte, i int) (tools []ServedTool, end int) {
+	var tool [len(servedToolKeys)][]byte
+	for i = skipSpace(b, i+1); i < len(b) && b[i] != ']'; {
+		if b[i] == '{' {
+			end = objectMembers(b, i, servedToolKeys[:], tool[:])
+		} else { // not an object: no name
+			end, _ = skipValue(b, i)
+			clear(tool[:])
+		}
+		if i = skipSpace(b, end); i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+		name, ok := stringValue(tool[0])
+		if !ok || name == "" {
+			continue // the SDK's "[MaxProperties ~]" after 100 tools, or something unreadable
+		}
+		desc, _ := stringValue(tool[1])
+		tools = append(tools, ServedTool{Name: safetext.Bound(name, safetext.MaxName), Description: desc, InputSchema: tool[2]})
+	}
+	return tools, min(i+1, len(b)) // past the ']'
+}
 
 func decodeToolsList(p *propertyReader, ev *Event) {
 	t := &ToolsList{}
@@ -123,32 +145,31 @@ func decodeToolsList(p *propertyReader, ev *Event) {
 			t.ListedToolNames = append(t.ListedToolNames, safetext.Bound(s, safetext.MaxName))
 		}
 	}
-	// One pass over the result for its tools and nextCursor, one over the tools array for
-	// each tool's name, description and inputSchema.
-	var result [len(resultKeys)][]byte
-	objectValues(p.raw(keyResponse), resultKeys[:], result[:])
-	if tools := result[0]; len(tools) > 0 && tools[0] == '[' {
-		var tool [len(servedToolKeys)][]byte
-		for i := skipSpace(tools, 1); i < len(tools) && tools[i] != ']'; {
+	// One pass over the result, its tools array included (the bulk of the event).
+	var nextCursor []byte
+	if result := p.raw(keyResponse); len(result) > 0 && result[0] == '{' {
+		for i := skipSpace(result, 1); i < len(result) && result[i] == '"'; {
+			keyEnd := skipString(result, i)
+			j := skipSpace(result, skipSpace(result, keyEnd)+1)
 			var end int
-			if tools[i] == '{' {
-				end = objectMembers(tools, i, servedToolKeys[:], tool[:])
-			} else { // not an object: no name
-				end, _ = skipValue(tools, i)
-				clear(tool[:])
+			switch name := unquote(result[i:keyEnd]); {
+			case string(name) == "tools" && result[j] == '[':
+				t.Tools, end = servedTools(result, j)
+			default:
+				end, _ = skipValue(result, j)
+				switch string(name) {
+				case "tools": // the last tools member is not an array
+					t.Tools = nil
+				case "nextCursor":
+					nextCursor = result[j:end]
+				}
 			}
-			if i = skipSpace(tools, end); i < len(tools) && tools[i] == ',' {
-				i = skipSpace(tools, i+1)
+			if i = skipSpace(result, end); i < len(result) && result[i] == ',' {
+				i = skipSpace(result, i+1)
 			}
-			name, ok := stringValue(tool[0])
-			if !ok || name == "" {
-				continue // the SDK's "[MaxProperties ~]" after 100 tools, or something unreadable
-			}
-			desc, _ := stringValue(tool[1])
-			t.Tools = append(t.Tools, ServedTool{Name: safetext.Bound(name, safetext.MaxName), Description: desc, InputSchema: tool[2]})
 		}
 	}
-	t.NextCursor, _ = stringValue(result[1])
+	t.NextCursor, _ = stringValue(nextCursor)
 	// Peeked: the request stays in properties, as sent.
 	params := p.peek(keyParameters)
 	for _, at := range [][]byte{objectValue(objectValue(params, "request"), "params"), objectValue(params, "params"), params} {
