@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"strconv"
 	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
@@ -373,11 +374,67 @@ func stringValue(raw []byte) (s string, ok bool) {
 	if plainString(raw) {
 		return string(raw[1 : len(raw)-1]), true
 	}
+	if s, ok := unescape(raw[1 : len(raw)-1]); ok {
+		return s, true
+	}
 	var decoded string // only this path takes an address: s itself stays off the heap
 	if err := json.Unmarshal(raw, &decoded); err != nil {
 		return "", false
 	}
 	return decoded, true
+}
+
+// unescape returns the value of the content of a well-formed JSON string, when the content is
+// valid UTF-8 and escapes no surrogate; ok is false otherwise, and encoding/json's handling of
+// invalid bytes and of surrogate pairs (paired or not) is left to json.Unmarshal.
+func unescape(inner []byte) (s string, ok bool) {
+	if !utf8.Valid(inner) {
+		return "", false
+	}
+	buf := make([]byte, 0, len(inner))
+	for {
+		j := bytes.IndexByte(inner, '\\')
+		if j < 0 {
+			buf = append(buf, inner...)
+			break
+		}
+		buf = append(buf, inner[:j]...)
+		switch e := inner[j+1]; e {
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r := rune(hexValue(inner[j+2])<<12 | hexValue(inner[j+3])<<8 | hexValue(inner[j+4])<<4 | hexValue(inner[j+5]))
+			if utf16.IsSurrogate(r) {
+				return "", false
+			}
+			buf = utf8.AppendRune(buf, r)
+			inner = inner[j+6:]
+			continue
+		default: // '"', '\\', '/'
+			buf = append(buf, e)
+		}
+		inner = inner[j+2:]
+	}
+	return unsafe.String(unsafe.SliceData(buf), len(buf)), true // buf is never written again
+}
+
+// hexValue is the value of a hex digit.
+func hexValue(c byte) int {
+	switch {
+	case c <= '9':
+		return int(c - '0')
+	case c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return int(c - 'a' + 10)
 }
 
 // timestampText is stringValue of the envelope's timestamp. A plain string is not copied: the

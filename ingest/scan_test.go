@@ -279,3 +279,44 @@ func TestSkipString(t *testing.T) {
 		}
 	}
 }
+
+// checkStringValue compares stringValue with json.Unmarshal (what it used for every string
+// holding an escape or a byte >= 0x80) on a well-formed JSON string.
+func checkStringValue(t *testing.T, raw []byte) {
+	t.Helper()
+	if len(raw) == 0 || raw[0] != '"' {
+		return
+	}
+	if end, _, ok := scanString(raw, 0); !ok || end != len(raw) {
+		return
+	}
+	var want string
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatalf("json.Unmarshal(%q): %v", raw, err)
+	}
+	if got, ok := stringValue(raw); !ok || got != want {
+		t.Fatalf("stringValue(%q) = %q, %v; want %q", raw, got, ok, want)
+	}
+}
+
+// stringValueSeeds are JSON strings with every kind of escape, surrogates paired and not, and
+// invalid UTF-8.
+var stringValueSeeds = []string{
+	`""`, `"a"`, `"\"\\\/\b\f\n\r\t"`, `"line\nnext \"quoted\" \\ end"`, `"\u0000\u001f\u007f\u0080\u00e9\u20ac\uffff\uFFFD"`,
+	`"\u003cb\u003e \u0026"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ude00x"`, `"\ud83dx\ude00"`, `"\uD83D\uDE00\uD800\uDBFF\uDC00\uDFFF"`,
+	"\"caf\u00e9 \\n \u20ac\"", "\"\xff\\n\"", "\"\xe2\x82\\t\"", "\"\xed\xa0\x80\\\\\"", `"\\u0041"`, `"\u0041\u0062\u0043"`,
+}
+
+func TestStringValueMatchesUnmarshal(t *testing.T) {
+	for _, s := range stringValueSeeds {
+		checkStringValue(t, []byte(s))
+	}
+}
+
+// FuzzStringValue: stringValue decodes any well-formed JSON string as json.Unmarshal does.
+func FuzzStringValue(f *testing.F) {
+	for _, s := range stringValueSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { checkStringValue(t, raw) })
+}
