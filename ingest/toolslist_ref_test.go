@@ -76,7 +76,9 @@ func decodeToolsListRef(p *propertyReader, ev *Event) {
 }
 
 // checkToolsListDecode parses data with decodeToolsList and with the reference, and compares
-// the events (or errors), and objectValue with objectValueRef on the result's members.
+// the events (or errors), and objectValue with objectValueRef on the result's members. It
+// swaps KindToolsList.decode while it parses: no test of the package may run in parallel with
+// it.
 func checkToolsListDecode(t *testing.T, data []byte) {
 	t.Helper()
 	ev, err := Parse(data)
