@@ -2,10 +2,12 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
 	stdjson "encoding/json"
 	"math/bits"
 	"strconv"
 	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
@@ -106,15 +108,30 @@ func skipSpaces(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the offset just after the well-formed JSON string starting at b[i]. (A
-// byte loop: most strings of an event are short, where bytes.IndexByte's setup costs more.)
+// skipString returns the offset just after the well-formed JSON string starting at b[i]. Only
+// '"' and '\\' matter when skipping, eight bytes at a time as scanString does: a lane is
+// flagged when it holds either, and the lowest flagged lane is exact (a borrow between lanes
+// only flags lanes above a flagged one).
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
+	for i++; i+8 <= len(b); {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, s := x^lanes1*'"', x^lanes1*'\\' // a zero lane where the byte is '"' or '\\'
+		m := (((q - lanes1) &^ q) | ((s - lanes1) &^ s)) & lanesTop
+		if m == 0 {
+			i += 8
+			continue
+		}
+		if i += bits.TrailingZeros64(m) >> 3; b[i] == '"' {
+			return i + 1
+		}
+		i += 2 // the backslash and the escaped byte; a \uXXXX escape's hex digits hold no quote
+	}
+	for ; i < len(b); i++ {
 		switch b[i] {
 		case '"':
 			return i + 1
 		case '\\':
-			i++ // the escaped byte; a \uXXXX escape's hex digits hold no quote
+			i++
 		}
 	}
 	return len(b)
@@ -357,11 +374,67 @@ func stringValue(raw []byte) (s string, ok bool) {
 	if plainString(raw) {
 		return string(raw[1 : len(raw)-1]), true
 	}
+	if s, ok := unescape(raw[1 : len(raw)-1]); ok {
+		return s, true
+	}
 	var decoded string // only this path takes an address: s itself stays off the heap
 	if err := json.Unmarshal(raw, &decoded); err != nil {
 		return "", false
 	}
 	return decoded, true
+}
+
+// unescape returns the value of the content of a well-formed JSON string, when the content is
+// valid UTF-8 and escapes no surrogate; ok is false otherwise, and encoding/json's handling of
+// invalid bytes and of surrogate pairs (paired or not) is left to json.Unmarshal.
+func unescape(inner []byte) (s string, ok bool) {
+	if !utf8.Valid(inner) {
+		return "", false
+	}
+	buf := make([]byte, 0, len(inner))
+	for {
+		j := bytes.IndexByte(inner, '\\')
+		if j < 0 {
+			buf = append(buf, inner...)
+			break
+		}
+		buf = append(buf, inner[:j]...)
+		switch e := inner[j+1]; e {
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r := rune(hexValue(inner[j+2])<<12 | hexValue(inner[j+3])<<8 | hexValue(inner[j+4])<<4 | hexValue(inner[j+5]))
+			if utf16.IsSurrogate(r) {
+				return "", false
+			}
+			buf = utf8.AppendRune(buf, r)
+			inner = inner[j+6:]
+			continue
+		default: // '"', '\\', '/'
+			buf = append(buf, e)
+		}
+		inner = inner[j+2:]
+	}
+	return unsafe.String(unsafe.SliceData(buf), len(buf)), true // buf is never written again
+}
+
+// hexValue is the value of a hex digit.
+func hexValue(c byte) int {
+	switch {
+	case c <= '9':
+		return int(c - '0')
+	case c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return int(c - 'a' + 10)
 }
 
 // timestampText is stringValue of the envelope's timestamp. A plain string is not copied: the

@@ -23,6 +23,27 @@ func demoLines(b *testing.B, n int) [][]byte {
 	return bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))
 }
 
+// sdkGenLines returns the lines of the demo's corpus of SDK shape (gen.ShapeSDK: tool calls
+// with their $mcp_parameters and $mcp_response, $mcp_initialize and $mcp_tools_list events
+// listing whole served schemas, $exception) whose event is name, every line when name is "".
+func sdkGenLines(b *testing.B, name string) [][]byte {
+	b.Helper()
+	var buf bytes.Buffer
+	if _, err := gen.Generate(gen.Config{Events: 2000, Seed: 7, Shape: gen.ShapeSDK, End: time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)}, &buf); err != nil {
+		b.Fatal(err)
+	}
+	var out [][]byte
+	for _, l := range bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n")) {
+		if name == "" || bytes.Contains(l, []byte(`"event":"`+name+`"`)) {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		b.Fatalf("no %s event in the SDK-shaped corpus", name)
+	}
+	return out
+}
+
 // sdkEvents returns the SDK-shaped events of testdata/sdk whose names match glob.
 func sdkEvents(tb testing.TB, glob string) [][]byte {
 	tb.Helper()
@@ -53,8 +74,10 @@ func cpuTime() int64 {
 }
 
 // BenchmarkParse measures Parse per event (ns/op and cpu-ns/op are per event) on the demo's events and on
-// events shaped as @posthog/mcp sends them (about 1 KB of $mcp_parameters and $mcp_response
-// in the tool call).
+// events shaped as @posthog/mcp sends them: the fixtures of testdata/sdk (about 1 KB of
+// $mcp_parameters and $mcp_response in the tool call), and the demo's SDK-shaped corpus
+// (sdk_gen_*: its tool calls, its $mcp_tools_list events of about 35 KB listing whole served
+// schemas, and all its lines).
 func BenchmarkParse(b *testing.B) {
 	for _, c := range []struct {
 		name  string
@@ -63,6 +86,9 @@ func BenchmarkParse(b *testing.B) {
 		{"demo", func(b *testing.B) [][]byte { return demoLines(b, 5000) }},
 		{"sdk_tool_call", func(b *testing.B) [][]byte { return sdkEvents(b, "tool_call.json") }},
 		{"sdk_all", func(b *testing.B) [][]byte { return sdkEvents(b, "*.json") }},
+		{"sdk_gen_tool_call", func(b *testing.B) [][]byte { return sdkGenLines(b, "$mcp_tool_call") }},
+		{"sdk_gen_tools_list", func(b *testing.B) [][]byte { return sdkGenLines(b, "$mcp_tools_list") }},
+		{"sdk_gen", func(b *testing.B) [][]byte { return sdkGenLines(b, "") }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			lines := c.lines(b)

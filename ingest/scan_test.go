@@ -231,3 +231,92 @@ func FuzzScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkScan(t, data) })
 }
+
+// skipStringBytes is skipString one byte at a time, the reference of TestSkipString.
+func skipStringBytes(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i++
+		}
+	}
+	return len(b)
+}
+
+// TestSkipString: skipString ends each well-formed string where the byte loop and scanString
+// end it, escapes next to quotes and backslashes included, at every alignment of the string
+// against the eight-byte words and with more JSON or nothing after it.
+func TestSkipString(t *testing.T) {
+	for _, s := range []string{
+		`""`, `"a"`, `"\""`, `"\\"`, `"\\\""`, `"\\\\"`, `"\\\\\""`, `"\"\""`, `"a\\"`, `"\\a"`,
+		`"abcdefg\""`, `"abcdefgh\\"`, `"abcdefghijklmno\\\\"`, `"abcdefg\\\"hijklmnop"`,
+		`"\u0022\u005c"`, `"\u005C\u0022abcdefghij"`, `"\/\b\f\n\r\t"`, `"é\"ü\\ñ"`, "\"\xff\xfe\\\"\x80\"",
+		`"` + strings.Repeat(`\\`, 9) + `"`, `"` + strings.Repeat(`\"`, 9) + `"`, `"` + strings.Repeat("x", 40) + `"`,
+		`"` + strings.Repeat(`a\\`, 7) + `\"` + `"`,
+	} {
+		for pad := range 9 {
+			for _, tail := range []string{"", `,"k":"v\\"}`, `"`, `\"`, strings.Repeat(`"`, 9)} {
+				b := []byte(strings.Repeat(" ", pad) + s + tail)
+				want := pad + len(s)
+				if end, _, ok := scanString(b, pad); !ok || end != want {
+					t.Fatalf("test case %q is not one well-formed string: scanString %d, %v", s, end, ok)
+				}
+				if got := skipString(b, pad); got != want {
+					t.Errorf("skipString(%q, %d) = %d, want %d", b, pad, got, want)
+				}
+				if got := skipStringBytes(b, pad); got != want {
+					t.Errorf("byte loop (%q, %d) = %d, want %d", b, pad, got, want)
+				}
+			}
+		}
+	}
+	// Unterminated (not well-formed): both run to the end.
+	for _, s := range []string{`"`, `"abc`, `"abcdefghijkl\"`, `"abcdefghijkl\`, `"\\\"abcdefgh`} {
+		if got, want := skipString([]byte(s), 0), skipStringBytes([]byte(s), 0); got != want || got != len(s) {
+			t.Errorf("skipString(%q) = %d, byte loop %d, want %d", s, got, want, len(s))
+		}
+	}
+}
+
+// checkStringValue compares stringValue with json.Unmarshal (what it used for every string
+// holding an escape or a byte >= 0x80) on a well-formed JSON string.
+func checkStringValue(t *testing.T, raw []byte) {
+	t.Helper()
+	if len(raw) == 0 || raw[0] != '"' {
+		return
+	}
+	if end, _, ok := scanString(raw, 0); !ok || end != len(raw) {
+		return
+	}
+	var want string
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatalf("json.Unmarshal(%q): %v", raw, err)
+	}
+	if got, ok := stringValue(raw); !ok || got != want {
+		t.Fatalf("stringValue(%q) = %q, %v; want %q", raw, got, ok, want)
+	}
+}
+
+// stringValueSeeds are JSON strings with every kind of escape, surrogates paired and not, and
+// invalid UTF-8.
+var stringValueSeeds = []string{
+	`""`, `"a"`, `"\"\\\/\b\f\n\r\t"`, `"line\nnext \"quoted\" \\ end"`, `"\u0000\u001f\u007f\u0080\u00e9\u20ac\uffff\uFFFD"`,
+	`"\u003cb\u003e \u0026"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ude00x"`, `"\ud83dx\ude00"`, `"\uD83D\uDE00\uD800\uDBFF\uDC00\uDFFF"`,
+	"\"caf\u00e9 \\n \u20ac\"", "\"\xff\\n\"", "\"\xe2\x82\\t\"", "\"\xed\xa0\x80\\\\\"", `"\\u0041"`, `"\u0041\u0062\u0043"`,
+}
+
+func TestStringValueMatchesUnmarshal(t *testing.T) {
+	for _, s := range stringValueSeeds {
+		checkStringValue(t, []byte(s))
+	}
+}
+
+// FuzzStringValue: stringValue decodes any well-formed JSON string as json.Unmarshal does.
+func FuzzStringValue(f *testing.F) {
+	for _, s := range stringValueSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { checkStringValue(t, raw) })
+}

@@ -99,6 +99,34 @@ type ServedTool struct {
 
 var toolsListReads = append([]propKey{keyListedToolNames, keyResponse, keyParameters}, sdkCommonReads...)
 
+// servedToolKeys are the members of a listed tool that servedTools reads.
+var servedToolKeys = [...]string{"name", "description", "inputSchema"}
+
+// servedTools returns the tools that have a name of the well-formed tools array at b[i] (a
+// '['), nil when none has, and the offset just after the array. Each tool's members are read
+// in one pass over it.
+func servedTools(b []byte, i int) (tools []ServedTool, end int) {
+	var tool [len(servedToolKeys)][]byte
+	for i = skipSpace(b, i+1); i < len(b) && b[i] != ']'; {
+		if b[i] == '{' {
+			end = objectMembers(b, i, servedToolKeys[:], tool[:])
+		} else { // not an object: no name
+			end, _ = skipValue(b, i)
+			clear(tool[:])
+		}
+		if i = skipSpace(b, end); i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+		name, ok := stringValue(tool[0])
+		if !ok || name == "" {
+			continue // the SDK's "[MaxProperties ~]" after 100 tools, or something unreadable
+		}
+		desc, _ := stringValue(tool[1])
+		tools = append(tools, ServedTool{Name: safetext.Bound(name, safetext.MaxName), Description: desc, InputSchema: tool[2]})
+	}
+	return tools, min(i+1, len(b)) // past the ']'
+}
+
 func decodeToolsList(p *propertyReader, ev *Event) {
 	t := &ToolsList{}
 	p.session(&t.Session)
@@ -117,16 +145,31 @@ func decodeToolsList(p *propertyReader, ev *Event) {
 			t.ListedToolNames = append(t.ListedToolNames, safetext.Bound(s, safetext.MaxName))
 		}
 	}
-	tools, _ := arrayItems(objectValue(p.raw(keyResponse), "tools"))
-	for _, item := range tools {
-		name, ok := stringValue(objectValue(item, "name"))
-		if !ok || name == "" {
-			continue // the SDK's "[MaxProperties ~]" after 100 tools, or something unreadable
+	// One pass over the result, its tools array included (the bulk of the event).
+	var nextCursor []byte
+	if result := p.raw(keyResponse); len(result) > 0 && result[0] == '{' {
+		for i := skipSpace(result, 1); i < len(result) && result[i] == '"'; {
+			keyEnd := skipString(result, i)
+			j := skipSpace(result, skipSpace(result, keyEnd)+1)
+			var end int
+			switch name := unquote(result[i:keyEnd]); {
+			case string(name) == "tools" && result[j] == '[':
+				t.Tools, end = servedTools(result, j)
+			default:
+				end, _ = skipValue(result, j)
+				switch string(name) {
+				case "tools": // the last tools member is not an array
+					t.Tools = nil
+				case "nextCursor":
+					nextCursor = result[j:end]
+				}
+			}
+			if i = skipSpace(result, end); i < len(result) && result[i] == ',' {
+				i = skipSpace(result, i+1)
+			}
 		}
-		desc, _ := stringValue(objectValue(item, "description"))
-		t.Tools = append(t.Tools, ServedTool{Name: safetext.Bound(name, safetext.MaxName), Description: desc, InputSchema: objectValue(item, "inputSchema")})
 	}
-	t.NextCursor, _ = stringValue(objectValue(p.raw(keyResponse), "nextCursor"))
+	t.NextCursor, _ = stringValue(nextCursor)
 	// Peeked: the request stays in properties, as sent.
 	params := p.peek(keyParameters)
 	for _, at := range [][]byte{objectValue(objectValue(params, "request"), "params"), objectValue(params, "params"), params} {
@@ -470,22 +513,41 @@ func otherRows(rs *Rows, ev *Event, at RowContext) {
 // objectValue returns the raw value of key in a raw, well-formed JSON object (the last one
 // when repeated), or nil when raw is not an object or has no such key.
 func objectValue(raw []byte, key string) []byte {
+	var v [1][]byte
+	objectValues(raw, []string{key}, v[:])
+	return v[0]
+}
+
+// objectValues sets vals[k] to objectValue(raw, keys[k]) for every k (len(vals) >= len(keys)),
+// in one pass over raw.
+func objectValues(raw []byte, keys []string, vals [][]byte) {
 	if len(raw) == 0 || raw[0] != '{' {
-		return nil
+		clear(vals)
+		return
 	}
-	var found []byte
-	for i := skipSpace(raw, 1); i < len(raw) && raw[i] == '"'; {
-		keyEnd := skipString(raw, i)
-		j := skipSpace(raw, skipSpace(raw, keyEnd)+1)
-		end, _ := skipValue(raw, j)
-		if string(unquote(raw[i:keyEnd])) == key {
-			found = raw[j:end]
+	objectMembers(raw, 0, keys, vals)
+}
+
+// objectMembers sets vals[k] to the raw value of keys[k] in the well-formed JSON object at
+// b[i] (a '{'), the last one when repeated and nil when absent, and returns the offset just
+// after the object.
+func objectMembers(b []byte, i int, keys []string, vals [][]byte) int {
+	clear(vals)
+	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
+		keyEnd := skipString(b, i)
+		j := skipSpace(b, skipSpace(b, keyEnd)+1)
+		end, _ := skipValue(b, j)
+		name := unquote(b[i:keyEnd])
+		for k, key := range keys {
+			if string(name) == key {
+				vals[k] = b[j:end]
+			}
 		}
-		if i = skipSpace(raw, end); i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
+		if i = skipSpace(b, end); i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
 		}
 	}
-	return found
+	return min(i+1, len(b)) // past the '}'
 }
 
 // objectText returns a raw JSON object as text, or "" when raw is not an object.
