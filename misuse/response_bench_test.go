@@ -26,17 +26,25 @@ func benchResponses() []struct{ name, response string } {
 	}
 }
 
-func BenchmarkFromResponse(b *testing.B) {
+func BenchmarkFromResponse(b *testing.B) { benchmarkFromResponse(b, misuse.FromResponse) }
+
+// BenchmarkFromResponseReference is BenchmarkFromResponse of the reference implementation
+// (decoding into maps), for comparison.
+func BenchmarkFromResponseReference(b *testing.B) {
+	benchmarkFromResponse(b, misuse.FromResponseReference)
+}
+
+func benchmarkFromResponse(b *testing.B, fromResponse func([]byte) ([]string, int, bool)) {
 	for _, r := range benchResponses() {
 		b.Run(r.name, func(b *testing.B) {
 			response := []byte(r.response)
-			if _, _, ok := misuse.FromResponse(response); ok == strings.HasPrefix(r.name, "none") {
+			if _, _, ok := fromResponse(response); ok == strings.HasPrefix(r.name, "none") {
 				b.Fatalf("%s: ok = %v", r.name, ok)
 			}
 			b.SetBytes(int64(len(response)))
 			b.ReportAllocs()
 			for b.Loop() {
-				misuse.FromResponse(response)
+				fromResponse(response)
 			}
 		})
 	}

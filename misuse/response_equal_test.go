@@ -96,6 +96,13 @@ func equalityResponses(t *testing.T) []string {
 
 	// Adversarial: what map and struct decoding, validity and the literal prefilter decide.
 	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	for _, depth := range []int{9999, 10000, 10001} {
+		// The nesting limit: the object itself is one level.
+		arrays := strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1)
+		objects := strings.Repeat(`{"a":`, depth-1) + "1" + strings.Repeat("}", depth-1)
+		out = append(out, `{"_ignoredKeys":["a"],"x":`+arrays+`}`, `{"_ignoredKeys":["a"],"x":`+objects+`}`,
+			`{"content":[{"type":"text","text":"Ignored input keys: a"}],"x":`+arrays+`}`)
+	}
 	out = append(out,
 		`{"_ignoredKeys":["a"],"_ignoredKeys":["b"]}`,
 		`{"_ignoredKeys":["a"],"_ignoredKeys":null}`,
@@ -181,6 +188,17 @@ func equalityResponses(t *testing.T) []string {
 	return out
 }
 
+// TestValidJSON: validJSON is json.Valid on the differential test's results.
+func TestValidJSON(t *testing.T) {
+	for _, r := range equalityResponses(t) {
+		for _, b := range []string{r, r + " ", r + "x", " " + r, "[" + r + "]", r + r} {
+			if got, want := misuse.ValidJSON([]byte(b)), json.Valid([]byte(b)); got != want {
+				t.Fatalf("validJSON(%q) = %v, json.Valid %v", b, got, want)
+			}
+		}
+	}
+}
+
 // TestFromResponseMatchesReference: FromResponse reads every result as decoding with
 // encoding/json into maps did.
 func TestFromResponseMatchesReference(t *testing.T) {
@@ -209,5 +227,8 @@ func FuzzFromResponseMatchesReference(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, response []byte) {
 		checkSameAsReference(t, response)
+		if got, want := misuse.ValidJSON(response), json.Valid(response); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid %v", response, got, want)
+		}
 	})
 }

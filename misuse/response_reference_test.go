@@ -6,8 +6,11 @@ import (
 	"strings"
 )
 
-// FromResponseReference is fromResponseReference for the external tests.
-var FromResponseReference = fromResponseReference
+// FromResponseReference and ValidJSON are for the external tests.
+var (
+	FromResponseReference = fromResponseReference
+	ValidJSON             = validJSON
+)
 
 // fromResponseReference is FromResponse as it was before it learned to skip the generic
 // decoding: json.Unmarshal into maps of raw values, two literal prefilters. The differential
