@@ -183,22 +183,40 @@ func scanObject(b []byte) (m members, ok bool) {
 	}
 }
 
-// decodeString decodes the JSON string literal lit as encoding/json does: when it is valid
-// UTF-8 with no escape, it is its own value; else jsontext.AppendUnquote decodes it, but
-// json.Unmarshal what that rejects (invalid UTF-8, unpaired surrogates: replaced by
-// json.Unmarshal, one U+FFFD each, by rules of its own).
-func decodeString(lit []byte) (string, bool) {
-	if len(lit) >= 2 && bytes.IndexByte(lit, '\\') < 0 && utf8.Valid(lit) {
+// decodeString decodes the JSON string literal lit as json.Unmarshal does (false when it
+// rejects it): a literal of valid UTF-8 with no escape or control character is its own value;
+// else jsontext.AppendUnquote decodes it, and json.Unmarshal what that rejects (invalid UTF-8
+// and unpaired surrogates, replaced by json.Unmarshal by rules of its own; invalid literals).
+func decodeString[T ~string | ~[]byte](lit T) (string, bool) {
+	if plainString(lit) {
 		return string(lit[1 : len(lit)-1]), true
 	}
 	if b, err := jsontext.AppendUnquote(nil, lit); err == nil {
 		return string(b), true
 	}
 	var s string
-	if json.Unmarshal(lit, &s) != nil {
+	if json.Unmarshal([]byte(lit), &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+// plainString tells whether lit is a JSON string literal with no escape or control
+// character, of valid UTF-8.
+func plainString[T ~string | ~[]byte](lit T) bool {
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return false
+	}
+	ascii := true
+	for i := 1; i < len(lit)-1; i++ {
+		switch c := lit[i]; {
+		case c < 0x20 || c == '"' || c == '\\':
+			return false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return ascii || utf8.Valid([]byte(lit))
 }
 
 // fromObject reads `_ignoredKeys` (and the total from `_ignoredKeysNote`) of one object.
@@ -424,8 +442,8 @@ func jsonStringPrefix(s string) (int, string, bool) {
 		case '\\':
 			i++
 		case '"':
-			var v string
-			if json.Unmarshal([]byte(s[:i+1]), &v) != nil {
+			v, ok := decodeString(s[:i+1])
+			if !ok {
 				return 0, "", false
 			}
 			if !utf8.ValidString(v) {

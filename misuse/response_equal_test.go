@@ -184,6 +184,14 @@ func equalityResponses(t *testing.T) []string {
 		`{"content":[{"type":"text","text":"Ignored input keys: a"}],"x":"\ignored"}`,
 		`{"content":[{"type":"text","text":"Ignored\u0020input keys: a"}],"x":"Ignored input keys"}`,
 		`{"content":[{"type":"text","text":"_ignoredKeys Ignored input keys: a"}]}`,
+		// Quoted keys in a notice, decoded as JSON strings.
+		textResult("Ignored input keys: \"a\u0001b\", \"c\"."),
+		textResult("Ignored input keys: \"a\tb\", \"c\"."),
+		textResult(`Ignored input keys: "a\ud800b", "\ud83d\ude00", "\ud83dx", "\x", "c".`),
+		textResult(`Ignored input keys: "\u00e9\/\"", "é", "c".`),
+		"{\"content\":[{\"type\":\"text\",\"text\":\"Ignored input keys: \\\"a\xffb\\\", \\\"\xc3\\\".\"}]}",
+		"\"Ignored input keys: \\\"a\xffb\\\", \\\"\xed\xa0\x80\\\".\"",
+		`{"_ignoredKeys":["a"],"_ignoredKeysNote":"Ignored input keys: \"a\ud800\" (7 total)"}`,
 	)
 	return out
 }
@@ -191,7 +199,7 @@ func equalityResponses(t *testing.T) []string {
 // TestValidJSON: validJSON is json.Valid on the differential test's results.
 func TestValidJSON(t *testing.T) {
 	for _, r := range equalityResponses(t) {
-		for _, b := range []string{r, r + " ", r + "x", " " + r, "[" + r + "]", r + r} {
+		for _, b := range []string{r, r + "x", " [" + r + "] "} {
 			if got, want := misuse.ValidJSON([]byte(b)), json.Valid([]byte(b)); got != want {
 				t.Fatalf("validJSON(%q) = %v, json.Valid %v", b, got, want)
 			}
