@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // What PostHog's MCP server adds to a tool result when the schema dropped input keys
@@ -32,13 +34,18 @@ const (
 // structuredContent, or in a text item holding a JSON object; else the "Ignored input keys:"
 // notice in a text item (the last one found). keys are masked (MaskControl) and capped at
 // MaxKeys; total counts the keys the notice says were cut off too. ok is false when the result
-// names no ignored keys (which, for a server that does not report them, says nothing).
+// names no ignored keys (which, for a server that does not report them, says nothing), and
+// when it is not valid JSON.
+//
+// Its results are those of decoding the result with encoding/json (into maps of raw values,
+// the content items into structs of type and text), without the cost: a literal search
+// rejects a result that spells neither marker; the objects' members are then found by a walk
+// that trusts the JSON to be valid, and validJSON checks that it is before keys are returned.
 func FromResponse(response []byte) (keys []string, total int, ok bool) {
-	if !bytes.Contains(response, []byte(ignoredKeysField)) && !bytes.Contains(response, []byte("Ignored input keys")) {
+	if !mentionsIgnoredKeys(response) {
 		return nil, 0, false
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(response, &top); err != nil {
+	if t := (boundaries{b: response}); t.PeekKind() == '"' {
 		// A bare string result: the notice may still be in it.
 		var text string
 		if json.Unmarshal(response, &text) == nil {
@@ -48,43 +55,67 @@ func FromResponse(response []byte) (keys []string, total int, ok bool) {
 		}
 		return nil, 0, false
 	}
+	top, ok := scanObject(response)
+	if !ok {
+		return nil, 0, false
+	}
+	keys, total, ok = fromTop(top)
+	if !ok || !validJSON(response) {
+		return nil, 0, false
+	}
+	return capKeysOK(keys, total)
+}
+
+// fromTop reads the keys from the members of a result object.
+func fromTop(top members) ([]string, int, bool) {
 	if keys, total, ok := fromObject(top); ok {
-		return capKeysOK(keys, total)
+		return keys, total, true
 	}
-	var sc map[string]json.RawMessage
-	if raw, ok := top["structuredContent"]; ok && json.Unmarshal(raw, &sc) == nil {
+	if sc, ok := scanObject(top.structuredContent); ok {
 		if keys, total, ok := fromObject(sc); ok {
-			return capKeysOK(keys, total)
+			return keys, total, true
 		}
-	}
-	var content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if raw, ok := top["content"]; ok {
-		_ = json.Unmarshal(raw, &content)
 	}
 	var found []string
 	foundTotal, any := 0, false
-	for _, item := range content {
+	for _, item := range contentItems(top.content) {
 		if item.Type != "text" || item.Text == "" {
 			continue
 		}
-		var obj map[string]json.RawMessage
-		if t := strings.TrimSpace(item.Text); strings.HasPrefix(t, "{") && json.Unmarshal([]byte(t), &obj) == nil {
-			if keys, total, ok := fromObject(obj); ok {
-				found, foundTotal, any = keys, total, true
-				continue
+		if t := strings.TrimSpace(item.Text); strings.HasPrefix(t, "{") {
+			if obj, ok := scanObject([]byte(t)); ok {
+				if keys, total, ok := fromObject(obj); ok && validJSON([]byte(t)) {
+					found, foundTotal, any = keys, total, true
+					continue
+				}
 			}
 		}
 		if keys, total, ok := fromText(item.Text); ok {
 			found, foundTotal, any = keys, total, true
 		}
 	}
-	if !any {
-		return nil, 0, false
+	return found, foundTotal, any
+}
+
+// mentionsIgnoredKeys tells whether b holds either marker, `_ignoredKeys` or
+// "Ignored input keys", literally (an escape spelling one of them differently does not count).
+// A search costs a restart at each byte equal to the first of what it looks for: JSON is full
+// of '_', so `_ignoredKeys` is looked for from its rarer "Keys". (One search for "gnored",
+// which both markers hold, is slower: 'g' is common in text.)
+func mentionsIgnoredKeys(b []byte) bool {
+	const before = "_ignored"
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte("Keys"))
+		if j < 0 {
+			break
+		}
+		j += i
+		if j >= len(before) && string(b[j-len(before):j]) == before {
+			return true
+		}
+		i = j + len("Keys")
 	}
-	return capKeysOK(found, foundTotal)
+	return bytes.Contains(b, []byte("Ignored input keys"))
 }
 
 func capKeysOK(keys []string, total int) ([]string, int, bool) {
@@ -92,15 +123,164 @@ func capKeysOK(keys []string, total int) ([]string, int, bool) {
 	return k, t, true
 }
 
+// validJSON is json.Valid, faster: jsontext's grammar is RFC 8259's, as encoding/json's is,
+// with the same nesting limit (10,000), once it allows what encoding/json allows, repeated
+// names and invalid UTF-8 (unpaired surrogate escapes included).
+func validJSON(b []byte) bool {
+	return jsontext.Value(b).IsValid(validOptions...)
+}
+
+var validOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+// members are the raw values (nil when absent; the last when repeated) of the members of an
+// object that FromResponse reads.
+type members struct {
+	ignoredKeys, ignoredNote, structuredContent, content []byte
+}
+
+// scanObject finds the members of the JSON object b (after blanks), trusting it to be valid
+// (it reads it with boundaries): it is false when b is not an object, and on some, not all,
+// invalid JSON. Names are compared as decoded, as a map's keys would be.
+func scanObject(b []byte) (m members, ok bool) {
+	t := boundaries{b: b}
+	if t.PeekKind() != '{' {
+		return m, false
+	}
+	t.i++
+	for {
+		switch t.PeekKind() {
+		case '}':
+			return m, true
+		case '"':
+		default:
+			return m, false
+		}
+		name, err := t.ReadValue()
+		if err != nil {
+			return m, false
+		}
+		value, err := t.ReadValue()
+		if err != nil || len(value) == 0 {
+			return m, false
+		}
+		if bytes.IndexByte(name, '\\') >= 0 {
+			s, ok := decodeString(name)
+			if !ok {
+				return m, false
+			}
+			name = []byte(`"` + s + `"`)
+		}
+		switch string(name[1 : len(name)-1]) {
+		case ignoredKeysField:
+			m.ignoredKeys = value
+		case ignoredNoteField:
+			m.ignoredNote = value
+		case "structuredContent":
+			m.structuredContent = value
+		case "content":
+			m.content = value
+		}
+	}
+}
+
+// decodeString decodes the JSON string literal lit as json.Unmarshal does (false when it
+// rejects it): a literal of valid UTF-8 with no escape or control character is its own value;
+// else jsontext.AppendUnquote decodes it, and json.Unmarshal what that rejects (invalid UTF-8
+// and unpaired surrogates, replaced by json.Unmarshal by rules of its own; invalid literals).
+func decodeString[T ~string | ~[]byte](lit T) (string, bool) {
+	if plainString(lit) {
+		return string(lit[1 : len(lit)-1]), true
+	}
+	if b, err := jsontext.AppendUnquote(nil, lit); err == nil {
+		return string(b), true
+	}
+	var s string
+	if json.Unmarshal([]byte(lit), &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// plainString tells whether lit is a JSON string literal with no escape or control
+// character, of valid UTF-8.
+func plainString[T ~string | ~[]byte](lit T) bool {
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return false
+	}
+	ascii := true
+	for i := 1; i < len(lit)-1; i++ {
+		switch c := lit[i]; {
+		case c < 0x20 || c == '"' || c == '\\':
+			return false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return ascii || utf8.Valid([]byte(lit))
+}
+
 // fromObject reads `_ignoredKeys` (and the total from `_ignoredKeysNote`) of one object.
-func fromObject(obj map[string]json.RawMessage) ([]string, int, bool) {
-	raw, ok := obj[ignoredKeysField]
-	if !ok {
+func fromObject(obj members) ([]string, int, bool) {
+	if obj.ignoredKeys == nil {
 		return nil, 0, false
 	}
+	keys, ok := stringList(obj.ignoredKeys)
+	if !ok || len(keys) == 0 {
+		return nil, 0, false
+	}
+	total := len(keys)
+	if len(obj.ignoredNote) > 0 && obj.ignoredNote[0] == '"' {
+		if note, ok := decodeString(obj.ignoredNote); ok {
+			if _, t, ok := fromText(note); ok && t > total {
+				total = t
+			}
+		}
+	}
+	return keys, total, true
+}
+
+// stringList returns the non-empty strings of the JSON array raw; false when raw is not an
+// array or, as with json.Unmarshal into []any, holds a number beyond float64.
+func stringList(raw []byte) ([]string, bool) {
+	if string(raw) == "null" {
+		return nil, true
+	}
+	t := boundaries{b: raw}
+	if t.PeekKind() != '[' {
+		return nil, false
+	}
+	t.i++
+	var keys []string
+	for {
+		switch t.PeekKind() {
+		case ']':
+			return keys, true
+		case '"':
+			v, err := t.ReadValue()
+			if err != nil {
+				return nil, false
+			}
+			s, ok := decodeString(v)
+			if !ok {
+				return nil, false
+			}
+			if s != "" {
+				keys = append(keys, s)
+			}
+		case 'n', 't', 'f':
+			if t.SkipValue() != nil {
+				return nil, false
+			}
+		default: // numbers, arrays, objects (and the end): decoded the general way, for its errors
+			return stringListDecoded(raw)
+		}
+	}
+}
+
+func stringListDecoded(raw []byte) ([]string, bool) {
 	var list []any
 	if json.Unmarshal(raw, &list) != nil {
-		return nil, 0, false
+		return nil, false
 	}
 	var keys []string
 	for _, v := range list {
@@ -108,17 +288,81 @@ func fromObject(obj map[string]json.RawMessage) ([]string, int, bool) {
 			keys = append(keys, s)
 		}
 	}
-	if len(keys) == 0 {
-		return nil, 0, false
+	return keys, true
+}
+
+// contentItem is an item of a result's content as json.Unmarshal into it reads it.
+type contentItem struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// contentItems reads a result's content as json.Unmarshal into []contentItem does, errors
+// ignored: an item that is not an object is a zero item, a member that is not a string is
+// skipped, names match in any case. Names it cannot compare quickly (escaped, not ASCII) go
+// to json.Unmarshal.
+func contentItems(raw []byte) []contentItem {
+	t := boundaries{b: raw}
+	if t.PeekKind() != '[' {
+		return nil
 	}
-	total := len(keys)
-	var note string
-	if raw, ok := obj[ignoredNoteField]; ok && json.Unmarshal(raw, &note) == nil {
-		if _, t, ok := fromText(note); ok && t > total {
-			total = t
+	t.i++
+	var items []contentItem
+	for {
+		switch t.PeekKind() {
+		case ']':
+			return items
+		case 0:
+			return nil
+		}
+		v, err := t.ReadValue()
+		if err != nil || len(v) == 0 {
+			return nil
+		}
+		var item contentItem
+		if v[0] == '{' && !contentItemFields(v, &item) {
+			var all []contentItem
+			_ = json.Unmarshal(raw, &all)
+			return all
+		}
+		items = append(items, item)
+	}
+}
+
+// contentItemFields sets item's fields from the object obj; false when a name is escaped or
+// not ASCII.
+func contentItemFields(obj []byte, item *contentItem) bool {
+	t := boundaries{b: obj, i: 1}
+	for t.PeekKind() == '"' {
+		name, err := t.ReadValue()
+		if err != nil || bytes.IndexByte(name, '\\') >= 0 {
+			return false
+		}
+		for _, c := range name {
+			if c >= utf8.RuneSelf {
+				return false
+			}
+		}
+		value, err := t.ReadValue()
+		if err != nil || len(value) == 0 {
+			return false
+		}
+		name = name[1 : len(name)-1]
+		var field *string
+		if bytes.EqualFold(name, []byte("type")) {
+			field = &item.Type
+		} else if bytes.EqualFold(name, []byte("text")) {
+			field = &item.Text
+		}
+		if field != nil && value[0] == '"' {
+			s, ok := decodeString(value)
+			if !ok {
+				return false
+			}
+			*field = s
 		}
 	}
-	return keys, total, true
+	return true
 }
 
 // Counts a notice may give after its list: "and 5 more", "(25 total)", "25 keys in total",
@@ -198,8 +442,8 @@ func jsonStringPrefix(s string) (int, string, bool) {
 		case '\\':
 			i++
 		case '"':
-			var v string
-			if json.Unmarshal([]byte(s[:i+1]), &v) != nil {
+			v, ok := decodeString(s[:i+1])
+			if !ok {
 				return 0, "", false
 			}
 			if !utf8.ValidString(v) {

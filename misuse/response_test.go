@@ -16,19 +16,22 @@ func textResult(text string) string {
 	return string(b)
 }
 
-func TestFromResponse(t *testing.T) {
+// fromResponseCase is a tool result and what FromResponse reads from it.
+type fromResponseCase struct {
+	name, response string
+	keys           []string
+	total          int
+	ok             bool
+}
+
+func fromResponseCases() []fromResponseCase {
 	const note = `Ignored input keys: "title", "query.source.serie". These keys are not part of the tool's input schema, so the tool did not use them.`
 	twentyFive := make([]string, 25)
 	for i := range twentyFive {
 		twentyFive[i] = fmt.Sprintf("k%d", i)
 	}
 	quoted, _ := json.Marshal(twentyFive[:20])
-	tests := []struct {
-		name, response string
-		keys           []string
-		total          int
-		ok             bool
-	}{
+	return []fromResponseCase{
 		{"object result as JSON text", textResult(`{"ok":true,"_ignoredKeys":["title","query.source.serie"],"_ignoredKeysNote":` + mustJSON(note) + `}`),
 			[]string{"title", "query.source.serie"}, 2, true},
 		{"array result wrapped", textResult(`{"results":[1,2],"_ignoredKeys":["series.0.maht"],"_ignoredKeysNote":"Ignored input keys: \"series.0.maht\"."}`),
@@ -53,7 +56,10 @@ func TestFromResponse(t *testing.T) {
 		{"notice lost to the SDK's 32 KB cut", textResult(strings.Repeat("r", 32768) + "..."), nil, 0, false},
 		{"error result", `{"content":[{"type":"text","text":"MCP error -32602: Tool x not found"}],"isError":true}`, nil, 0, false},
 	}
-	for _, tc := range tests {
+}
+
+func TestFromResponse(t *testing.T) {
+	for _, tc := range fromResponseCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			keys, total, ok := misuse.FromResponse([]byte(tc.response))
 			if ok != tc.ok || total != tc.total || !reflect.DeepEqual(keys, tc.keys) {
