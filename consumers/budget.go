@@ -19,6 +19,22 @@ import (
 // batches under batchHeapShare of the limit; below it the collector runs at its usual pace.
 
 const (
+	// MessageOverhead is what a chunk's byte bound (Config.BatchBytes) counts for each message
+	// besides its key and value, in bytes: the memory the consumer holds per message of a
+	// chunk whatever its size, its kafka.Message (152 bytes on 64-bit platforms), decoded
+	// event (ingest.ToolCallSlot, 648) and raw row (ingest.ToolCallRow, 672), sizes as
+	// unsafe.Sizeof gives them, rounded up to 1.5 KiB. Without it a chunk of small messages
+	// (835-byte demo events) held about twice the memory of one of SDK-shaped tool calls
+	// (2,400 bytes) under the same bound, and the garbage collector worked the harder for it.
+	MessageOverhead = 1536
+	// GCPercent is the garbage collector's target percentage (runtime/debug.SetGCPercent)
+	// `mcpulse consume` sets while a soft memory limit is set and $GOGC is not: the heap may
+	// grow to four times what is live before a collection, or to the limit, whichever comes
+	// first. The limit bounds the heap either way; Go's default of 100 collected whenever the
+	// heap doubled, far below it. Measured with `mcpulse bench pipeline --runs 1` on 2 cores
+	// (1M demo events; 250,000 SDK-shaped ones), with the limit at its default: consumer CPU
+	// per event and peak RSS below.
+	GCPercent = 300
 	// batchHeapShare is the share of the soft memory limit the windows and the batches in
 	// flight may take together, in eighths: the rest is the collector's room to work in
 	// (with GOGC=100 it would let the heap reach twice what is live) and what the process

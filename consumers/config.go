@@ -30,12 +30,13 @@ const (
 	// its size does not follow the consumer's memory; a consumer that keeps up closes a batch
 	// per chunk anyway (Config.BatchWait).
 	DefaultBatchSize = 100_000
-	// DefaultBatchBytes is Config.BatchBytes's default: the message bytes (keys and values) a
-	// chunk of a batch may hold. A chunk's memory follows its bytes, not its count (the
-	// values, their decoded events, the insert's column buffers: about 2.5 times the message
-	// bytes), and two chunks are in flight (one prepared while one is stored), so this bound
-	// keeps both near 80 MiB whatever the events' size: 2,400-byte SDK tool calls close a
-	// chunk at about 7,000 messages, 750-byte demo events at about 22,000.
+	// DefaultBatchBytes is Config.BatchBytes's default: the bytes a chunk of a batch may
+	// hold, each message counted as its key and value plus MessageOverhead. A chunk's memory
+	// follows those bytes, not its count (the values, their decoded events and rows, the
+	// insert's column buffers), and two chunks are in flight (one prepared while one is
+	// stored), so this bound keeps both near the same size whatever the events' size:
+	// 2,400-byte SDK tool calls close a chunk at about 4,000 messages, 835-byte demo events
+	// at about 7,000.
 	DefaultBatchBytes = 16 << 20
 	// DefaultBatchWait is Config.BatchWait's default. A consumer that keeps up closes a batch
 	// after this long, so it bounds the time from publish to queryable (plus one store).
@@ -102,11 +103,11 @@ type Config struct {
 	// streamed to ClickHouse chunk by chunk, into one INSERT per table (stream.go). Default:
 	// DefaultBatchSize.
 	BatchSize int
-	// BatchBytes bounds a chunk's message bytes (keys and values), what the consumer holds of
-	// a batch at once: a chunk closes at the message that reaches it, or at BatchSize
-	// messages, whichever comes first. While the dedup windows take much of the process's
-	// soft memory limit, chunks close earlier (at no less than 1 MiB; see
-	// DefaultMemoryLimit). Default: DefaultBatchBytes.
+	// BatchBytes bounds a chunk's bytes, what the consumer holds of a batch at once: each
+	// message counts its key and value plus MessageOverhead, and a chunk closes at the message
+	// that reaches the bound, or at BatchSize messages, whichever comes first. While the dedup
+	// windows take much of the process's soft memory limit, chunks close earlier (at no less
+	// than 1 MiB; see DefaultMemoryLimit). Default: DefaultBatchBytes.
 	BatchBytes int
 	// BatchWait is how long a batch waits to fill before it is processed. Default:
 	// DefaultBatchWait.

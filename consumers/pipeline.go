@@ -224,9 +224,9 @@ func (c *Consumer) fetchLoop(ctx context.Context, assignments map[string][]kafka
 	}
 }
 
-// fill reads up to BatchSize messages, or up to the message whose key and value bring the
-// batch to its byte bound (BatchBytes, lowered while the dedup windows fill the memory
-// budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill; cut reports
+// fill reads up to BatchSize messages, or up to the message whose key and value (plus
+// MessageOverhead) bring the batch to its byte bound (BatchBytes, lowered while the dedup
+// windows fill the memory budget: budget.go), from msgs, waiting at most BatchWait for the batch to fill; cut reports
 // that the wait (or ctx) ended it first, first when its first message arrived (zero when none
 // did). With opened (nil: no age bound), it also ends, uncut and possibly empty, when the
 // batch it joins reaches BatchMaxAge (batchOpened.deadline): the store stage then closes that
@@ -267,7 +267,7 @@ func (c *Consumer) fill(ctx context.Context, msgs <-chan kafka.Message, hint int
 				setAged()
 			}
 			batch = append(batch, m)
-			bytes += len(m.Key) + len(m.Value)
+			bytes += len(m.Key) + len(m.Value) + MessageOverhead
 		case <-changed:
 			setAged()
 		case <-agedC:

@@ -92,6 +92,9 @@ to profile the whole run (with --until-drained: start to drained), written when 
 					debug.SetMemoryLimit(math.MaxInt64)
 				}
 			}
+			if debug.SetMemoryLimit(-1) != math.MaxInt64 && os.Getenv("GOGC") == "" {
+				debug.SetGCPercent(consumers.GCPercent) // the limit bounds the heap
+			}
 			if cfg.Brokers, err = stores.ParseBrokers(brokers); err != nil {
 				return err
 			}
@@ -170,7 +173,7 @@ to profile the whole run (with --until-drained: start to drained), written when 
 	f.StringVar(&cfg.GroupID, "group", consumers.DefaultGroupID, "Kafka consumer group")
 	f.IntVar(&cfg.BatchSize, "batch-size", consumers.DefaultBatchSize, fmt.Sprintf("messages stored and committed together: a batch closes once it holds this many, or earlier at a chunk that did not fill within the batch wait (a fixed %v a chunk waits for messages) or at --batch-max-age; its raw rows are streamed to ClickHouse chunk by chunk (--batch-bytes), one INSERT per table (0: the default)", consumers.DefaultBatchWait))
 	f.DurationVar(&cfg.BatchMaxAge, "batch-max-age", consumers.DefaultBatchMaxAge, fmt.Sprintf("how long a batch may stay open while the consumer keeps up: it closes this long after its first message was read, even below --batch-size, unless the partitions it read hold the rest of a batch beyond it (catching up a backlog, batches still fill to --batch-size). A chunk that does not fill within the batch wait (a fixed %v a chunk waits for messages) closes its batch too, so the bound matters once chunks fill faster: above about 45,000 events/s of 750 bytes. Lower means fresher rows and rollups for more ClickHouse CPU per event (0: no bound)", consumers.DefaultBatchWait))
-	f.IntVar(&cfg.BatchBytes, "batch-bytes", consumers.DefaultBatchBytes, "most message bytes (keys and values) of a batch held in memory at once: a batch is read in chunks that close at this many bytes or at --batch-size messages (a chunk's memory follows its bytes; while the dedup windows fill much of --memory-limit-mib, chunks close earlier, at no less than 1 MiB)")
+	f.IntVar(&cfg.BatchBytes, "batch-bytes", consumers.DefaultBatchBytes, "most bytes of a batch held in memory at once, each message counted as its key and value plus 1.5 KiB for its decoded event and row: a batch is read in chunks that close at this many bytes or at --batch-size messages (a chunk's memory follows its bytes; while the dedup windows fill much of --memory-limit-mib, chunks close earlier, at no less than 1 MiB)")
 	f.IntVar(&cfg.DedupWindow, "dedup-window", consumers.DefaultDedupWindow, "dedup window in offsets per partition (rounded up to a power of two): an event is a duplicate when its uuid is on a valid event at most this many offsets before it in its partition; about 24 bytes of memory per offset for each busy partition")
 	f.IntVar(&cfg.Listings.MaxSessions, "listing-sessions", misuse.DefaultMaxSessions, "MCP sessions whose tool listings stay in memory to judge their calls by (least recently used evicted first; an evicted session's calls are judged by its server version's listings); 100,000 sessions take 60 to 215 MiB (docs/scaling.md)")
 	f.IntVar(&cfg.Listings.Schemas.MaxBytes, "schema-max-bytes", misuse.DefaultSchemaMaxBytes, "largest tool input schema, in bytes of JSON, compiled to find the argument keys a tool ignores: a larger one is never compiled, its calls are stored as not measured (reason schema_over_limit), and it is logged once and counted in mcpulse_misuse_schemas_over_limit_total{limit=\"bytes\"}")
@@ -197,7 +200,7 @@ to profile the whole run (with --until-drained: start to drained), written when 
 	addMetricsListenFlag(f, &metricsListen)
 	f.StringVar(&pprofListen, "pprof-listen", "", pprofListenUsage)
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the process from start to exit to this file")
-	f.Int64Var(&memoryLimitMiB, "memory-limit-mib", consumers.DefaultMemoryLimit>>20, "soft memory limit of the process, in MiB: the garbage collector works harder as the heap nears it (0 = none; without the flag, $GOMEMLIMIT wins when set)")
+	f.Int64Var(&memoryLimitMiB, "memory-limit-mib", consumers.DefaultMemoryLimit>>20, "soft memory limit of the process, in MiB: under it the garbage collector lets the heap grow to four times what is live ($GOGC, when set, wins) and works harder as the heap nears the limit (0 = none, and Go's default pacing; without the flag, $GOMEMLIMIT wins when set)")
 	return cmd
 }
 
