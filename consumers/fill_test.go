@@ -10,8 +10,8 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// TestFillBoundsBatchBytes: a batch closes at the message that brings its keys and values to
-// BatchBytes, or at BatchSize messages, whichever comes first; the messages after it stay
+// TestFillBoundsBatchBytes: a batch closes at the message that brings its keys and values
+// (and MessageOverhead each) to BatchBytes, or at BatchSize messages, whichever comes first; the messages after it stay
 // queued for the next batch.
 func TestFillBoundsBatchBytes(t *testing.T) {
 	queue := func(n int) chan kafka.Message {
@@ -21,13 +21,14 @@ func TestFillBoundsBatchBytes(t *testing.T) {
 		}
 		return msgs
 	}
+	const perMessage = 1000 + MessageOverhead // what each message counts
 	for _, tc := range []struct {
 		name              string
 		batchSize, nbytes int
 		want              int
 	}{
-		{"bytes first", 100, 3500, 4},
-		{"bytes exactly", 100, 3000, 3},
+		{"bytes first", 100, 3*perMessage + perMessage/2, 4},
+		{"bytes exactly", 100, 3 * perMessage, 3},
 		{"count first", 2, 1 << 20, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

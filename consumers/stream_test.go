@@ -80,6 +80,10 @@ func (h *harness) checkStored(c *consumers.Consumer, n int) {
 	}
 }
 
+// chunk30 is a Config.BatchBytes that closes a chunk at about 30 of the tool calls
+// publishStreamedEvents publishes (about 270 bytes each, and MessageOverhead).
+const chunk30 = 30 * (270 + consumers.MessageOverhead)
+
 // A batch of many chunks writes one part per table: its chunks' rows go into INSERTs that
 // stay open until the batch closes.
 func TestABatchOfManyChunksWritesOnePartPerTable(t *testing.T) {
@@ -87,7 +91,7 @@ func TestABatchOfManyChunksWritesOnePartPerTable(t *testing.T) {
 	const n = 600
 	h.publishStreamedEvents(n)
 	c := h.consumer(func(cfg *consumers.Config) {
-		cfg.BatchBytes = 8 << 10 // about 30 tool calls a chunk
+		cfg.BatchBytes = chunk30
 		cfg.BatchSize = 100_000
 		cfg.BatchWait = 2 * time.Second           // no chunk cut short before the topic's end
 		cfg.BatchMaxAge = consumers.NoBatchMaxAge // nor a batch closed by its age on a slow machine
@@ -176,7 +180,7 @@ func TestAFailedStreamedBatchIsReadAgainOneChunkPerBatch(t *testing.T) {
 			fc.prepares.Store(tc.prepare)
 			c := h.consumer(func(cfg *consumers.Config) {
 				cfg.ClickHouse = fc
-				cfg.BatchBytes = 8 << 10
+				cfg.BatchBytes = chunk30
 				cfg.BatchSize = 100_000
 				cfg.BatchWait = 2 * time.Second
 				cfg.BatchMaxAge = consumers.NoBatchMaxAge
@@ -385,7 +389,7 @@ func TestAStreamedBatchClosesAtItsMaxAgeBeforeItsLastChunkWouldEnd(t *testing.T)
 	h.publishStreamedEvents(n)
 	const wait = 10 * time.Second
 	c := h.consumer(func(cfg *consumers.Config) {
-		cfg.BatchBytes = 8 << 10 // about 30 tool calls a chunk: the last one is partial
+		cfg.BatchBytes = chunk30 // the last chunk is partial
 		cfg.BatchSize = 100_000
 		cfg.BatchWait = wait // a chunk is cut short only after this
 		cfg.BatchMaxAge = 300 * time.Millisecond
