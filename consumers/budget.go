@@ -31,9 +31,11 @@ const (
 	// `mcpulse consume` sets while a soft memory limit is set and $GOGC is not: the heap may
 	// grow to four times what is live before a collection, or to the limit, whichever comes
 	// first. The limit bounds the heap either way; Go's default of 100 collected whenever the
-	// heap doubled, far below it. Measured with `mcpulse bench pipeline --runs 1` on 2 cores
-	// (1M demo events; 250,000 SDK-shaped ones), with the limit at its default: consumer CPU
-	// per event and peak RSS below.
+	// heap doubled, far below it. Measured with `mcpulse bench pipeline` on 2 cores (1M
+	// demo events, the limit at its default): 11.1 µs of consumer CPU per event with Go's
+	// default and chunks counting message bytes only, 10.5 with 300 alone, 8.5-8.6 with 300
+	// and MessageOverhead counted; peak RSS 280-283 MiB in each (docs/scaling.md, "Where the
+	// consumer's CPU goes").
 	GCPercent = 300
 	// batchHeapShare is the share of the soft memory limit the windows and the batches in
 	// flight may take together, in eighths: the rest is the collector's room to work in
