@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -94,6 +95,12 @@ then runs inside this process, so its heap can be taken; no RSS is reported).`,
 			if cfg.Runs < 1 {
 				return fmt.Errorf("--runs must be at least 1, got %d", cfg.Runs)
 			}
+			if cfg.ConsumerMembers < 1 {
+				return fmt.Errorf("--members must be at least 1, got %d", cfg.ConsumerMembers)
+			}
+			if cfg.ConsumerMembers > 1 && inProcess {
+				return errors.New("--members above 1 needs child consumers: leave out --in-process")
+			}
 			if cfg.ConsumerBatchSize < 0 {
 				return fmt.Errorf("--batch-size must not be negative, got %d", cfg.ConsumerBatchSize)
 			}
@@ -150,6 +157,7 @@ then runs inside this process, so its heap can be taken; no RSS is reported).`,
 	f.IntVar(&cfg.Rate, "rate", 0, "with --live: publish at most this many events/s (0: as fast as Kafka acknowledges)")
 	f.BoolVar(&cfg.SkipPeers, "skip-peers", false, "measure mcpulse only (no Kafka-engine or bare-reader phase, no ratios)")
 	f.BoolVar(&inProcess, "in-process", false, "run the consumer inside this process instead of as a child (for profiles; no RSS)")
+	f.IntVar(&cfg.ConsumerMembers, "members", 1, "consumers of mcpulse's group reading each run at once, each a child process with its share of the partitions (their CPU summed, the largest peak RSS), to see how the rate grows with members")
 	f.IntVar(&cfg.ConsumerBatchSize, "batch-size", 0, fmt.Sprintf("the consumer's batch size (default: the consumer's own, %d)", consumers.DefaultBatchSize))
 	f.DurationVar(&cfg.ConsumerBatchMaxAge, "batch-max-age", 0, fmt.Sprintf("the consumer's --batch-max-age, to weigh latency (--live) against throughput (default: the consumer's own, %v; 0: no bound)", consumers.DefaultBatchMaxAge))
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory)")

@@ -78,6 +78,11 @@ type Config struct {
 	// ConsumerBatchMaxAge is the consumer's BatchMaxAge (--batch-max-age for a child;
 	// consumers.NoBatchMaxAge for none). Default: 0, the consumers package's default.
 	ConsumerBatchMaxAge time.Duration
+	// ConsumerMembers is how many consumers of mcpulse's group read each run at once, each
+	// its share of the partitions (the group's assignment): child processes with
+	// ConsumerArgv, each with its own --cpuprofile path (".memberN" appended for N > 1), their
+	// CPU summed and the largest peak RSS reported. Default: 0, one.
+	ConsumerMembers int
 	// ConsumerCPUProfile, when set with ConsumerArgv, is where the child consumer writes a CPU
 	// profile of each run (its --cpuprofile): run 1 to this path, run N > 1 to the path with
 	// ".runN" appended. Default: "", none.
@@ -188,6 +193,9 @@ func (c *Config) Validate() error {
 	if c.SampleEvery < 0 {
 		errs = append(errs, fmt.Errorf("bench: SampleEvery must not be negative, got %d", c.SampleEvery))
 	}
+	if c.ConsumerMembers < 0 {
+		errs = append(errs, fmt.Errorf("bench: ConsumerMembers must not be negative, got %d", c.ConsumerMembers))
+	}
 	if c.ConsumerBatchSize < 0 || c.ConsumerBatchMaxAge < 0 {
 		errs = append(errs, fmt.Errorf("bench: ConsumerBatchSize and ConsumerBatchMaxAge must not be negative, got %d and %v", c.ConsumerBatchSize, c.ConsumerBatchMaxAge))
 	}
@@ -271,6 +279,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	res := &Result{Shape: cfg.Shape, Hours: cfg.Hours, Live: cfg.Live, Rate: cfg.Rate, ConsumerBatchSize: cfg.ConsumerBatchSize}
+	res.ConsumerMembers = max(cfg.ConsumerMembers, 1)
 	res.ConsumerBatchMaxAge = maxAgeText(cfg.ConsumerBatchMaxAge)
 	if cfg.Stack == nil {
 		res.KafkaStore = KafkaInMemory

@@ -175,6 +175,44 @@ func TestRun(t *testing.T) {
 		checkPeerRows(ctx, t, ch, sdk, pending)
 	})
 
+	t.Run("two members", func(t *testing.T) {
+		// Two consumers of the group share the partitions; the stores end as one would leave
+		// them: each distinct event once.
+		members := -1 // the group's members, seen half-way
+		midway := func() {
+			client := &kafka.Client{Addr: kafka.TCP(st.KafkaBrokers...), Timeout: 10 * time.Second}
+			resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{runGroup(McpulseGroup, 1)}})
+			if err != nil || len(resp.Groups) != 1 {
+				t.Errorf("describing the group half-way: %v", err)
+				return
+			}
+			members = len(resp.Groups[0].Members)
+		}
+		res, err := Run(ctx, Config{Events: n, Seed: 4, Runs: 1, ConsumerMembers: 2, SkipPeers: true, Stack: st, PhaseTimeout: 3 * time.Minute, Midway: midway})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if members != 2 {
+			t.Errorf("half-way the group had %d members, want 2", members)
+		}
+		if res.ConsumerMembers != 2 || len(res.Runs) != 1 || res.Runs[0].Mcpulse.Seconds <= 0 {
+			t.Fatalf("members %d, runs %+v: want one run of two members", res.ConsumerMembers, res.Runs)
+		}
+		var table strings.Builder
+		res.Print(&table)
+		if !strings.Contains(table.String(), "2 consumer-group members") {
+			t.Errorf("the table does not name the members:\n%s", table.String())
+		}
+		corpus := corpusDistinctIDs(t, Config{Events: n, Seed: 4, Hours: 24, Shape: ShapeDemo})
+		var stored, distinct uint64
+		if err := ch.QueryRow(ctx, "SELECT count(), uniqExact(uuid) FROM mcpulse.tool_calls FINAL").Scan(&stored, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		if stored != distinct || distinct != uint64(len(corpus.uuids)) {
+			t.Errorf("two members stored %d rows of %d distinct uuids, want each of the corpus's %d once", stored, distinct, len(corpus.uuids))
+		}
+	})
+
 	t.Run("live", func(t *testing.T) {
 		// Other events than the pre-published run's, which the topic still holds: the same
 		// uuids again would be duplicates within their partitions' dedup windows.
@@ -570,12 +608,15 @@ func TestChildArgvCarriesTheConsumerSettings(t *testing.T) {
 		{Config{ConsumerArgv: base, ConsumerCPUProfile: "/tmp/cpu.out"},
 			[]string{"mcpulse", "consume", "--until-drained", "--group", "g1", "--cpuprofile", "/tmp/cpu.out"}},
 	} {
-		if got := tc.cfg.childArgv("g1", 1); !slices.Equal(got, tc.want) {
+		if got := tc.cfg.childArgv("g1", 1, 1); !slices.Equal(got, tc.want) {
 			t.Errorf("childArgv = %q, want %q", got, tc.want)
 		}
 		if tc.cfg.ConsumerCPUProfile != "" {
-			if got, want := tc.cfg.childArgv("g1", 3), append(slices.Clone(tc.want[:len(tc.want)-1]), "/tmp/cpu.out.run3"); !slices.Equal(got, want) {
+			if got, want := tc.cfg.childArgv("g1", 3, 1), append(slices.Clone(tc.want[:len(tc.want)-1]), "/tmp/cpu.out.run3"); !slices.Equal(got, want) {
 				t.Errorf("run 3: childArgv = %q, want %q", got, want)
+			}
+			if got, want := tc.cfg.childArgv("g1", 3, 2), append(slices.Clone(tc.want[:len(tc.want)-1]), "/tmp/cpu.out.run3.member2"); !slices.Equal(got, want) {
+				t.Errorf("run 3, member 2: childArgv = %q, want %q", got, want)
 			}
 		}
 		if len(tc.cfg.ConsumerArgv) != len(base) {

@@ -94,7 +94,7 @@ func runMcpulse(ctx context.Context, e *env, run int, r *RunResult) error {
 	meter := newCPUMeter()
 	cpu0 := meter.read()
 	began := time.Now()
-	c, err := startConsumer(ctx, e, group, run)
+	c, err := startMembers(ctx, e, group, run)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func runMcpulse(ctx context.Context, e *env, run int, r *RunResult) error {
 
 	start := began
 	if e.cfg.Live {
-		if err := waitForMembers(ctx, e.st.KafkaBrokers, group, c.done); err != nil {
+		if err := waitForMembers(ctx, e.st.KafkaBrokers, group, c.exited); err != nil {
 			return err
 		}
 		start = time.Now()
@@ -131,7 +131,7 @@ func runMcpulse(ctx context.Context, e *env, run int, r *RunResult) error {
 			return fmt.Errorf("mcpulse's consumer did not drain the topics within %s: %w", e.cfg.PhaseTimeout, context.Cause(ctx))
 		}
 		doneAt = t
-	case err := <-c.done:
+	case err := <-c.exited:
 		return fmt.Errorf("mcpulse's consumer stopped before draining the topics: %v", err)
 	}
 	cpu := meter.read().sub(cpu0)
@@ -198,18 +198,71 @@ func publishLive(ctx context.Context, e *env, tr *tracker) error {
 
 // consumer is mcpulse's consumer for one run: a child process or a goroutine.
 type consumer struct {
-	done  chan error // receives the consumer's exit
+	done  chan struct{} // closed when the consumer has exited, err set
+	err   error         // the consumer's exit
 	child *exec.Cmd
 	hwm   *atomic.Int64 // the child's peak RSS
 	stop  func()        // stops an in-process consumer (no-op for a child, which exits drained)
 }
 
+// members are the consumers of mcpulse's group in one run (Config.ConsumerMembers).
+type members struct {
+	all    []*consumer
+	exited chan error // receives the first member's exit
+}
+
+// startMembers starts Config.ConsumerMembers consumers (at least one) in group.
+func startMembers(ctx context.Context, e *env, group string, run int) (*members, error) {
+	m := &members{exited: make(chan error, 1)}
+	for member := 1; member <= max(e.cfg.ConsumerMembers, 1); member++ {
+		c, err := startConsumer(ctx, e, group, run, member)
+		if err != nil {
+			m.stop()
+			return nil, err
+		}
+		m.all = append(m.all, c)
+		go func() {
+			<-c.done
+			select {
+			case m.exited <- c.err:
+			default:
+			}
+		}()
+	}
+	return m, nil
+}
+
+// stop stops every in-process member (a child exits drained by itself).
+func (m *members) stop() {
+	for _, c := range m.all {
+		c.stop()
+	}
+}
+
+// finish waits for every member as consumer.finish does: the sum of their CPU seconds, the
+// largest peak RSS.
+func (m *members) finish() (cpuSeconds float64, peakRSS int64, err error) {
+	for _, c := range m.all {
+		cpu, rss, ferr := c.finish()
+		if ferr != nil {
+			return 0, 0, ferr
+		}
+		cpuSeconds += cpu
+		peakRSS = max(peakRSS, rss)
+	}
+	return cpuSeconds, peakRSS, nil
+}
+
 // childArgv is the child consumer's command line for consumer group group: ConsumerArgv,
-// the group, and the consumer settings given.
-func (c *Config) childArgv(group string, run int) []string {
+// the group, and the consumer settings given. member (from 1) names its CPU profile.
+func (c *Config) childArgv(group string, run, member int) []string {
 	argv := append(slices.Clone(c.ConsumerArgv), "--group", group)
 	if c.ConsumerCPUProfile != "" {
-		argv = append(argv, "--cpuprofile", consumerProfilePath(c.ConsumerCPUProfile, run))
+		path := consumerProfilePath(c.ConsumerCPUProfile, run)
+		if member > 1 {
+			path += ".member" + strconv.Itoa(member)
+		}
+		argv = append(argv, "--cpuprofile", path)
 	}
 	if n := c.ConsumerBatchSize; n > 0 {
 		argv = append(argv, "--batch-size", strconv.Itoa(n))
@@ -241,10 +294,10 @@ func maxAgeText(d time.Duration) string {
 	return d.String()
 }
 
-func startConsumer(ctx context.Context, e *env, group string, run int) (*consumer, error) {
-	c := &consumer{done: make(chan error, 1), stop: func() {}}
+func startConsumer(ctx context.Context, e *env, group string, run, member int) (*consumer, error) {
+	c := &consumer{done: make(chan struct{}), stop: func() {}}
 	if len(e.cfg.ConsumerArgv) > 0 {
-		argv := e.cfg.childArgv(group, run)
+		argv := e.cfg.childArgv(group, run, member)
 		c.child = exec.CommandContext(ctx, argv[0], argv[1:]...)
 		c.child.Env = append(os.Environ(), e.st.Env()...)
 		var stderr tailBuffer
@@ -258,7 +311,8 @@ func startConsumer(ctx context.Context, e *env, group string, run int) (*consume
 			if err != nil {
 				err = fmt.Errorf("consumer %s: %w; its last output: %s", strings.Join(argv, " "), err, stderr.String())
 			}
-			c.done <- err
+			c.err = err
+			close(c.done)
 		}()
 		return c, nil
 	}
@@ -289,7 +343,8 @@ func startConsumer(ctx context.Context, e *env, group string, run int) (*consume
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}
-		c.done <- err
+		c.err = err
+		close(c.done)
 	}()
 	return c, nil
 }
@@ -303,9 +358,9 @@ func (c *consumer) finish() (cpuSeconds float64, peakRSS int64, err error) {
 		return 0, 0, nil
 	}
 	select {
-	case err := <-c.done:
-		if err != nil {
-			return 0, 0, err
+	case <-c.done:
+		if c.err != nil {
+			return 0, 0, c.err
 		}
 	case <-time.After(time.Minute):
 		_ = c.child.Process.Kill()

@@ -37,6 +37,9 @@ type Result struct {
 	// value, "0" for no bound); 0 and "" for the consumer's defaults (the printed header still
 	// names the default --batch-max-age, consumers.DefaultBatchMaxAge).
 	ConsumerBatchSize   int    `json:"consumer_batch_size,omitempty"`
+	// ConsumerMembers is how many consumers of mcpulse's group read each run at once
+	// (Config.ConsumerMembers): their CPU is summed, the peak RSS is the largest of them.
+	ConsumerMembers int `json:"consumer_members"`
 	ConsumerBatchMaxAge string `json:"consumer_batch_max_age,omitempty"`
 	// Publish is the generation and publication of the corpus before any consumer started
 	// (zero when Live: see RunResult.Publish).
@@ -324,6 +327,9 @@ func (r *Result) Print(w io.Writer) {
 			mode += fmt.Sprintf(", at most %d events/s", r.Rate)
 		}
 		mode += ")"
+	}
+	if r.ConsumerMembers > 1 {
+		mode += fmt.Sprintf(", %d consumer-group members", r.ConsumerMembers)
 	}
 	if r.ConsumerBatchSize > 0 {
 		mode += fmt.Sprintf(", consumer --batch-size %d", r.ConsumerBatchSize)
