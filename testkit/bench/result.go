@@ -36,11 +36,11 @@ type Result struct {
 	// (Config.ConsumerBatchSize; Config.ConsumerBatchMaxAge as the consumer's --batch-max-age
 	// value, "0" for no bound); 0 and "" for the consumer's defaults (the printed header still
 	// names the default --batch-max-age, consumers.DefaultBatchMaxAge).
-	ConsumerBatchSize int `json:"consumer_batch_size,omitempty"`
+	ConsumerBatchSize   int    `json:"consumer_batch_size,omitempty"`
+	ConsumerBatchMaxAge string `json:"consumer_batch_max_age,omitempty"`
 	// ConsumerMembers is how many consumers of mcpulse's group read each run at once
 	// (Config.ConsumerMembers): their CPU is summed, the peak RSS is the largest of them.
-	ConsumerMembers     int    `json:"consumer_members"`
-	ConsumerBatchMaxAge string `json:"consumer_batch_max_age,omitempty"`
+	ConsumerMembers int `json:"consumer_members"`
 	// Publish is the generation and publication of the corpus before any consumer started
 	// (zero when Live: see RunResult.Publish).
 	Publish Phase `json:"publish"`
