@@ -7,10 +7,10 @@ import (
 	"math/bits"
 	"strconv"
 	"sync"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/segmentio/encoding/json"
 )
 
@@ -363,7 +363,8 @@ func appendReencoded(b, rawKey, value []byte) []byte {
 
 // stringValue decodes a raw JSON string. It returns ("", true) for an absent or null value
 // and ok false for any other JSON type. Invalid UTF-8 and unpaired surrogate escapes decode to
-// U+FFFD, as encoding/json decodes them.
+// U+FFFD, as encoding/json decodes them: jsontext.AppendUnquote decodes a string of valid
+// UTF-8 and valid escapes, and json.Unmarshal, whose replacement rules differ, the rest.
 func stringValue(raw []byte) (s string, ok bool) {
 	if isNull(raw) {
 		return "", true
@@ -374,67 +375,14 @@ func stringValue(raw []byte) (s string, ok bool) {
 	if plainString(raw) {
 		return string(raw[1 : len(raw)-1]), true
 	}
-	if s, ok := unescape(raw[1 : len(raw)-1]); ok {
-		return s, true
+	if b, err := jsontext.AppendUnquote(nil, raw); err == nil {
+		return unsafe.String(unsafe.SliceData(b), len(b)), true // b is never written again
 	}
 	var decoded string // only this path takes an address: s itself stays off the heap
 	if err := json.Unmarshal(raw, &decoded); err != nil {
 		return "", false
 	}
 	return decoded, true
-}
-
-// unescape returns the value of the content of a well-formed JSON string, when the content is
-// valid UTF-8 and escapes no surrogate; ok is false otherwise, and encoding/json's handling of
-// invalid bytes and of surrogate pairs (paired or not) is left to json.Unmarshal.
-func unescape(inner []byte) (s string, ok bool) {
-	if !utf8.Valid(inner) {
-		return "", false
-	}
-	buf := make([]byte, 0, len(inner))
-	for {
-		j := bytes.IndexByte(inner, '\\')
-		if j < 0 {
-			buf = append(buf, inner...)
-			break
-		}
-		buf = append(buf, inner[:j]...)
-		switch e := inner[j+1]; e {
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r := rune(hexValue(inner[j+2])<<12 | hexValue(inner[j+3])<<8 | hexValue(inner[j+4])<<4 | hexValue(inner[j+5]))
-			if utf16.IsSurrogate(r) {
-				return "", false
-			}
-			buf = utf8.AppendRune(buf, r)
-			inner = inner[j+6:]
-			continue
-		default: // '"', '\\', '/'
-			buf = append(buf, e)
-		}
-		inner = inner[j+2:]
-	}
-	return unsafe.String(unsafe.SliceData(buf), len(buf)), true // buf is never written again
-}
-
-// hexValue is the value of a hex digit.
-func hexValue(c byte) int {
-	switch {
-	case c <= '9':
-		return int(c - '0')
-	case c <= 'F':
-		return int(c - 'A' + 10)
-	}
-	return int(c - 'a' + 10)
 }
 
 // timestampText is stringValue of the envelope's timestamp. A plain string is not copied: the
