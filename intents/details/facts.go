@@ -1,6 +1,7 @@
 package details
 
 import (
+	"iter"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -48,18 +49,12 @@ func (f facts) has(c byte) bool {
 
 // before reports whether one of words ends right before an occurrence of byte c.
 func (f facts) before(c byte, words ...string) bool {
-	s := f.s
-	for i := strings.IndexByte(s, c); i >= 0; {
+	for i := range indexes(f.s, c) {
 		for _, w := range words {
-			if strings.HasSuffix(s[:i], w) {
+			if strings.HasSuffix(f.s[:i], w) {
 				return true
 			}
 		}
-		j := strings.IndexByte(s[i+1:], c)
-		if j < 0 {
-			break
-		}
-		i += 1 + j
 	}
 	return false
 }
@@ -68,17 +63,28 @@ func (f facts) before(c byte, words ...string) bool {
 // it and one that next accepts right after it (a nil test accepts anything, even no byte).
 func (f facts) around(c byte, prev, next func(byte) bool) bool {
 	s := f.s
-	for i := strings.IndexByte(s, c); i >= 0; {
+	for i := range indexes(s, c) {
 		if (prev == nil || i > 0 && prev(s[i-1])) && (next == nil || i+1 < len(s) && next(s[i+1])) {
 			return true
 		}
-		j := strings.IndexByte(s[i+1:], c)
-		if j < 0 {
-			break
-		}
-		i += 1 + j
 	}
 	return false
+}
+
+// indexes yields the index of each occurrence of byte c in s, in order.
+func indexes(s string, c byte) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for i := 0; i < len(s); i++ {
+			j := strings.IndexByte(s[i:], c)
+			if j < 0 {
+				return
+			}
+			i += j
+			if !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 // digitRun is the length of the longest run of ASCII digits in the text.
@@ -99,7 +105,7 @@ func (f facts) digitRun() int {
 // group does.
 func (f facts) hexBeforeDash() bool {
 	s := f.s
-	for i := strings.IndexByte(s, '-'); i >= 0; {
+	for i := range indexes(s, '-') {
 		if i >= 8 {
 			k := i - 8
 			for k < i && isHex(s[k]) {
@@ -109,11 +115,6 @@ func (f facts) hexBeforeDash() bool {
 				return true
 			}
 		}
-		j := strings.IndexByte(s[i+1:], '-')
-		if j < 0 {
-			break
-		}
-		i += 1 + j
 	}
 	return false
 }
@@ -157,15 +158,10 @@ func lowerASCII(c byte) byte {
 func containsFoldASCII(s, needle string) bool {
 	c0 := needle[0]
 	for _, first := range [2]byte{c0, c0 - 'a' + 'A'} {
-		for i := strings.IndexByte(s, first); i >= 0; {
+		for i := range indexes(s, first) {
 			if len(s)-i >= len(needle) && foldPrefixASCII(s[i+1:], needle[1:]) {
 				return true
 			}
-			j := strings.IndexByte(s[i+1:], first)
-			if j < 0 {
-				break
-			}
-			i += 1 + j
 		}
 	}
 	return false
