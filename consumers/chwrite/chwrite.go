@@ -43,6 +43,9 @@ type Table[T any] struct {
 	name    string
 	query   string
 	columns []column
+	// fixed and varSizes are Bytes's bound of a row: fixed for every row, plus varSizes'.
+	fixed    int
+	varSizes []func(row unsafe.Pointer) int
 	// BlockRows is how many rows each block sent holds. Default: DefaultBlockRows.
 	BlockRows int
 }
@@ -51,6 +54,49 @@ type Table[T any] struct {
 type column struct {
 	name   string
 	append func(col driver.BatchColumn, base unsafe.Pointer, stride uintptr, n int) error
+}
+
+// size is Bytes's bound of n rows laid out stride bytes apart from base.
+func (t *Table[T]) size(base unsafe.Pointer, stride uintptr, n int) int64 {
+	total := int64(t.fixed) * int64(n)
+	for _, v := range t.varSizes {
+		for i := range n {
+			total += int64(v(unsafe.Add(base, uintptr(i)*stride)))
+		}
+	}
+	return total
+}
+
+// columnSize returns the Bytes bound of a field of type ft: fixed for every row, or, for a
+// field of variable size, a function of the row (at the field's offset off).
+func columnSize(ft reflect.Type, off uintptr) (fixed int, variable func(unsafe.Pointer) int) {
+	switch ft {
+	case reflect.TypeFor[string]():
+		return 0, func(r unsafe.Pointer) int { return len(*(*string)(unsafe.Add(r, off))) + 9 }
+	case reflect.TypeFor[*string]():
+		return 0, func(r unsafe.Pointer) int {
+			if p := *(**string)(unsafe.Add(r, off)); p != nil {
+				return len(*p) + 10
+			}
+			return 10
+		}
+	case reflect.TypeFor[[]string]():
+		return 0, func(r unsafe.Pointer) int {
+			n := 8
+			for _, s := range *(*[]string)(unsafe.Add(r, off)) {
+				n += len(s) + 9
+			}
+			return n
+		}
+	case reflect.TypeFor[[]uint64]():
+		return 0, func(r unsafe.Pointer) int { return 8 + 8*len(*(*[]uint64)(unsafe.Add(r, off))) }
+	case reflect.TypeFor[[]time.Time]():
+		return 0, func(r unsafe.Pointer) int { return 8 + 8*len(*(*[]time.Time)(unsafe.Add(r, off))) }
+	}
+	if ft.Kind() == reflect.Pointer {
+		return 1 + int(ft.Elem().Size()), nil
+	}
+	return int(ft.Size()), nil
 }
 
 // NewTable maps T's exported fields with a `ch:"column"` tag to the columns of table (a
@@ -80,6 +126,11 @@ func NewTable[T any](table string) (*Table[T], error) {
 			return nil, fmt.Errorf("chwrite: %s.%s: unsupported type %s", rt, f.Name, f.Type)
 		}
 		t.columns = append(t.columns, column{name: name, append: mk(f.Offset)})
+		fixed, variable := columnSize(f.Type, f.Offset)
+		t.fixed += fixed
+		if variable != nil {
+			t.varSizes = append(t.varSizes, variable)
+		}
 		names = append(names, name)
 	}
 	if len(t.columns) == 0 {
@@ -137,14 +188,20 @@ func (t *Table[T]) Open(ctx context.Context, conn driver.Conn) (*OpenInsert[T], 
 // use. After an error of Write or Send the INSERT is aborted and the OpenInsert is done; the
 // rows it sent may be partly stored.
 type OpenInsert[T any] struct {
-	t     *Table[T]
-	batch driver.Batch
-	rows  int
-	done  bool
+	t       *Table[T]
+	batch   driver.Batch
+	rows    int
+	pending int // rows of the block being built, not flushed yet
+	bytes   int64
+	done    bool
 }
 
 // Write sends rows in blocks of BlockRows rows, each built column by column and flushed to
-// the server before the next is built: when Write returns, the INSERT holds none of rows.
+// the server once full. A block is cut only at BlockRows rows, never where a Write ends: the
+// rows of one INSERT make the same blocks however they are split over Writes (an INSERT with
+// an insert_deduplication_token is dropped as a duplicate only when its blocks number as
+// before). When Write returns, the INSERT holds fewer than BlockRows of the rows written, in
+// the client library's column buffers (copied: rows can be reused); Flush or Send sends them.
 func (in *OpenInsert[T]) Write(rows []T) error {
 	if in.done {
 		return fmt.Errorf("insert into %s: write after the insert ended", in.t.name)
@@ -154,26 +211,54 @@ func (in *OpenInsert[T]) Write(rows []T) error {
 		block = DefaultBlockRows
 	}
 	stride := unsafe.Sizeof(*new(T))
-	for lo := 0; lo < len(rows); lo += block {
-		hi := min(lo+block, len(rows))
+	for lo := 0; lo < len(rows); {
+		n := min(block-in.pending, len(rows)-lo)
 		base := unsafe.Pointer(&rows[lo])
 		for i, c := range in.t.columns {
-			if err := c.append(in.batch.Column(i), base, stride, hi-lo); err != nil {
+			if err := c.append(in.batch.Column(i), base, stride, n); err != nil {
 				in.Abort()
 				return fmt.Errorf("insert into %s: column %s: %w: %w", in.t.name, c.name, ErrAppend, err)
 			}
 		}
-		if err := in.batch.Flush(); err != nil {
-			in.Abort()
-			return fmt.Errorf("insert into %s: %w", in.t.name, err)
+		in.bytes += in.t.size(base, stride, n)
+		in.rows += n
+		in.pending += n
+		lo += n
+		if in.pending == block {
+			if err := in.Flush(); err != nil {
+				return err
+			}
 		}
-		in.rows += hi - lo
 	}
 	return nil
 }
 
-// Rows is how many rows Write has sent.
+// Flush sends the rows of the block being built (fewer than BlockRows) as a block of their
+// own: once it returns nil the server has received every row written. It does nothing when
+// there are none. After an error the INSERT is aborted.
+func (in *OpenInsert[T]) Flush() error {
+	if in.done {
+		return fmt.Errorf("insert into %s: flush after the insert ended", in.t.name)
+	}
+	if in.pending == 0 {
+		return nil
+	}
+	if err := in.batch.Flush(); err != nil {
+		in.Abort()
+		return fmt.Errorf("insert into %s: %w", in.t.name, err)
+	}
+	in.pending = 0
+	return nil
+}
+
+// Rows is how many rows Write has taken.
 func (in *OpenInsert[T]) Rows() int { return in.rows }
+
+// Bytes bounds from above the bytes ClickHouse counts of the rows written while it squashes
+// an INSERT's blocks (min_insert_block_size_bytes): per row, each fixed-width column's Go
+// size (at least its ClickHouse width), a String's bytes plus 9 (its offset and terminator),
+// an Array's 8 plus its elements', a Nullable's 1 more.
+func (in *OpenInsert[T]) Bytes() int64 { return in.bytes }
 
 // Send ends the INSERT: once it returns nil, ClickHouse holds every row written.
 func (in *OpenInsert[T]) Send() error {

@@ -289,7 +289,7 @@ func TestOpenInsertStoresItsWritesAsOnePart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, part := range [][]every{rows[:1000], rows[1000:1001], rows[1001:]} { // blocks of 700, 300, 1, 700, ..., 599
+	for _, part := range [][]every{rows[:1000], rows[1000:1001], rows[1001:]} { // blocks of 700, the last of 200
 		if err := in.Write(part); err != nil {
 			t.Fatal(err)
 		}
