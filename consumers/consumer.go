@@ -72,6 +72,8 @@ type Consumer struct {
 	// with the next (ranges.go); rangesMu guards it.
 	rangesMu sync.Mutex
 	forget   []string
+	// tokens: whether the server knows insert_deduplication_token, asked once (token.go).
+	tokens tokens
 	// freeToolCallRows holds the tool-call row slices of chunks whose rows were stored, for
 	// the next chunks to fill (pipeline.go).
 	freeToolCallRows chan []ingest.ToolCallRow

@@ -131,7 +131,11 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 	// Uncommitted batches that were recorded are read again first, one batch each, in
 	// streamed batches only (ranges.go).
 	var rp *replay
+	var ts *tokenServer // nil: streamed batches bear no insert token (token.go)
 	if c.cfg.ClickHouse.Stats().MaxOpenConns >= streamConns {
+		if server, ok := c.dedupTokens(ctx); ok {
+			ts = &server
+		}
 		rp = c.loadReplay(ctx, gen.Assignments)
 	}
 	defer rp.off() // readers of a generation left early wait for nothing
@@ -243,6 +247,15 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			rp.off()
 			return true
 		}
+		if !b.wholeReplay(rp, failed != nil) {
+			// Under the first attempt's tokens, a part of the recorded batch could be
+			// dropped where the first attempt stored nothing, and then stand for the whole
+			// (token.go): aborted, its offsets stored a chunk per batch.
+			rp.off()
+			c.streamFailed(b, failed, errReplayCut)
+			_ = settle()
+			return false
+		}
 		if rp.active() {
 			if failed == nil && rp.complete(b.lastOffsets()) {
 				defer rp.next() // the readers go on to the next recorded batch
@@ -253,7 +266,19 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		// Recorded before the INSERTs end, when ClickHouse writes their parts: a replay of
 		// the batch then holds exactly its ranges (ranges.go).
 		p := b.closed()
-		c.recordRanges(ctx, p.ranges)
+		nonce := ""
+		if b.nonce != "" {
+			// Every row sent before the record names the nonce (token.go).
+			if err := b.flush(ctx); err != nil {
+				if ctx.Err() == nil {
+					c.streamFailed(b, failed, err)
+				}
+				_ = settle()
+				return false
+			}
+			nonce = b.recordNonce(ts)
+		}
+		c.recordRanges(ctx, p.ranges, nonce)
 		if failed == nil && c.endsAsync() {
 			sent := make(chan error, 1)
 			go func() { sent <- b.send(ctx) }()
@@ -347,8 +372,12 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 			if poll() != nil {
 				return ctx.Err() != nil // the batch before failed: this one is read again too
 			}
+			if open != nil && !open.admits(batch) && !closeOpen(nil) {
+				return ctx.Err() != nil // a replay under recorded tokens met other offsets
+			}
 			if open == nil {
 				open = c.newOpenBatch()
+				open.drawNonce(ts, rp, batch)
 			}
 			batch.sentBefore = []map[string]time.Time{open.sent, inFlight()}
 			err := c.storeRawWith(ctx, batch, open.insert(c))
@@ -387,7 +416,7 @@ func (c *Consumer) consumeGeneration(ctx context.Context, gen *kafka.Generation,
 		}
 		rp.off() // a chunk stored as a batch of its own: boundaries as they come
 		batch.ranges = rangesOf(batch.msgs)
-		c.recordRanges(ctx, batch.ranges)
+		c.recordRanges(ctx, batch.ranges, "")               // no token: stored as a batch of its own
 		err := c.retryStore(ctx, genCtx, batch, c.storeRaw) // while the previous batch commits
 		if settle() != nil {
 			return ctx.Err() != nil // logged by the commit stage

@@ -91,7 +91,31 @@ func batchField(ranges map[topicPartition]batchRange) string {
 	return first
 }
 
-// encodeRanges is a record's value: "topic/partition/start/end" per range, comma-separated,
+// encodeRecord is a record's value: encodeRanges, then, for a batch whose INSERTs bore a token
+// (token.go), ";" and its nonce. A member of an earlier release finds a record with a nonce
+// malformed and drops it: that batch's replay is stored again.
+func encodeRecord(ranges map[topicPartition]batchRange, nonce string) string {
+	if nonce == "" {
+		return encodeRanges(ranges)
+	}
+	return encodeRanges(ranges) + ";" + nonce
+}
+
+// decodeRecord is encodeRecord's inverse; nonce is "" for a record without one (written by
+// an earlier release, or for a batch without a token).
+func decodeRecord(v string) (ranges map[topicPartition]batchRange, nonce string, err error) {
+	v, nonce, hasNonce := strings.Cut(v, ";")
+	if hasNonce && !validNonce(nonce) {
+		return nil, "", fmt.Errorf("batch record nonce %q is not 24 lowercase hex digits", nonce)
+	}
+	ranges, err = decodeRanges(v)
+	if err != nil {
+		return nil, "", err
+	}
+	return ranges, nonce, nil
+}
+
+// encodeRanges is a record's ranges: "topic/partition/start/end" per range, comma-separated,
 // sorted.
 func encodeRanges(ranges map[topicPartition]batchRange) string {
 	parts := make([]string, 0, len(ranges))
@@ -147,9 +171,10 @@ func rangesOf(msgs []kafka.Message) map[topicPartition]batchRange {
 // committed offsets are past them).
 const maxForget = 1024
 
-// recordRanges records ranges, a batch's, before its INSERTs end, and deletes the fields of
-// the batches committed since the last record (forget). Best effort: a failure is logged.
-func (c *Consumer) recordRanges(ctx context.Context, ranges map[topicPartition]batchRange) {
+// recordRanges records ranges, a batch's, with the nonce of its INSERTs' tokens ("" for none;
+// token.go), before its INSERTs end, and deletes the fields of the batches committed since
+// the last record (forget). Best effort: a failure is logged.
+func (c *Consumer) recordRanges(ctx context.Context, ranges map[topicPartition]batchRange, nonce string) {
 	c.rangesMu.Lock()
 	forget := slices.Clone(c.forget)
 	c.rangesMu.Unlock()
@@ -164,7 +189,7 @@ func (c *Consumer) recordRanges(ctx context.Context, ranges map[topicPartition]b
 		pipe.HDel(ctx, key, forget...)
 	}
 	if len(ranges) > 0 {
-		pipe.HSet(ctx, key, batchField(ranges), encodeRanges(ranges))
+		pipe.HSet(ctx, key, batchField(ranges), encodeRecord(ranges, nonce))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.cfg.Logger.Warn("recording the batch's offset ranges in Redis failed; a replay of it is stored again and collapsed at merges", "err", err)
@@ -209,6 +234,10 @@ type replay struct {
 	mu     sync.Mutex
 	log    func(msg string, args ...any)
 	phases []map[topicPartition]batchRange // the recorded batches still to replay, in order
+	// nonces are phases' nonces where their batches may reuse them (token.go): recorded with
+	// one, and every range held by this member; "" otherwise. Shorter than phases: "" beyond.
+	nonces []string
+	seq    uint64 // counts the recorded batches ended (drop): names phases[0]
 	// reached: per partition of phases[0], the reader met an offset at or past its range's end
 	// and holds it; the value is the last offset it delivered before (with gaps in the log, or
 	// a range it no longer holds, the range is whole once the batch holds that).
@@ -271,6 +300,33 @@ func (r *replay) wait(ctx context.Context, tp topicPartition, offset, sent int64
 	}
 }
 
+// current returns the recorded batch being replayed: its ranges, the nonce its batch reuses
+// ("" for none) and its sequence number (for at); ok false when none is.
+func (r *replay) current() (ranges map[topicPartition]batchRange, nonce string, seq uint64, ok bool) {
+	if r == nil {
+		return nil, "", 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.phases) == 0 {
+		return nil, "", 0, false
+	}
+	if len(r.nonces) > 0 {
+		nonce = r.nonces[0]
+	}
+	return r.phases[0], nonce, r.seq, true
+}
+
+// at reports whether the recorded batch current named seq is still being replayed.
+func (r *replay) at(seq uint64) bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.phases) > 0 && r.seq == seq
+}
+
 // complete reports whether a batch whose partitions end at last (each one's last offset)
 // holds the recorded batch being replayed whole (true when none is).
 func (r *replay) complete(last map[topicPartition]int64) bool {
@@ -319,6 +375,8 @@ func (r *replay) drop(n int) {
 		n = len(r.phases)
 	}
 	r.phases = r.phases[n:]
+	r.nonces = r.nonces[min(n, len(r.nonces)):]
+	r.seq++
 	r.reached = map[topicPartition]int64{}
 	r.since = time.Now()
 	close(r.release)
@@ -350,12 +408,13 @@ func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafk
 	type record struct {
 		field  string
 		ranges map[topicPartition]batchRange // of the partitions owned
+		nonce  string                        // "" unless recorded with one and every range is owned
 	}
 	var records []record
 	var stale []string
 	lowest := map[topicPartition]int64{}
 	for f, v := range all {
-		ranges, err := decodeRanges(v)
+		ranges, nonce, err := decodeRecord(v)
 		if err != nil {
 			c.cfg.Logger.Warn("a recorded batch is malformed; dropped", "field", f, "err", err)
 			stale = append(stale, f)
@@ -382,7 +441,7 @@ func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafk
 			continue
 		}
 		if len(mine) > 0 {
-			records = append(records, record{f, mine})
+			records = append(records, record{f, mine, reusableNonce(ranges, mine, nonce)})
 		}
 	}
 	at := map[topicPartition]int64{} // each owned partition's next offset to replay from
@@ -393,6 +452,7 @@ func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafk
 		at[tp] = committed
 	}
 	var phases []map[topicPartition]batchRange
+	var nonces []string
 	for {
 		found := -1
 		for i, rec := range records {
@@ -414,6 +474,7 @@ func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafk
 		rec := records[found]
 		records = slices.Delete(records, found, found+1)
 		phases = append(phases, rec.ranges)
+		nonces = append(nonces, rec.nonce)
 		for tp, rg := range rec.ranges {
 			at[tp] = rg.end
 		}
@@ -424,5 +485,5 @@ func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafk
 	}
 	c.cfg.Logger.Info("reading uncommitted batches again at their recorded offset ranges, so ClickHouse drops what they stored before",
 		"batches", len(phases))
-	return &replay{log: c.cfg.Logger.Warn, phases: phases, reached: map[topicPartition]int64{}, release: make(chan struct{}), since: time.Now()}
+	return &replay{log: c.cfg.Logger.Warn, phases: phases, nonces: nonces, reached: map[topicPartition]int64{}, release: make(chan struct{}), since: time.Now()}
 }

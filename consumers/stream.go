@@ -120,6 +120,10 @@ func (o *batchOpened) deadline(maxAge time.Duration, start, first time.Time) tim
 type rawInsert interface {
 	// write sends the table's rows of rows into the INSERT.
 	write(rows *ingest.Rows) error
+	// flush sends the rows written that wait for a full block (chwrite.OpenInsert.Flush).
+	flush() error
+	// size is the rows written and a bound of their bytes (chwrite.OpenInsert.Bytes).
+	size() (rows, bytes int64)
 	send() error
 	abort()
 }
@@ -141,6 +145,12 @@ type openBatch struct {
 	// INSERT of recruitment_events: no query sees them before the INSERT ends, and a later
 	// chunk's responses need them (fillInvitationSentAt).
 	sent map[string]time.Time
+	// nonce names the tokens the batch's INSERTs bear (token.go); "" for none.
+	nonce string
+	// replays are the ranges of the recorded batch whose nonce the batch reuses, replayed as
+	// replay sequence number replaySeq; nil when it drew its own (or none).
+	replays   map[topicPartition]batchRange
+	replaySeq uint64
 }
 
 func (c *Consumer) newOpenBatch() *openBatch {
@@ -212,7 +222,7 @@ func (b *openBatch) insert(c *Consumer) rawInserter {
 				if b.inserts[i] == nil {
 					// Opened on the batch's context, not the chunk's errgroup's: the INSERT
 					// outlives this chunk.
-					in, err := t.open(ctx, c.cfg.ClickHouse)
+					in, err := t.open(withDedupToken(ctx, b.nonce, t.name), c.cfg.ClickHouse)
 					if err != nil {
 						return err
 					}
@@ -438,5 +448,7 @@ type typedInsert[T any] struct {
 }
 
 func (t *typedInsert[T]) write(r *ingest.Rows) error { return t.in.Write(t.rows(r)) }
+func (t *typedInsert[T]) flush() error               { return t.in.Flush() }
+func (t *typedInsert[T]) size() (int64, int64)       { return int64(t.in.Rows()), t.in.Bytes() }
 func (t *typedInsert[T]) send() error                { return t.in.Send() }
 func (t *typedInsert[T]) abort()                     { t.in.Abort() }
