@@ -1,0 +1,217 @@
+package chdb_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/mcpulse/mcpulse/consumers"
+	"github.com/mcpulse/mcpulse/ingest"
+	"github.com/mcpulse/mcpulse/internal/stores"
+	"github.com/mcpulse/mcpulse/migrations"
+	"github.com/mcpulse/mcpulse/testkit/chdb"
+	"github.com/mcpulse/mcpulse/testkit/testenv"
+)
+
+// insertProbe is a consumer's ClickHouse connection that asks the server, with each raw
+// INSERT's own settings, what the INSERT runs with (insert_deduplicate, and its
+// insert_deduplication_token), and that, with stop set, stops the consumer when a batch, its
+// raw rows stored, first writes its rollup markers: a crash after the INSERTs ended and before
+// anything was committed.
+type insertProbe struct {
+	driver.Conn
+	t       *testing.T
+	stop    context.CancelFunc // nil: never stops
+	stopped atomic.Bool
+
+	mu       sync.Mutex
+	tokens   map[string][]string // raw table → the tokens of its INSERTs, in order ("" for none)
+	dedupOff map[string]bool     // raw table → an INSERT ran with insert_deduplicate = 0
+}
+
+func newInsertProbe(t *testing.T, conn driver.Conn, stop context.CancelFunc) *insertProbe {
+	return &insertProbe{Conn: conn, t: t, stop: stop, tokens: map[string][]string{}, dedupOff: map[string]bool{}}
+}
+
+func (p *insertProbe) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	if p.stop != nil && strings.Contains(query, "mcpulse.rollup_batches") && p.stopped.CompareAndSwap(false, true) {
+		p.stop()
+		return nil, context.Canceled
+	}
+	if f := strings.Fields(query); len(f) > 2 && f[0] == "INSERT" && slices.Contains(migrations.RawTables, strings.TrimPrefix(f[2], migrations.Database+".")) {
+		var dedup, token string
+		err := p.Conn.QueryRow(ctx, "SELECT toString(getSetting('insert_deduplicate')), toString(getSetting('insert_deduplication_token'))").Scan(&dedup, &token)
+		if err != nil {
+			return nil, err // the consumer retries
+		}
+		table := strings.TrimPrefix(f[2], migrations.Database+".")
+		p.mu.Lock()
+		p.tokens[table] = append(p.tokens[table], token)
+		if dedup == "0" || dedup == "false" {
+			p.dedupOff[table] = true
+		}
+		p.mu.Unlock()
+	}
+	return p.Conn.PrepareBatch(ctx, query, opts...)
+}
+
+// event is one corpus line.
+func event(id, name, distinctID string, at time.Time, props map[string]any) []byte {
+	b, err := json.Marshal(map[string]any{"uuid": id, "event": name, "distinct_id": distinctID,
+		"timestamp": at.Format(time.RFC3339Nano), "properties": props})
+	if err != nil {
+		panic(err)
+	}
+	return append(b, '\n')
+}
+
+// A batch read again after the consumer stopped between its raw INSERTs and its commit is
+// dropped by a current server (migrated by migrate up: non_replicated_deduplication_window
+// set) although the next member reads it in other chunks, with another batch size: its
+// INSERTs bear the first attempt's insert_deduplication_token (consumers, token.go), so
+// every raw table whose INSERTs deduplicate holds each event once without FINAL. A table
+// inserted with insert_deduplicate = 0 is stored again (each event counted once by
+// uniqExact), said in the log; the check covers it once its INSERTs deduplicate. Then a
+// second corpus stopped alike with the records deleted before the replay is stored twice:
+// the check can fail.
+func TestAReplayedBatchIsDroppedByTheCurrentEngine(t *testing.T) {
+	inst := chdb.ForTest(t)
+	env := testenv.New(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cur, err := stores.OpenClickHouse(ctx, inst.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	if _, err := migrations.Up(ctx, cur, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Rows are counted without FINAL: a merge collapsing a replay would pass for a drop.
+	for _, table := range migrations.RawTables {
+		if err := cur.Exec(ctx, "SYSTEM STOP MERGES "+migrations.Database+"."+table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const group = "chdb-replay-token"
+	consumer := func(conn driver.Conn, batchSize, batchBytes int) *consumers.Consumer {
+		t.Helper()
+		c, err := consumers.New(consumers.Config{
+			Brokers: env.Stack.KafkaBrokers, GroupID: group, Redis: env.Redis, ClickHouse: conn,
+			DeadLetters: env.Publisher, BatchSize: batchSize, BatchBytes: batchBytes,
+			BatchWait: 100 * time.Millisecond, IdleToDrain: 500 * time.Millisecond, MaxRetryBackoff: 500 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	base := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	const calls, invitations, handshakes = 2000, 200, 1000
+	for round, records := range []bool{true, false} {
+		tool, prefix := fmt.Sprintf("tool_%d", round), fmt.Sprintf("inv%d-", round)
+		var corpus strings.Builder
+		id := func(n int) string { return fmt.Sprintf("0192f2a0-0000-7000-8000-%012d", round*100000+n) }
+		for n := range calls {
+			corpus.Write(event(id(n), ingest.EventToolCall, fmt.Sprintf("user-%d", n%97), base.Add(time.Duration(n)*time.Second),
+				map[string]any{"$mcp_tool_name": tool, "$mcp_client_name": "claude-code", "$mcp_is_error": false}))
+		}
+		for n := range invitations {
+			corpus.Write(event(id(10000+n), ingest.EventInvitationSent, fmt.Sprintf("person-%d", n), base,
+				map[string]any{"campaign_id": "onboarding", "invitation_id": fmt.Sprintf("%s%d", prefix, n),
+					"feature_flag": "mcp-interviews", "interview_recruitment_reason": "invited"}))
+		}
+		for n := range handshakes {
+			corpus.Write(event(id(20000+n), ingest.EventInitialize, fmt.Sprintf("user-%d", n%89), base,
+				map[string]any{"$mcp_server_name": tool, "$mcp_client_name": "claude-code"}))
+		}
+		if _, err := ingest.PublishFile(ctx, env.Publisher, strings.NewReader(corpus.String()), "replay.jsonl", nil); err != nil {
+			t.Fatal(err)
+		}
+
+		runCtx, stop := context.WithCancel(ctx)
+		first := newInsertProbe(t, cur, stop)
+		c1 := consumer(first, 100000, 0)
+		if err := c1.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		stop()
+		if !first.stopped.Load() {
+			t.Fatal("the first member never reached its rollup markers")
+		}
+		c1.Close()
+		tables := []struct {
+			name, where string
+			want        uint64
+		}{
+			{"mcp_initialize_events", "server_name = '" + tool + "'", handshakes},
+			{"tool_calls", "tool_name = '" + tool + "'", calls},
+			{"recruitment_events", "startsWith(invitation_id, '" + prefix + "')", invitations},
+		}
+		count := func(table, where string) (rows, events uint64) {
+			t.Helper()
+			if err := cur.QueryRow(ctx, "SELECT count(), uniqExact(uuid) FROM mcpulse."+table+" WHERE "+where).Scan(&rows, &events); err != nil {
+				t.Fatal(err)
+			}
+			return rows, events
+		}
+		before := map[string]uint64{} // rows the first member stored
+		for _, tbl := range tables {
+			before[tbl.name], _ = count(tbl.name, tbl.where)
+		}
+		if before["mcp_initialize_events"] == 0 {
+			t.Fatal("the first member stored no handshake before it stopped: nothing is replayed")
+		}
+		if !records {
+			if err := env.Redis.Del(ctx, consumers.BatchRangesKeyPrefix+"{"+group+"}").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Another batch size, and chunks of 32 KiB (the first member's were up to 16 MiB):
+		// read again without the records, the rows arrive in other chunks and batches.
+		second := newInsertProbe(t, cur, nil)
+		drainCtx, stopDrain := context.WithTimeout(ctx, time.Minute)
+		c2 := consumer(second, 100, 32<<10)
+		if err := c2.RunUntilDrained(drainCtx); err != nil || drainCtx.Err() != nil {
+			t.Fatalf("the second member did not drain within a minute (err %v); engine said:\n%s", err, inst.Log())
+		}
+		stopDrain()
+		st := c2.Stats()
+		t.Logf("records %t: the second member sent %d handshakes, %d tool calls, %d invitations (the first member's uncommitted batches, then the rest)",
+			records, st.Stored[ingest.KindInitialize.Name], st.Stored[ingest.KindToolCall.Name], st.Stored[ingest.KindInvitationSent.Name])
+
+		for _, tbl := range tables {
+			rows, events := count(tbl.name, tbl.where)
+			if events != tbl.want {
+				t.Errorf("%s holds %d events, want %d", tbl.name, events, tbl.want)
+			}
+			t.Logf("records %t: %s %d rows, %d events (%d rows stored before the stop)", records, tbl.name, rows, events, before[tbl.name])
+			if first.dedupOff[tbl.name] || second.dedupOff[tbl.name] {
+				t.Logf("%s is inserted with insert_deduplicate = 0: its replay is stored again, counted once by uniqExact", tbl.name)
+				continue
+			}
+			firstTokens, secondTokens := first.tokens[tbl.name], second.tokens[tbl.name]
+			switch {
+			case records && rows != events:
+				t.Errorf("%s holds %d rows for %d events without FINAL: the replay was stored again", tbl.name, rows, events)
+			case len(firstTokens) == 0 || firstTokens[0] == "":
+				t.Errorf("%s: the first member's INSERT bore no insert_deduplication_token (%q)", tbl.name, firstTokens)
+			case records && (len(secondTokens) == 0 || secondTokens[0] != firstTokens[0]):
+				t.Errorf("%s: the replay's first INSERT bore token %q, want the first attempt's %q", tbl.name, secondTokens, firstTokens[0])
+			case !records && rows != events+before[tbl.name]:
+				t.Errorf("%s holds %d rows for %d events, %d stored before the stop: without the records the replay should be stored again, whole",
+					tbl.name, rows, events, before[tbl.name])
+			}
+		}
+	}
+}
