@@ -35,6 +35,10 @@ import (
 // deleted with the next batch's record; fields wholly below the committed offsets when a
 // generation reads them.
 //
+// On a server that knows insert_deduplication_token, the record also carries the nonce the
+// batch's INSERTs named their tokens by (encodeRecord; token.go), which a replay of the whole
+// record reuses, so that a current server, which hashes blocks rather than parts, drops it.
+//
 // The record is best effort: when Redis does not answer within rangeWriteTimeout the batch is
 // stored anyway, and a replay of it is then stored again, which the tables collapse at merges
 // (readers count with FINAL or uniqExact).
