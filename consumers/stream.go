@@ -228,7 +228,15 @@ func (b *openBatch) insert(c *Consumer) rawInserter {
 					}
 					b.inserts[i] = in
 				}
-				return b.inserts[i].write(rows)
+				if err := b.inserts[i].write(rows); err != nil {
+					return err
+				}
+				if b.nonce != "" {
+					return nil // blocks cut at rawBlockRows only (token.go)
+				}
+				// The chunk's last rows go now, as a block of their own: the server
+				// squashes the blocks, and the chunk's memory holds nothing unsent.
+				return b.inserts[i].flush()
 			})
 		}
 		c.insertTopicRows(gctx, g, deadRows, auditRows)

@@ -50,8 +50,10 @@ import (
 //     rows of each INSERT are sent whole (chwrite.OpenInsert.Flush) before the record is
 //     written: a member that dies after it leaves nothing unsent that a server completing
 //     the INSERT on its own would miss.
-//   - Blocks are cut at rawBlockRows rows only (chwrite.OpenInsert.Write), so a replay holding
-//     the same rows sends as many blocks, and is dropped. A replay that sends another number of
+//   - The blocks of a token-bearing INSERT are cut at rawBlockRows rows only, not where a
+//     chunk ends (chwrite.OpenInsert.Write; openBatch.insert flushes each chunk's last rows
+//     only for an INSERT without a token), so a replay holding the same rows sends as many
+//     blocks, and is dropped. A replay that sends another number of
 //     blocks (rows the dedup windows decide otherwise) hashes to another token and is stored
 //     again: a duplicate, collapsed at merges, never a loss.
 //   - If the record cannot be written (Redis did not answer within rangeWriteTimeout), the

@@ -1,10 +1,14 @@
 package consumers
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/mcpulse/mcpulse/testkit/testenv"
 )
 
 // A record reads back with its nonce, and a record without one (an earlier release's, or a
@@ -173,3 +177,23 @@ type fakeInsert struct {
 }
 
 func (f fakeInsert) size() (int64, int64) { return f.rows, f.bytes }
+
+// ClickHouse 18.16 does not know insert_deduplication_token (it would refuse an INSERT with
+// it): its batches bear none.
+func TestClickHouse1816KnowsNoInsertToken(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts, err := loadTokenServer(ctx, env.ClickHouse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.known {
+		t.Errorf("18.16 knows %s: %+v", dedupTokenSetting, ts)
+	}
+	var b openBatch
+	b.drawNonce(&ts, nil, chunk())
+	if b.nonce != "" {
+		t.Errorf("a batch on 18.16 bears nonce %q", b.nonce)
+	}
+}
