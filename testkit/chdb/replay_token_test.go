@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/mcpulse/mcpulse/consumers"
 	"github.com/mcpulse/mcpulse/ingest"
@@ -82,7 +83,10 @@ func event(id, name, distinctID string, at time.Time, props map[string]any) []by
 // inserted with insert_deduplicate = 0 is stored again (each event counted once by
 // uniqExact), said in the log; the check covers it once its INSERTs deduplicate. Then a
 // second corpus stopped alike with the records deleted before the replay is stored twice:
-// the check can fail.
+// the check can fail. Last, a third corpus stopped alike while the server writes an INSERT's
+// blocks as they come (min_insert_block_size_rows = 1), before the INSERT ends: the record
+// names no nonce (a replay under the first attempt's token could lose rows a dead first
+// attempt never sent), and the replay is stored again, whole.
 func TestAReplayedBatchIsDroppedByTheCurrentEngine(t *testing.T) {
 	inst := chdb.ForTest(t)
 	env := testenv.New(t, testenv.Options{})
@@ -118,7 +122,14 @@ func TestAReplayedBatchIsDroppedByTheCurrentEngine(t *testing.T) {
 	}
 	base := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	const calls, invitations, handshakes = 2000, 200, 1000
-	for round, records := range []bool{true, false} {
+	for round, rc := range []struct {
+		records bool
+		// squashRows is the server's min_insert_block_size_rows while the first member runs
+		// (0: its default): below the batch's rows, the server writes an INSERT in pieces
+		// before it ends, and the record names no nonce.
+		squashRows int
+	}{{true, 0}, {false, 0}, {true, 1}} {
+		records, dropped := rc.records, rc.records && rc.squashRows == 0
 		tool, prefix := fmt.Sprintf("tool_%d", round), fmt.Sprintf("inv%d-", round)
 		var corpus strings.Builder
 		id := func(n int) string { return fmt.Sprintf("0192f2a0-0000-7000-8000-%012d", round*100000+n) }
@@ -139,6 +150,11 @@ func TestAReplayedBatchIsDroppedByTheCurrentEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		if rc.squashRows > 0 {
+			if err := cur.Exec(ctx, fmt.Sprintf("SET min_insert_block_size_rows = %d", rc.squashRows)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		runCtx, stop := context.WithCancel(ctx)
 		first := newInsertProbe(t, cur, stop)
 		c1 := consumer(first, 100000, 0)
@@ -150,13 +166,18 @@ func TestAReplayedBatchIsDroppedByTheCurrentEngine(t *testing.T) {
 			t.Fatal("the first member never reached its rollup markers")
 		}
 		c1.Close()
+		if rc.squashRows > 0 {
+			if err := cur.Exec(ctx, "SET min_insert_block_size_rows = DEFAULT"); err != nil {
+				t.Fatal(err)
+			}
+		}
 		tables := []struct {
-			name, where string
-			want        uint64
+			name, topic, where string
+			want               uint64
 		}{
-			{"mcp_initialize_events", "server_name = '" + tool + "'", handshakes},
-			{"tool_calls", "tool_name = '" + tool + "'", calls},
-			{"recruitment_events", "startsWith(invitation_id, '" + prefix + "')", invitations},
+			{"mcp_initialize_events", ingest.TopicToolCalls, "server_name = '" + tool + "'", handshakes},
+			{"tool_calls", ingest.TopicToolCalls, "tool_name = '" + tool + "'", calls},
+			{"recruitment_events", ingest.TopicRecruitment, "startsWith(invitation_id, '" + prefix + "')", invitations},
 		}
 		count := func(table, where string) (rows, events uint64) {
 			t.Helper()
@@ -165,9 +186,12 @@ func TestAReplayedBatchIsDroppedByTheCurrentEngine(t *testing.T) {
 			}
 			return rows, events
 		}
-		before := map[string]uint64{} // rows the first member stored
+		// The rows the first member stored and did not commit (a batch that writes no rollup
+		// marker is committed before the stop): what the second member reads again.
+		committed := committedOffsets(ctx, t, env.Stack.KafkaBrokers, group)
+		before := map[string]uint64{}
 		for _, tbl := range tables {
-			before[tbl.name], _ = count(tbl.name, tbl.where)
+			before[tbl.name], _ = count(tbl.name, tbl.where+" AND kafka_offset >= "+committed[tbl.topic])
 		}
 		if before["mcp_initialize_events"] == 0 {
 			t.Fatal("the first member stored no handshake before it stopped: nothing is replayed")
@@ -187,31 +211,70 @@ func TestAReplayedBatchIsDroppedByTheCurrentEngine(t *testing.T) {
 		}
 		stopDrain()
 		st := c2.Stats()
-		t.Logf("records %t: the second member sent %d handshakes, %d tool calls, %d invitations (the first member's uncommitted batches, then the rest)",
-			records, st.Stored[ingest.KindInitialize.Name], st.Stored[ingest.KindToolCall.Name], st.Stored[ingest.KindInvitationSent.Name])
+		t.Logf("records %t, squashing at %d rows: the second member sent %d handshakes, %d tool calls, %d invitations (the first member's uncommitted batches, then the rest)",
+			records, rc.squashRows, st.Stored[ingest.KindInitialize.Name], st.Stored[ingest.KindToolCall.Name], st.Stored[ingest.KindInvitationSent.Name])
 
 		for _, tbl := range tables {
 			rows, events := count(tbl.name, tbl.where)
 			if events != tbl.want {
 				t.Errorf("%s holds %d events, want %d", tbl.name, events, tbl.want)
 			}
-			t.Logf("records %t: %s %d rows, %d events (%d rows stored before the stop)", records, tbl.name, rows, events, before[tbl.name])
+			t.Logf("records %t, squashing at %d rows: %s %d rows, %d events (%d uncommitted rows stored before the stop)", records, rc.squashRows, tbl.name, rows, events, before[tbl.name])
 			if first.dedupOff[tbl.name] || second.dedupOff[tbl.name] {
 				t.Logf("%s is inserted with insert_deduplicate = 0: its replay is stored again, counted once by uniqExact", tbl.name)
 				continue
 			}
 			firstTokens, secondTokens := first.tokens[tbl.name], second.tokens[tbl.name]
 			switch {
-			case records && rows != events:
+			case dropped && rows != events:
 				t.Errorf("%s holds %d rows for %d events without FINAL: the replay was stored again", tbl.name, rows, events)
 			case len(firstTokens) == 0 || firstTokens[0] == "":
 				t.Errorf("%s: the first member's INSERT bore no insert_deduplication_token (%q)", tbl.name, firstTokens)
-			case records && (len(secondTokens) == 0 || secondTokens[0] != firstTokens[0]):
+			case dropped && (len(secondTokens) == 0 || secondTokens[0] != firstTokens[0]):
 				t.Errorf("%s: the replay's first INSERT bore token %q, want the first attempt's %q", tbl.name, secondTokens, firstTokens[0])
-			case !records && rows != events+before[tbl.name]:
-				t.Errorf("%s holds %d rows for %d events, %d stored before the stop: without the records the replay should be stored again, whole",
+			case !dropped && rows != events+before[tbl.name]:
+				t.Errorf("%s holds %d rows for %d events, %d uncommitted before the stop: without the records, or a nonce in them, the replay should be stored again, whole",
 					tbl.name, rows, events, before[tbl.name])
+			case !dropped && len(secondTokens) > 0 && secondTokens[0] == firstTokens[0]:
+				t.Errorf("%s: the replay reused the first attempt's token %q, which no record named", tbl.name, firstTokens[0])
 			}
 		}
 	}
+}
+
+// committedOffsets returns, per topic of the group's, an SQL expression of a raw row's
+// partition's committed offset (0 for none), over its kafka_partition.
+func committedOffsets(ctx context.Context, t *testing.T, brokers []string, group string) map[string]string {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	topics := []string{ingest.TopicToolCalls, ingest.TopicRecruitment}
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := map[string][]int{}
+	for _, tp := range meta.Topics {
+		if tp.Error != nil {
+			t.Fatal(tp.Error)
+		}
+		for _, pt := range tp.Partitions {
+			parts[tp.Name] = append(parts[tp.Name], pt.ID)
+		}
+	}
+	resp, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: parts})
+	if err != nil || resp.Error != nil {
+		t.Fatalf("offsets of group %s: %v %v", group, err, resp.Error)
+	}
+	out := map[string]string{}
+	for _, topic := range topics {
+		expr := "multiIf("
+		for _, pt := range resp.Topics[topic] {
+			if pt.Error != nil {
+				t.Fatal(pt.Error)
+			}
+			expr += fmt.Sprintf("kafka_partition = %d, %d, ", pt.Partition, max(pt.CommittedOffset, 0))
+		}
+		out[topic] = expr + "0)"
+	}
+	return out
 }
