@@ -56,6 +56,11 @@ import (
 //     blocks, and is dropped. A replay that sends another number of
 //     blocks (rows the dedup windows decide otherwise) hashes to another token and is stored
 //     again: a duplicate, collapsed at merges, never a loss.
+//   - An INSERT that the member aborts, or whose member dies, is not completed by a current
+//     server: clickhouse-go ends it by closing its connection (never a Cancel packet, which a
+//     server may take for the end of the data), and a server that loses the connection
+//     mid-INSERT fails it (18.16 completed such an INSERT with the blocks it had, but bears no
+//     token). So a replay under a recorded nonce that is cut, aborted, stores none of its part.
 //   - If the record cannot be written (Redis did not answer within rangeWriteTimeout), the
 //     INSERTs are completed anyway: no replay can know the nonce, so none is dropped (each is
 //     stored again), and a later batch draws its own. A record left from an earlier attempt
