@@ -53,9 +53,9 @@ import (
 //   - The blocks of a token-bearing INSERT are cut at rawBlockRows rows only, not where a
 //     chunk ends (chwrite.OpenInsert.Write; openBatch.insert flushes each chunk's last rows
 //     only for an INSERT without a token), so a replay holding the same rows sends as many
-//     blocks, and is dropped. A replay that sends another number of
-//     blocks (rows the dedup windows decide otherwise) hashes to another token and is stored
-//     again: a duplicate, collapsed at merges, never a loss.
+//     blocks, and is dropped. A replay that sends another number of blocks (rows the dedup
+//     windows decide otherwise) hashes to another token and is stored again: a duplicate,
+//     collapsed at merges, never a loss.
 //   - An INSERT that the member aborts, or whose member dies, is not completed by a current
 //     server: clickhouse-go ends it by closing its connection (never a Cancel packet, which a
 //     server may take for the end of the data), and a server that loses the connection
