@@ -18,9 +18,8 @@ import (
 // replicated tables). So a batch read again after a crash (or by a partition's next owner) is
 // dropped if it holds exactly the offsets the first attempt held: the same rows (a row holds
 // nothing of the moment it is stored: ingest.RowContext.InsertedAt) in one INSERT. The raw
-// tables no view reads are partitioned by month and Kafka partition, so there one partition's
-// rows make a part whatever else shares the INSERT; tool_calls and recruitment_events are
-// stored again on purpose (insertSettings).
+// tables are partitioned by month and Kafka partition, so one partition's rows make a part
+// whatever else shares the INSERT; no view reads them (the views read feeds: fedTable).
 //
 // The boundaries are what the ClickHouse Kafka Connect sink also keeps: before a batch's
 // INSERTs end, the member records the batch's ranges [start, end), one per partition, in
