@@ -9,7 +9,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
@@ -41,20 +40,65 @@ type rawTable struct {
 // event id names, inserted column by column (package chwrite); its column list is the `ch`
 // tags of T.
 func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUID) rawTable {
+	return fedTable(name, rows, id, nil)
+}
+
+// fedTable is table for a raw table whose rows materialized views need
+// (migrations.ViewFeeds): every INSERT of its rows is preceded by one of those the views need
+// (needs; nil: every row) into its feed, a Null table with its columns the views read. The
+// feed first: a raw part is only ever written once its rows fed the views, so the server may
+// drop a replayed raw part (a duplicate, on a replicated table) without the views missing
+// anything, and the replay's feed insert, which the Null table never drops, gives the views
+// rows they count by distinct ids again, which changes nothing. The other order could commit
+// the raw part, fail the feed, and lose the views' rows on the replay the server drops
+// (DESIGN.md §5, "Replays dedup at insert"). A feed without any row to insert is skipped: the
+// tool calls' holds only those with a folded value, normally none.
+func fedTable[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUID, needs func(*T) bool) rawTable {
 	t := mustTable[T](name)
 	t.BlockRows = rawBlockRows
 	short := strings.TrimPrefix(name, migrations.Database+".")
 	parts := rawPartKeys[T](migrations.ByKafkaPartition(short))
-	settings := insertSettings(short)
+	feed := func(context.Context, driver.Conn, []T) error { return nil }
+	if f, ok := migrations.ViewFeeds[short]; ok {
+		ft := mustTable[T](migrations.Database + "." + f)
+		ft.BlockRows = rawBlockRows
+		feed = func(ctx context.Context, conn driver.Conn, rs []T) error {
+			if needs != nil {
+				var fed []T
+				for i := range rs {
+					if needs(&rs[i]) {
+						fed = append(fed, rs[i])
+					}
+				}
+				rs = fed
+			}
+			if len(rs) == 0 {
+				return nil
+			}
+			if err := ft.Insert(ctx, conn, rs); err != nil {
+				return fmt.Errorf("feed %s: %w", ft.Name(), err)
+			}
+			return nil
+		}
+	} else if needs != nil {
+		panic("BUG: raw table " + name + " has no feed (migrations.ViewFeeds)")
+	}
 	return rawTable{
 		name: name,
 		len:  func(r *ingest.Rows) int { return len(rows(r)) },
 		open: func(ctx context.Context, conn driver.Conn) (rawInsert, error) {
-			in, err := t.Open(settings(ctx), conn)
+			in, err := t.Open(ctx, conn)
 			if err != nil {
 				return nil, err
 			}
-			return &typedInsert[T]{in: in, rows: rows}, nil
+			raw := &typedInsert[T]{in: in, rows: rows}
+			if _, ok := migrations.ViewFeeds[short]; !ok {
+				return raw, nil
+			}
+			// Each chunk's rows feed the views before they are sent into the open INSERT, whose
+			// parts are written when it ends (or once its squashed rows fill a part): on the
+			// batch's context, as the INSERT was opened.
+			return &fedInsert[T]{typedInsert: raw, feed: func(rs []T) error { return feed(ctx, conn, rs) }}, nil
 		},
 		parts: func(r *ingest.Rows, to map[int]bool) {
 			var keys []int
@@ -70,7 +114,12 @@ func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUI
 			splits := 0
 			for _, chunk := range byParts(rows(r), migrations.MaxPartitionsPerInsert, parts) {
 				ref, n, err := insertSplitting(ctx, chunk, func(ctx context.Context, part []T) error {
-					return t.Insert(settings(ctx), conn, part)
+					// A row the feed refuses for good (it has the raw table's columns) is
+					// refused by both, and split down to like any other.
+					if err := feed(ctx, conn, part); err != nil {
+						return err
+					}
+					return t.Insert(ctx, conn, part)
 				})
 				splits += n
 				if err != nil {
@@ -88,18 +137,26 @@ func table[T any](name string, rows func(*ingest.Rows) []T, id func(*T) uuid.UUI
 	}
 }
 
-// insertSettings returns what a raw table's INSERTs run with: for a table materialized views
-// read (migrations.ViewSource), insert_deduplicate = 0. ClickHouse 18.16 skips every view of
-// an INSERT whose part it drops as a duplicate, even when the view never received the first
-// copy (its part committed, then the view's insert failed: ZooKeeper lost mid-INSERT), so a
-// replay dropped there lost rows from the funnel; stored again, it feeds the views, whose
-// states count distinct ids, and the raw copy collapses at merges (DESIGN.md §5).
-func insertSettings(table string) func(context.Context) context.Context {
-	if !migrations.ViewSource(table) {
-		return func(ctx context.Context) context.Context { return ctx }
+// fedInsert is the rawInsert of a streamed raw table with a feed: each chunk's rows are
+// inserted into the feed (a separate INSERT, ended at once) before they are sent into the
+// table's open INSERT.
+type fedInsert[T any] struct {
+	*typedInsert[T]
+	feed func([]T) error
+}
+
+func (f *fedInsert[T]) write(r *ingest.Rows) error {
+	if err := f.feed(f.rows(r)); err != nil {
+		return err
 	}
-	opt := clickhouse.WithSettings(clickhouse.Settings{"insert_deduplicate": 0})
-	return func(ctx context.Context) context.Context { return clickhouse.Context(ctx, opt) }
+	return f.typedInsert.write(r)
+}
+
+// hasFolded reports whether a tool call holds a value its cardinality caps folded: the rows
+// the cardinality overflow views count (migration 0040), so the only ones tool_calls_feed
+// needs.
+func hasFolded(r *ingest.ToolCallRow) bool {
+	return r.FoldedToolName != "" || r.FoldedClientName != "" || len(r.FoldedKeyPaths) > 0
 }
 
 // rawBlockRows is the rows per block sent of a raw table's insert (chwrite.Table.BlockRows).
@@ -111,10 +168,10 @@ const rawBlockRows = 4096
 
 // rawTables are the raw tables, one per row type of ingest.Rows.
 var rawTables = []rawTable{
-	table("mcpulse.tool_calls", func(r *ingest.Rows) []ingest.ToolCallRow { return r.ToolCalls },
-		func(r *ingest.ToolCallRow) uuid.UUID { return r.UUID }),
-	table("mcpulse.recruitment_events", func(r *ingest.Rows) []ingest.RecruitmentRow { return r.Recruitment },
-		func(r *ingest.RecruitmentRow) uuid.UUID { return r.UUID }),
+	fedTable("mcpulse.tool_calls", func(r *ingest.Rows) []ingest.ToolCallRow { return r.ToolCalls },
+		func(r *ingest.ToolCallRow) uuid.UUID { return r.UUID }, hasFolded),
+	fedTable("mcpulse.recruitment_events", func(r *ingest.Rows) []ingest.RecruitmentRow { return r.Recruitment },
+		func(r *ingest.RecruitmentRow) uuid.UUID { return r.UUID }, nil),
 	optionalTable(table("mcpulse.served_tool_schemas_in", func(r *ingest.Rows) []ingest.ServedSchemaRow { return r.ServedSchemas },
 		func(r *ingest.ServedSchemaRow) uuid.UUID { return r.EventUUID })),
 	table("mcpulse.mcp_initialize_events", func(r *ingest.Rows) []ingest.InitializeRow { return r.Initialize },

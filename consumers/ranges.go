@@ -18,9 +18,8 @@ import (
 // replicated tables). So a batch read again after a crash (or by a partition's next owner) is
 // dropped if it holds exactly the offsets the first attempt held: the same rows (a row holds
 // nothing of the moment it is stored: ingest.RowContext.InsertedAt) in one INSERT. The raw
-// tables no view reads are partitioned by month and Kafka partition, so there one partition's
-// rows make a part whatever else shares the INSERT; tool_calls and recruitment_events are
-// stored again on purpose (insertSettings).
+// tables are partitioned by month and Kafka partition, so one partition's rows make a part
+// whatever else shares the INSERT; no view reads them (the views read feeds: fedTable).
 //
 // The boundaries are what the ClickHouse Kafka Connect sink also keeps: before a batch's
 // INSERTs end, the member records the batch's ranges [start, end), one per partition, in
@@ -388,11 +387,15 @@ func (r *replay) drop(n int) {
 }
 
 // loadReplay reads the recorded batches of the generation's partitions and orders those to
-// replay: a batch whose every range of a partition the member owns begins where that
-// partition's previous replayed range ended, from its committed offset (assignments' Offset;
-// a partition without one begins at its lowest recorded start). It queues for deletion the
-// records wholly below the committed offsets. nil when there is nothing to replay. Best
-// effort: a failure is logged, and the partitions are read as they come.
+// replay: a batch whose every range of a partition the member owns, and has not committed,
+// begins where that partition's previous replayed range ended, from its committed offset
+// (assignments' Offset; a partition without one begins at its lowest recorded start). A
+// record that also names partitions the member does not own is replayed for those it owns,
+// and the ranges of the others are recorded again under a field of their own, so that the
+// replay's record and deletion (under the batch's first range, which may be the record's)
+// leave them to their owners, who replay them as theirs. It queues for deletion the records
+// wholly below the committed offsets. nil when there is nothing to replay. Best effort: a
+// failure is logged, and the partitions are read as they come.
 func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafka.PartitionAssignment) *replay {
 	ctx, cancel := context.WithTimeout(ctx, rangeWriteTimeout)
 	defer cancel()
@@ -416,6 +419,7 @@ func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafk
 	}
 	var records []record
 	var stale []string
+	rests := map[string]string{} // field → value: the ranges of records replayed in part
 	lowest := map[topicPartition]int64{}
 	for f, v := range all {
 		ranges, nonce, err := decodeRecord(v)
@@ -425,16 +429,19 @@ func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafk
 			continue
 		}
 		mine := map[topicPartition]batchRange{}
+		rest := map[topicPartition]batchRange{}
 		below := true // every range below its partition's committed offset
 		for tp, rg := range ranges {
 			committed, ok := owned[tp]
 			if !ok {
 				below = false // another member's to judge
+				rest[tp] = rg
 				continue
 			}
-			if committed < 0 || rg.end > committed {
-				below = false
+			if committed >= 0 && rg.end <= committed {
+				continue // committed: replayed in part before, by a member that owned it
 			}
+			below = false
 			mine[tp] = rg
 			if l, ok := lowest[tp]; !ok || rg.start < l {
 				lowest[tp] = rg.start
@@ -446,6 +453,17 @@ func (c *Consumer) loadReplay(ctx context.Context, assignments map[string][]kafk
 		}
 		if len(mine) > 0 {
 			records = append(records, record{f, mine, reusableNonce(ranges, mine, nonce)})
+			if len(rest) > 0 {
+				// The replay records and then forgets its ranges under its own field, which
+				// may be f: the ranges of the partitions it does not own are kept under a
+				// field of their own for their owners.
+				rests[batchField(rest)] = encodeRanges(rest)
+			}
+		}
+	}
+	if len(rests) > 0 {
+		if err := c.cfg.Redis.HSet(ctx, rangesKey(c.cfg.GroupID), rests).Err(); err != nil {
+			c.cfg.Logger.Warn("keeping the recorded ranges of other members' partitions failed; a replay of them is stored again and collapsed at merges", "err", err)
 		}
 	}
 	at := map[topicPartition]int64{} // each owned partition's next offset to replay from

@@ -51,16 +51,16 @@ import (
 // marked offsets as a batch of its own, and streams again after them.
 
 // streamConns is the fewest connections the ClickHouse pool must allow for batches to be
-// streamed: one open INSERT per raw table, plus the connections the chunk's other inserts and
-// the previous batch's rollups use meanwhile. A smaller pool (a DSN's max_open_conns) gets one
-// chunk per batch.
-var streamConns = len(rawTables) + 6
+// streamed: one open INSERT per raw table, plus the connections the chunk's other inserts (its
+// feeds' among them) and the previous batch's rollups use meanwhile. A smaller pool (a DSN's
+// max_open_conns) gets one chunk per batch.
+var streamConns = len(rawTables) + len(migrations.ViewFeeds) + 6
 
 // asyncEndConns is the fewest connections the pool must allow for a streamed batch's INSERTs
 // to end while the next batch streams: as many again for them, the next batch's dead-letter
 // and audit inserts and its lookups. A pool of streamConns up to this ends them before the
 // next batch streams.
-var asyncEndConns = 2*len(rawTables) + 4
+var asyncEndConns = 2*len(rawTables) + len(migrations.ViewFeeds) + 4
 
 // endsAsync reports whether the pool allows a streamed batch's INSERTs to end while the next
 // batch streams (asyncEndConns).

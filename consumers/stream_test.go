@@ -33,11 +33,14 @@ func (h *harness) publishStreamedEvents(n int) {
 	h.publish(ingest.TopicRecruitment, invitation(100000, "dora", "inv-1", base), response(100001, "dora", "inv-1", "decline", base.Add(time.Minute)))
 }
 
-// insertedParts is how many parts inserts wrote into a table (level 0, merged away or not:
-// the parts a merge replaced stay listed, inactive, for minutes).
+// insertedParts is how many parts inserts wrote into a raw table, in the partition (month and
+// Kafka partition) that got the most (level 0, merged away or not: the parts a merge replaced
+// stay listed, inactive, for minutes). An INSERT writes one part into each partition it has
+// rows for, so this is how many INSERTs stored rows of one Kafka partition.
 func (h *harness) insertedParts(table string) int64 {
 	h.t.Helper()
-	return h.count("SELECT count() FROM system.parts WHERE database = 'mcpulse' AND table = ? AND level = 0", table)
+	return h.count(`SELECT max(parts) FROM (SELECT partition_id, count() AS parts FROM system.parts
+WHERE database = 'mcpulse' AND table = ? AND level = 0 GROUP BY partition_id)`, table)
 }
 
 // checkStored holds the stores to the n tool calls and two recruitment events published,

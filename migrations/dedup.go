@@ -9,28 +9,29 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// RawTables are the tables of raw events the consumer inserts a batch's rows into: those no
-// view reads partitioned by month and Kafka partition (migration 0044), so that a replayed
-// batch's part of one Kafka partition is the part stored the first time; tool_calls and
-// recruitment_events by month (DESIGN.md §5, "Replays dedup at insert").
+// RawTables are the tables of raw events the consumer inserts a batch's rows into, each
+// partitioned by month and Kafka partition (migrations 0044 and 0045), so that a replayed
+// batch's part of one Kafka partition is the part stored the first time (DESIGN.md §5,
+// "Replays dedup at insert"). No materialized view reads them: the views read ViewFeeds.
 var RawTables = []string{
 	"tool_calls", "recruitment_events", "mcp_initialize_events", "mcp_exceptions", "other_events",
 	"mcp_feedback", "mcp_resource_prompt_events", "mcp_identify_events", "tools_list_events",
 }
 
-// viewSources are the raw tables materialized views read, which migration 0044 left
-// partitioned by month only (its comment says why).
-var viewSources = map[string]bool{"tool_calls": true, "recruitment_events": true}
-
-// ViewSource reports whether materialized views read raw table name (in Database, without it):
-// the consumer stores every INSERT into it, replays included (insert_deduplicate = 0).
-func ViewSource(name string) bool { return viewSources[name] }
+// ViewFeeds maps each raw table whose rows materialized views need (in Database, without it)
+// to the Null table with its columns the views read instead (migration 0045): the consumer
+// inserts the rows the views need into the feed before it inserts the batch into the raw
+// table, so a raw part never commits unless its views were fed, and a replay the server drops
+// from the raw table still feeds them (the feed drops nothing; the views count distinct ids).
+var ViewFeeds = map[string]string{
+	"tool_calls":         "tool_calls_feed",
+	"recruitment_events": "recruitment_events_feed",
+}
 
 // ByKafkaPartition reports whether raw table name (in Database, without it) is partitioned by
-// month and Kafka partition (migration 0044) rather than by month only.
-func ByKafkaPartition(name string) bool {
-	return slices.Contains(RawTables, name) && !viewSources[name]
-}
+// month and Kafka partition (migrations 0044 and 0045: every one of RawTables) rather than by
+// month only.
+func ByKafkaPartition(name string) bool { return slices.Contains(RawTables, name) }
 
 // InsertDedupWindow is how many of a raw table's most recent inserted parts a server remembers
 // to drop a part inserted again: replicated_deduplication_window on a cluster (set by migration

@@ -68,6 +68,15 @@ var ShardingKeys = map[string]string{
 	"mcp_identify_events_by_month":         keyDistinctID,
 	"tools_list_events_by_stream":          keyDistinctID,
 	"tools_list_events_by_month":           keyDistinctID,
+	// Likewise tool_calls and recruitment_events (migration 0045), and the Null feeds the
+	// views read instead of them, keyed as their raw table so a feed row lands on the shard
+	// of its raw row.
+	"tool_calls_by_stream":         keyDistinctID,
+	"tool_calls_by_month":          keyDistinctID,
+	"tool_calls_feed":              keyDistinctID,
+	"recruitment_events_by_stream": keyIdentity,
+	"recruitment_events_by_month":  keyIdentity,
+	"recruitment_events_feed":      keyIdentity,
 
 	"tool_call_stats_hourly":    keyPartition,
 	"ignored_key_paths_hourly":  keyPartition,

@@ -64,9 +64,9 @@ func ParseBrokers(s string) ([]string, error) {
 // of them kept when idle, unless the DSN sets max_open_conns (or max_idle_conns). A consumer
 // holds one per raw table open for the life of a batch (its rows are streamed into one INSERT
 // per table), as many for the batch before while its INSERTs end, and its other inserts and
-// queries use a few more: 2 × 10 raw tables + 4 = 24 (consumers' asyncEndConns, which a test
-// holds this to).
-const DefaultClickHouseConns = 24
+// queries use a few more, its inserts into the views' feeds among them: 2 × 10 raw tables + 2
+// feeds + 4 = 26 (consumers' asyncEndConns, which a test holds this to).
+const DefaultClickHouseConns = 26
 
 // DefaultClickHouseReadTimeout is how long OpenClickHouse's connections wait for a server's
 // answer when the DSN sets no read_timeout.

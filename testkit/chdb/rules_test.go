@@ -32,8 +32,8 @@ var oneValuePerInsert = map[string]string{
 	"intDiv(epoch,": "rollup_batches: every INSERT is one batch's markers, of one epoch",
 }
 
-// byMonthAndKafkaPartition matches the partition key of the raw tables no view reads
-// (migration 0044), from its start: the consumer cuts each INSERT into runs of at most
+// byMonthAndKafkaPartition matches the partition key of the raw tables (migrations 0044 and
+// 0045), from its start: the consumer cuts each INSERT into runs of at most
 // migrations.MaxPartitionsPerInsert (month, Kafka partition) pairs (consumers byParts), and
 // migrate up lifts the limit for the migration's copy where the server has one.
 var byMonthAndKafkaPartition = regexp.MustCompile(`^\(toYYYYMM\(\w+\),\s*kafka_partition\)`)

@@ -45,8 +45,12 @@ const zooKeeperOutage = 20 * time.Second
 // synced, each replica's raw tables read with FINAL hold exactly the distinct events published
 // so far, per table, and every rollup equals its recomputation from the raw tables; at the end
 // every figure in ClickHouse and Redis equals the corpus's expected outcome (verify, through
-// the first replica; then through the second, once the closed hours are sealed). The raw rows re-inserted by the faults (visible without FINAL) are measured on both
-// replicas and logged, not asserted (rawDuplicatesWithoutFinal).
+// the first replica; then through the second, once the closed hours are sealed). Raw rows
+// stored twice (visible without FINAL: rawDuplicatesWithoutFinal) are measured on both
+// replicas after each fault; in the raw tables deduplicated at insert they must be none after
+// the first fault, and after the second unless a streamed batch failed meanwhile
+// (streamsFailed says why those store rows twice); after the third they are logged
+// (docs/scaling.md has the measured counts).
 func TestClusterReplicaKilledZooKeeperStoppedAndConsumerCrashedMidInsertLoseAndDoubleNothing(t *testing.T) {
 	began := time.Now()
 	p := newPipeline(t, 30000, 29, 6, func(c *stack.Config) { c.Replicas = 2 })
@@ -60,6 +64,22 @@ func TestClusterReplicaKilledZooKeeperStoppedAndConsumerCrashedMidInsertLoseAndD
 		return len(p.records("storing a batch failed; consumption paused, retrying",
 			"storing a chunk of a streamed batch failed; the chunks before it are stored and committed, and it is retried on its own",
 			"storing a streamed batch failed; rejoining the group to read it again one chunk per batch"))
+	}
+	// streamsFailed is checkReplicas' lenient for a fault that stores raw rows twice only
+	// through a streamed batch that failed (since it was last called): "" when none did. Such a
+	// batch is read again one chunk per batch (other parts than its first attempt's INSERTs
+	// stored), a chunk that failed mid-batch is stored on its own, and a response stored
+	// before its invitation in the first attempt finds it in the replay (docs/scaling.md).
+	streamsSeen := 0
+	streamsFailed := func() string {
+		n := len(p.records("storing a chunk of a streamed batch failed; the chunks before it are stored and committed, and it is retried on its own",
+			"storing a streamed batch failed; rejoining the group to read it again one chunk per batch"))
+		added := n - streamsSeen
+		streamsSeen = n
+		if added == 0 {
+			return ""
+		}
+		return fmt.Sprintf("after %d streamed batches failed (docs/scaling.md)", added)
 	}
 	step := func(i int, what string) {
 		t.Helper()
@@ -88,7 +108,7 @@ func TestClusterReplicaKilledZooKeeperStoppedAndConsumerCrashedMidInsertLoseAndD
 	t.Logf("fault 1: %s answered %s after its start; the group drained and both replicas were in sync %s after it; %d failed stores retried", cc.Hosts[0].Name(),
 		up.Round(time.Millisecond), caughtUp.Sub(restarted).Round(time.Millisecond), failures())
 	before := failures()
-	p.checkReplicas("after a replica was killed and restarted", prefixes[p.published-1], &dups)
+	p.checkReplicas("after a replica was killed and restarted", prefixes[p.published-1], &dups, streamsFailed())
 
 	// 2. ZooKeeper stops for zooKeeperOutage.
 	p.publishNext()
@@ -107,7 +127,7 @@ func TestClusterReplicaKilledZooKeeperStoppedAndConsumerCrashedMidInsertLoseAndD
 	caughtUp = p.settle()
 	t.Logf("fault 2: ZooKeeper down %s; the consumer stored again %s after it was back, the group drained and both replicas were in sync %s after it; %d failed stores retried",
 		back.Sub(stopped).Round(time.Millisecond), resumed.Round(time.Millisecond), caughtUp.Sub(back).Round(time.Millisecond), failures()-before)
-	p.checkReplicas("after ZooKeeper was stopped for "+zooKeeperOutage.String(), prefixes[p.published-1], &dups)
+	p.checkReplicas("after ZooKeeper was stopped for "+zooKeeperOutage.String(), prefixes[p.published-1], &dups, streamsFailed())
 
 	// 3. The consumer dies mid-insert, twice, then is SIGKILLed mid-batch, and is replaced.
 	p.stop(m)
@@ -122,7 +142,13 @@ func TestClusterReplicaKilledZooKeeperStoppedAndConsumerCrashedMidInsertLoseAndD
 	p.start()
 	p.settle()
 	t.Logf("fault 3: the replacement member drained the group and both replicas were in sync %s after its start", time.Since(restarted).Round(time.Millisecond))
-	p.checkReplicas("after the consumer died mid-insert twice and was SIGKILLed mid-batch", prefixes[p.published-1], &dups)
+	// Measured after the crashes, not held to none: a batch stored from a partition's committed
+	// offset and not committed is at times followed by the replay of another record beginning
+	// there, likely one whose member died before its INSERTs ended, and the rest is read as it
+	// comes (2 to 362 tool calls, 0 to 33 recruitment events in three runs: docs/scaling.md).
+	_ = streamsFailed()
+	p.checkReplicas("after the consumer died mid-insert twice and was SIGKILLed mid-batch", prefixes[p.published-1], &dups,
+		"after the crashes (a replay that followed a stale record: docs/scaling.md)")
 
 	p.drain()
 	p.verify()
@@ -255,10 +281,15 @@ func (p *pipeline) syncReplica(i int) error {
 }
 
 // checkReplicas requires, on each host, every event table read with FINAL to hold exactly
-// want's rows and every rollup to equal its recomputation from the raw tables, and logs the
-// raw duplicate rows each holds without FINAL (rawDuplicatesWithoutFinal), with how many more
-// than *seen (the previous check's, per host; updated).
-func (p *pipeline) checkReplicas(when string, want map[string]int64, seen *[]map[string]int64) {
+// want's rows and every rollup to equal its recomputation from the raw tables, and measures
+// the raw duplicate rows each holds without FINAL (rawDuplicatesWithoutFinal), with how many
+// more than *seen (the previous check's, per host; updated), and the parts holding them. The
+// raw tables the consumer dedups at insert (migrations.RawTables) must have none more, unless
+// lenient says why this fault may leave some (then they are logged); dead_letters is only
+// logged: a chunk's dead letters are inserted as it comes, before its batch is recorded, so a
+// member that died before its commit leaves them to be inserted again in the chunks its
+// successor reads, other blocks that no server drops (docs/scaling.md).
+func (p *pipeline) checkReplicas(when string, want map[string]int64, seen *[]map[string]int64, lenient string) {
 	p.t.Helper()
 	saved := p.ch
 	defer func() { p.ch = saved }()
@@ -296,6 +327,21 @@ func (p *pipeline) checkReplicas(when string, want map[string]int64, seen *[]map
 		}
 		(*seen)[i] = dups
 		p.t.Logf("%s: raw duplicate rows without FINAL: %s (this fault: %s)", where, formatCounts(dups), formatCounts(added))
+		for table := range added {
+			p.t.Logf("%s: %s's parts holding rows stored twice: %s", where, table, duplicateParts(p.ctx, p.ch, table))
+		}
+		deduped := map[string]int64{}
+		for table, n := range added {
+			if slices.Contains(migrations.RawTables, table) {
+				deduped[table] = n
+			}
+		}
+		switch {
+		case len(deduped) > 0 && lenient == "":
+			p.t.Errorf("%s: raw rows stored twice, visible without FINAL: %s", where, formatCounts(deduped))
+		case len(deduped) > 0:
+			p.t.Logf("%s: raw rows stored twice, visible without FINAL: %s, %s", where, formatCounts(deduped), lenient)
+		}
 	}
 }
 
@@ -331,6 +377,49 @@ func rawDuplicatesWithoutFinal(ctx context.Context, conn driver.Conn) (map[strin
 		}
 	}
 	return dups, nil
+}
+
+// duplicateParts describes the parts of raw table table (in database mcpulse) holding rows whose
+// key another row repeats, one line per part: its name, Kafka partition, offsets and rows of
+// those, and its rows in all; and how many more distinct rows than keys the repeated keys
+// have (0: every copy is identical). Read on one server; an error is described in the result.
+func duplicateParts(ctx context.Context, conn driver.Conn, table string) string {
+	key := "uuid"
+	cols := "any(kafka_partition), min(kafka_offset), max(kafka_offset)"
+	if table == "dead_letters" {
+		key, cols = "dead_letter_id", "toInt32(-1), toInt64(min(dlq_offset)), toInt64(max(dlq_offset))"
+	}
+	q := fmt.Sprintf(`SELECT _part, %s, count(), any(total) FROM %s.%s
+ANY INNER JOIN (SELECT _part, count() AS total FROM %[2]s.%[3]s GROUP BY _part) AS parts USING _part
+WHERE %[4]s IN (SELECT %[4]s FROM %[2]s.%[3]s GROUP BY %[4]s HAVING count() > 1)
+GROUP BY _part ORDER BY _part`, cols, migrations.Database, table, key)
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var (
+			part          string
+			partition     int32
+			first, last   int64
+			dups, inTotal uint64
+		)
+		if err := rows.Scan(&part, &partition, &first, &last, &dups, &inTotal); err != nil {
+			return "(" + err.Error() + ")"
+		}
+		out = append(out, fmt.Sprintf("%s (partition %d, offsets %d-%d): %d of its %d rows", part, partition, first, last, dups, inTotal))
+	}
+	var differing int64
+	repeated := fmt.Sprintf("SELECT %s FROM %s.%s GROUP BY %[1]s HAVING count() > 1", key, migrations.Database, table)
+	if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT toInt64((SELECT count() FROM (SELECT DISTINCT * FROM %s.%s WHERE %s IN (%s))))
+    - toInt64((SELECT count() FROM (%[4]s)))`, migrations.Database, table, key, repeated)).Scan(&differing); err != nil {
+		out = append(out, "("+err.Error()+")")
+	} else {
+		out = append(out, fmt.Sprintf("%d more distinct rows than repeated keys", differing))
+	}
+	return strings.Join(out, "; ")
 }
 
 // formatCounts renders counts as "a=1 b=2" in key order, or "none".
