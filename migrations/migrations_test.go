@@ -59,25 +59,7 @@ func TestUpIsIdempotentAndCreatesTheDesignedViews(t *testing.T) {
 			{"unanswered", "Int64"}},
 	}
 	for view, cols := range want {
-		// DESCRIBE lists columns in order on every version (18.16's system.columns has no
-		// position); newer releases add trailing fields, so scan however many there are.
-		rows, err := ch.Query(ctx, "DESCRIBE TABLE mcpulse."+view)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got [][2]string
-		for rows.Next() {
-			fields := make([]string, len(rows.Columns()))
-			dest := make([]any, len(fields))
-			for i := range fields {
-				dest[i] = &fields[i]
-			}
-			if err := rows.Scan(dest...); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, [2]string{fields[0], fields[1]})
-		}
-		rows.Close()
+		got := describe(t, ctx, ch, "mcpulse."+view)
 		if !reflect.DeepEqual(got, cols) {
 			t.Errorf("%s columns:\n got %v\nwant %v", view, got, cols)
 		}
